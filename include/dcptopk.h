@@ -1,0 +1,638 @@
+/*
+ * dcptopk.h - the whole public contract of dcptopk.
+ *
+ * dcptopk performs the distributed top-K merge of the DSA sparse indexer under
+ * decode context parallelism (DCP), exactly, with CUDA kernels that it renders
+ * from templates, compiles with NVRTC, caches in SQLite and launches through
+ * the CUDA Driver API.
+ *
+ * Conventions (read once, they hold for every call below):
+ *  - Every call returns a dcptopk_result. DCPTOPK_SUCCESS is 0.
+ *  - Calls that take a context store a detailed message in it on failure
+ *    (dcptopk_last_error(ctx)); calls without a context store it in a
+ *    thread-local slot read with dcptopk_last_error(NULL). Messages name the
+ *    offending argument and its value and keep native CUDA / NVRTC / SQLite
+ *    error codes and the NVRTC log.
+ *  - No CUDA type appears here: device pointers travel as plain pointers or
+ *    uint64_t, streams as void * (a CUstream / cudaStream_t; NULL = legacy
+ *    default stream).
+ *  - Structs that may grow carry `struct_size` first and have an _INIT macro.
+ *    Always initialise them with the macro, then set the fields you need.
+ *  - Handles are created through out-parameters and destroyed by a function
+ *    that accepts NULL.
+ *  - Thread safety: a context may be used from several host threads at once
+ *    (its module table is locked); a cache handle may not.
+ */
+#ifndef DCPTOPK_H
+#define DCPTOPK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define DCPTOPK_API
+#elif defined(__GNUC__)
+#define DCPTOPK_API __attribute__((visibility("default")))
+#else
+#define DCPTOPK_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ versions */
+
+#define DCPTOPK_VERSION_MAJOR 0
+#define DCPTOPK_VERSION_MINOR 1
+#define DCPTOPK_VERSION_PATCH 0
+#define DCPTOPK_VERSION_NUMBER                                                \
+    (DCPTOPK_VERSION_MAJOR * 10000 + DCPTOPK_VERSION_MINOR * 100 +            \
+     DCPTOPK_VERSION_PATCH)
+
+/* The version of the library actually linked (compare with the macro). */
+DCPTOPK_API unsigned dcptopk_version_number(void);
+DCPTOPK_API const char *dcptopk_version_string(void);
+
+/* ------------------------------------------------------------------- results */
+
+/* One list generates the enum, the names and the messages. Numbers are pinned:
+ * never renumber, only append. */
+#define DCPTOPK_RESULT_LIST(X)                                                 \
+    X(SUCCESS, 0, "success")                                                   \
+    X(INVALID_ARGUMENT, 1, "an argument is invalid")                           \
+    X(UNSUPPORTED, 2, "the requested combination is not supported")            \
+    X(OUT_OF_MEMORY, 3, "a host or device allocation failed")                  \
+    X(NO_DEVICE, 4, "no CUDA driver or device is available")                   \
+    X(CUDA_ERROR, 5, "a CUDA driver call failed")                              \
+    X(NVRTC_ERROR, 6, "NVRTC failed to compile a kernel")                      \
+    X(CACHE_ERROR, 7, "the compile cache failed")                              \
+    X(NCCL_ERROR, 8, "an NCCL call failed")                                    \
+    X(NOT_WARMED, 9, "strict mode: a kernel was needed that warmup did not load") \
+    X(RESCUE_TIMEOUT, 10, "the rescue round timed out waiting for a peer")    \
+    X(NOT_FOUND, 11, "no such entry")                                          \
+    X(IO_ERROR, 12, "a file could not be read or written")                     \
+    X(CONTRACT_VIOLATION, 13, "packed rows break the merge contract")          \
+    X(INTERNAL, 14, "internal error (a bug in dcptopk)")
+
+typedef enum dcptopk_result {
+#define DCPTOPK_X_ENUM(name, num, msg) DCPTOPK_##name = num,
+    DCPTOPK_RESULT_LIST(DCPTOPK_X_ENUM)
+#undef DCPTOPK_X_ENUM
+} dcptopk_result;
+
+/* "DCPTOPK_INVALID_ARGUMENT", or "DCPTOPK_UNKNOWN_RESULT". Never NULL. */
+DCPTOPK_API const char *dcptopk_result_name(dcptopk_result r);
+/* The one-line generic message of a code. Never NULL. */
+DCPTOPK_API const char *dcptopk_result_message(dcptopk_result r);
+
+/* ------------------------------------------------------------------ context */
+
+typedef struct dcptopk_context dcptopk_context;
+
+/* How a context uses the on-disk compile cache. */
+typedef enum dcptopk_cache_mode {
+    DCPTOPK_CACHE_READWRITE = 0, /* default: read hits, store compiles      */
+    DCPTOPK_CACHE_READONLY = 1,  /* read hits, never write the file         */
+    DCPTOPK_CACHE_OFF = 2        /* compile everything, keep it in memory   */
+} dcptopk_cache_mode;
+
+#define DCPTOPK_CONTEXT_CONFIG_VERSION 1
+typedef struct dcptopk_context_config {
+    uint32_t struct_size; /* sizeof(dcptopk_context_config)                   */
+    uint32_t version;     /* DCPTOPK_CONTEXT_CONFIG_VERSION                   */
+    /* CUDA device ordinal; -1 = no device: compile and cache only (then
+     * `arch` is required). */
+    int32_t device;
+    /* Target architecture such as "sm_90", "sm_90a", "sm_100a"; NULL = the
+     * device's own (sm_XY, plus "a" on cc 9.0 / 10.x). Copied. */
+    const char *arch;
+    /* Cache database file; NULL = the default (see dcptopk_cache_default_path).
+     * Copied. */
+    const char *cache_path;
+    int32_t cache_mode; /* dcptopk_cache_mode                                */
+    /* Non-zero: once dcptopk_context_seal() ran (dcptopk_warmup seals when
+     * `strict` is set), a launch whose kernel is not loaded fails with
+     * DCPTOPK_NOT_WARMED instead of compiling. */
+    int32_t strict;
+} dcptopk_context_config;
+
+#define DCPTOPK_CONTEXT_CONFIG_INIT                                            \
+    { sizeof(dcptopk_context_config), DCPTOPK_CONTEXT_CONFIG_VERSION, 0, NULL, \
+      NULL, DCPTOPK_CACHE_READWRITE, 0 }
+
+/* Creates a context on `config->device` (config NULL = all defaults). The
+ * context retains the device's primary CUDA context; calls made with it run
+ * in that CUDA context. */
+DCPTOPK_API dcptopk_result dcptopk_context_create(
+    const dcptopk_context_config *config, dcptopk_context **out);
+/* Unloads every module and releases the CUDA context. Accepts NULL. The caller
+ * guarantees no launch of this context is still running. */
+DCPTOPK_API void dcptopk_context_destroy(dcptopk_context *ctx);
+/* The last error message of `ctx`, or of the calling thread when ctx is NULL.
+ * Valid until the next call on the same context / thread. Never NULL. */
+DCPTOPK_API const char *dcptopk_last_error(const dcptopk_context *ctx);
+/* The target arch the context compiles for, e.g. "sm_90a". */
+DCPTOPK_API const char *dcptopk_context_arch(const dcptopk_context *ctx);
+/* From now on a launch of a kernel that is not loaded is DCPTOPK_NOT_WARMED
+ * (only when the context was created with strict set). */
+DCPTOPK_API dcptopk_result dcptopk_context_seal(dcptopk_context *ctx);
+/* Number of CUDA devices, 0 when there is no driver or no device. */
+DCPTOPK_API int dcptopk_device_count(void);
+
+/* ----------------------------------------------------------- merge configs */
+
+typedef enum dcptopk_merge_kind {
+    DCPTOPK_MERGE_PACKED = 0, /* 4-byte candidates + bit plane, N < K        */
+    DCPTOPK_MERGE_PAIR = 1    /* 8-byte (fp32 score, int32 gid) candidates   */
+} dcptopk_merge_kind;
+
+/* Limits shared by every entry point. */
+#define DCPTOPK_MAX_WORLD_SIZE 16
+#define DCPTOPK_MAX_TOPK 4096
+#define DCPTOPK_LOCAL_INDEX_BITS 17 /* local ids of the packed merge < 2^17  */
+
+#define DCPTOPK_MERGE_CONFIG_VERSION 1
+typedef struct dcptopk_merge_config {
+    uint32_t struct_size;
+    uint32_t version;
+    int32_t kind;        /* dcptopk_merge_kind                                */
+    int32_t topk;        /* K: multiple of 32, 32..4096                       */
+    int32_t local_topk;  /* N (packed merge): multiple of 32, < K; pair: = K  */
+    int32_t world_size;  /* W: 1..16                                          */
+    int32_t block_size;  /* KV block size for owned physical rows; 0 = none   */
+    int32_t interleave;  /* S: gid = (l/S)*W*S + rank*S + l%S; 1 = classic    */
+    int32_t emit_ids;    /* non-zero: write global ids [T, K]                 */
+    int32_t exact;       /* packed merge: run the rescue round                */
+} dcptopk_merge_config;
+
+#define DCPTOPK_MERGE_CONFIG_INIT                                              \
+    { sizeof(dcptopk_merge_config), DCPTOPK_MERGE_CONFIG_VERSION,              \
+      DCPTOPK_MERGE_PACKED, 2048, 384, 8, 64, 1, 1, 1 }
+
+/* Fills *out with a named config: "deepseek-v3.2-dcp8" (the default: packed,
+ * K=2048, N=384, W=8, block 64, ids, exact), and the others listed by
+ * dcptopk_merge_config_name(). Unknown name: DCPTOPK_NOT_FOUND. */
+DCPTOPK_API dcptopk_result dcptopk_merge_config_named(
+    const char *name, dcptopk_merge_config *out);
+/* The i-th named config, NULL past the end. */
+DCPTOPK_API const char *dcptopk_merge_config_name(size_t i);
+/* Validates every field; the error names the field and its value. */
+DCPTOPK_API dcptopk_result dcptopk_merge_config_check(
+    const dcptopk_merge_config *config);
+
+/* Arithmetic of the packed format, in one place. */
+DCPTOPK_API int32_t dcptopk_packed_row_words(int32_t n); /* n + n/32          */
+DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
+
+/* ------------------------------------------------------------ compile keys */
+
+/* Every kernel of the library. A key = kernel + the fields it specialises on +
+ * the target arch; fields a kernel does not use are 0 in its keys. */
+#define DCPTOPK_KERNEL_LIST(X)                                                 \
+    X(PACK_INDICES, 0, "pack_indices")   /* given local ids -> packed rows  */ \
+    X(TOPN_PACK, 1, "topn_pack")         /* fused local top-N + pack        */ \
+    X(SELECT, 2, "select")               /* packed select (+ push)          */ \
+    X(RESCUE, 3, "rescue")               /* rescue round                    */ \
+    X(PAIR_PACK, 4, "pair_pack")         /* local top-K -> 8-byte pairs     */ \
+    X(PAIR_SELECT, 5, "pair_select")     /* pair merge select               */ \
+    X(LOOPBACK, 6, "loopback")           /* device all-gather, one GPU      */
+
+typedef enum dcptopk_kernel {
+#define DCPTOPK_X_KERNEL(name, num, str) DCPTOPK_KERNEL_##name = num,
+    DCPTOPK_KERNEL_LIST(DCPTOPK_X_KERNEL)
+#undef DCPTOPK_X_KERNEL
+    DCPTOPK_KERNEL_COUNT
+} dcptopk_kernel;
+
+DCPTOPK_API const char *dcptopk_kernel_name(int32_t kernel);
+
+typedef struct dcptopk_key {
+    int32_t kernel;     /* dcptopk_kernel                                     */
+    int32_t topk;
+    int32_t local_topk;
+    int32_t world_size;
+    int32_t block_size;
+    int32_t interleave;
+    int32_t emit_ids;
+    int32_t exact;
+    int32_t layout;     /* pair select: dcptopk_pair_layout                   */
+    int32_t variant;    /* kernel-specific code-path choice (e.g. split rows) */
+    char arch[16];      /* "sm_90a"                                           */
+} dcptopk_key;
+
+/* Expands a config into the keys it needs for `arch` (NULL = "sm_90a").
+ * Writes at most `cap` keys, sets *count to the number needed. */
+DCPTOPK_API dcptopk_result dcptopk_config_keys(
+    const dcptopk_merge_config *config, const char *arch, dcptopk_key *keys,
+    size_t cap, size_t *count);
+/* "select(topk=2048,local_topk=384,world_size=8,...)@sm_90a"; returns the
+ * length it needs (like snprintf). */
+DCPTOPK_API int dcptopk_key_format(const dcptopk_key *key, char *buf,
+                                   size_t size);
+/* Validates a key's fields for its kernel. */
+DCPTOPK_API dcptopk_result dcptopk_key_check(const dcptopk_key *key);
+/* The rendered CUDA source of a key (what NVRTC compiles). *out is malloc'd,
+ * NUL-terminated, freed by the caller with free(). */
+DCPTOPK_API dcptopk_result dcptopk_key_render(const dcptopk_key *key,
+                                              char **out);
+/* The 128-bit cache key of `key` as 32 lowercase hex digits + NUL. Depends on
+ * the template bytes, constants, NVRTC options and version, arch and the cache
+ * schema version. */
+DCPTOPK_API dcptopk_result dcptopk_key_hash(const dcptopk_key *key,
+                                            char hex[33]);
+
+/* ------------------------------------------------------------------ warmup */
+
+typedef enum dcptopk_origin {
+    DCPTOPK_ORIGIN_MEMORY = 0,   /* already loaded in this context            */
+    DCPTOPK_ORIGIN_CACHE = 1,    /* read from the cache file                  */
+    DCPTOPK_ORIGIN_COMPILED = 2  /* compiled now (and stored)                 */
+} dcptopk_origin;
+
+typedef struct dcptopk_warmup_stats {
+    uint32_t struct_size;
+    uint32_t keys;        /* keys of the config                               */
+    uint32_t memory_hits; /* already loaded                                   */
+    uint32_t cache_hits;  /* found in the cache file                          */
+    uint32_t compiled;    /* compiled by this call                            */
+    double compile_ms;    /* NVRTC time spent by this call                    */
+    double load_ms;       /* module load time                                 */
+    double total_ms;
+} dcptopk_warmup_stats;
+
+#define DCPTOPK_WARMUP_STATS_INIT                                              \
+    { sizeof(dcptopk_warmup_stats), 0, 0, 0, 0, 0.0, 0.0, 0.0 }
+
+/* Called once per key, after it is ready. `ms` = its compile or load time. */
+typedef void (*dcptopk_progress_fn)(void *user, const dcptopk_key *key,
+                                    dcptopk_origin origin, double ms);
+
+/* Compiles (or finds in the cache) and loads every key of `config`. Without a
+ * device (context device -1) it compiles and stores only. With strict set on
+ * the context, the context is sealed afterwards. `progress`, `stats` may be
+ * NULL. */
+DCPTOPK_API dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
+                                          const dcptopk_merge_config *config,
+                                          dcptopk_progress_fn progress,
+                                          void *user,
+                                          dcptopk_warmup_stats *stats);
+/* The same for explicit keys. */
+DCPTOPK_API dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
+                                               const dcptopk_key *keys,
+                                               size_t count,
+                                               dcptopk_progress_fn progress,
+                                               void *user,
+                                               dcptopk_warmup_stats *stats);
+
+/* Counters of a context since its creation. */
+typedef struct dcptopk_context_stats {
+    uint32_t struct_size;
+    uint64_t launches;
+    uint64_t compiles;     /* NVRTC compiles                                  */
+    uint64_t cache_hits;   /* modules read from the cache file                */
+    uint64_t modules;      /* modules loaded now                              */
+} dcptopk_context_stats;
+#define DCPTOPK_CONTEXT_STATS_INIT { sizeof(dcptopk_context_stats), 0, 0, 0, 0 }
+DCPTOPK_API dcptopk_result dcptopk_context_stats_get(
+    const dcptopk_context *ctx, dcptopk_context_stats *out);
+
+/* --------------------------------------------------- owned physical rows */
+
+/* Maps selected global ids to this rank's physical KV rows:
+ * row = block_table[req_id[t] * block_table_stride + l / block_size]
+ *       * stride_rows + l % block_size,  l = the local id of the gid.
+ * A block index >= block_table_cols is dropped; a req_id outside
+ * [0, num_reqs) owns nothing. All pointers on the same side (host for ref_*,
+ * device for the GPU calls). */
+typedef struct dcptopk_rows_map {
+    const int32_t *req_id;      /* [T]                                        */
+    const int32_t *block_table; /* [num_reqs, block_table_stride]            */
+    int64_t block_table_stride; /* elements between two requests' tables     */
+    int32_t block_table_cols;   /* valid block indices per request           */
+    int32_t num_reqs;
+    int32_t stride_rows;        /* physical rows per block-table entry        */
+    int32_t *rows_out;          /* [T, rows_out_stride >= K], -1 after count  */
+    int64_t rows_out_stride;
+    int32_t *counts_out;        /* [T]                                        */
+} dcptopk_rows_map;
+
+/* ------------------------------------------------------- the pair merge */
+
+typedef enum dcptopk_pair_layout {
+    DCPTOPK_LAYOUT_RANK_MAJOR = 0, /* [W, T_alloc, K, 2]: the all-gather output */
+    DCPTOPK_LAYOUT_ROW_MAJOR = 1   /* [T, W*K, 2]                               */
+} dcptopk_pair_layout;
+
+/* Candidates: int32 pairs (fp32 score bits, int32 global id); gid < 0 is an
+ * invalid slot, below every valid candidate (-inf included); a NaN score is
+ * never selected (treated as invalid). Output order: candidates in gathered
+ * position order (rank, then slot), the same on every rank and run. */
+typedef struct dcptopk_pair_select_args {
+    uint32_t struct_size;
+    const int32_t *candidates; /* layout below                                */
+    int32_t layout;            /* dcptopk_pair_layout                         */
+    int64_t rows;              /* T                                           */
+    int64_t rank_stride_rows;  /* rank-major: rows between ranks (T_alloc >= T); 0 = T */
+    int32_t rank;              /* this rank (for the rows map)                */
+    int32_t *ids_out;          /* [T, ids_out_stride >= K] or NULL            */
+    int64_t ids_out_stride;    /* 0 = K                                       */
+    dcptopk_rows_map rows_map; /* rows_out NULL = no physical rows            */
+    void *stream;
+} dcptopk_pair_select_args;
+#define DCPTOPK_PAIR_SELECT_ARGS_INIT                                          \
+    { sizeof(dcptopk_pair_select_args), NULL, 0, 0, 0, 0, NULL, 0,             \
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL }
+
+/* Local top-K ids + fp32 logits -> [T, K, 2] candidates of this rank. */
+typedef struct dcptopk_pair_pack_args {
+    uint32_t struct_size;
+    const float *logits;       /* [T, logits_stride] fp32                     */
+    int64_t logits_stride;
+    const int32_t *local_ids;  /* [T, K]; < 0 = empty slot                    */
+    int64_t local_ids_stride;  /* 0 = K                                       */
+    const int32_t *row_starts; /* [T] or NULL: score column = local id + start */
+    const int32_t *row_ends;   /* [T] or NULL: ids >= row_end are empty        */
+    int64_t rows;
+    int32_t rank;
+    int32_t *out;              /* [T, K, 2]                                   */
+    void *stream;
+} dcptopk_pair_pack_args;
+#define DCPTOPK_PAIR_PACK_ARGS_INIT                                            \
+    { sizeof(dcptopk_pair_pack_args), NULL, 0, NULL, 0, NULL, NULL, 0, 0,      \
+      NULL, NULL }
+
+DCPTOPK_API dcptopk_result dcptopk_pair_select(
+    dcptopk_context *ctx, const dcptopk_merge_config *config,
+    const dcptopk_pair_select_args *args);
+DCPTOPK_API dcptopk_result dcptopk_pair_pack(
+    dcptopk_context *ctx, const dcptopk_merge_config *config,
+    const dcptopk_pair_pack_args *args);
+
+/* ---------------------------------------------------- the packed merge */
+
+/* Fused local top-N + pack: bf16 logits -> packed rows [T, N + N/32]. */
+typedef struct dcptopk_pack_args {
+    uint32_t struct_size;
+    const uint16_t *logits;    /* bf16 bits [>= T, logits_stride]             */
+    int64_t logits_stride;     /* elements, multiple of 8                     */
+    int64_t max_local_len;     /* S: columns considered, <= 2^17              */
+    const int32_t *row_ends;   /* [T]: columns >= row_end are ignored         */
+    const int32_t *local_ids;  /* pack_indices only: [T, local_ids_stride]    */
+    int64_t local_ids_stride;  /* 0 = N                                       */
+    int64_t rows;              /* T                                           */
+    int32_t *out;              /* [T, N + N/32] int32                         */
+    void *stream;
+} dcptopk_pack_args;
+#define DCPTOPK_PACK_ARGS_INIT                                                 \
+    { sizeof(dcptopk_pack_args), NULL, 0, 0, NULL, NULL, 0, 0, NULL, NULL }
+
+DCPTOPK_API dcptopk_result dcptopk_pack(dcptopk_context *ctx,
+                                        const dcptopk_merge_config *config,
+                                        const dcptopk_pack_args *args);
+DCPTOPK_API dcptopk_result dcptopk_pack_indices(
+    dcptopk_context *ctx, const dcptopk_merge_config *config,
+    const dcptopk_pack_args *args);
+
+/* Rescue workspace of one rank: receive slots [T_max, slots, K + K/32],
+ * flags [W, T_max], sequence and saturation words [T_max], an error status.
+ * Peer tables hold, for every rank r, the device address of rank r's receive
+ * slots and flags as mapped on this device (peer memory or the same GPU). */
+typedef struct dcptopk_workspace dcptopk_workspace;
+
+typedef struct dcptopk_workspace_layout {
+    uint32_t struct_size;
+    uint64_t recv_bytes;  /* bytes of the receive slots                       */
+    uint64_t flags_bytes; /* bytes of the flags                               */
+} dcptopk_workspace_layout;
+#define DCPTOPK_WORKSPACE_LAYOUT_INIT { sizeof(dcptopk_workspace_layout), 0, 0 }
+
+/* The sizes a rank must allocate (in peer-shareable memory) for max_rows. */
+DCPTOPK_API dcptopk_result dcptopk_workspace_layout_get(
+    const dcptopk_merge_config *config, int64_t max_rows,
+    dcptopk_workspace_layout *out);
+/* Creates the workspace of `rank` from the peer tables (world_size entries
+ * each; entry `rank` is this rank's own buffers, zeroed by this call). The
+ * workspace allocates its own sequence, saturation and status words. */
+DCPTOPK_API dcptopk_result dcptopk_workspace_create(
+    dcptopk_context *ctx, const dcptopk_merge_config *config, int64_t max_rows,
+    int32_t rank, const uint64_t *peer_recv, const uint64_t *peer_flags,
+    dcptopk_workspace **out);
+DCPTOPK_API void dcptopk_workspace_destroy(dcptopk_workspace *ws);
+/* Device address of the saturation words [max_rows] (uint32). */
+DCPTOPK_API uint64_t dcptopk_workspace_saturation(const dcptopk_workspace *ws);
+/* Reads and clears the device error status after the stream finished (a
+ * rescue wait that timed out gives DCPTOPK_RESCUE_TIMEOUT). Synchronises
+ * `stream`. */
+DCPTOPK_API dcptopk_result dcptopk_workspace_check(dcptopk_workspace *ws,
+                                                   void *stream);
+
+/* Select (+ push) on gathered rows; in exact mode followed by the rescue. */
+typedef struct dcptopk_select_args {
+    uint32_t struct_size;
+    const int32_t *gathered;   /* [W, rank_stride_rows, N + N/32] int32       */
+    int64_t rank_stride_rows;  /* 0 = T                                       */
+    int64_t rows;              /* T                                           */
+    int32_t rank;
+    int32_t *ids_out;          /* [T, ids_out_stride >= K] or NULL            */
+    int64_t ids_out_stride;    /* 0 = K                                       */
+    dcptopk_rows_map rows_map;
+    /* exact mode: this rank's logits, for the push of a saturated row */
+    const uint16_t *logits;
+    int64_t logits_stride;
+    int64_t max_local_len;
+    const int32_t *row_ends;
+    void *stream;
+} dcptopk_select_args;
+#define DCPTOPK_SELECT_ARGS_INIT                                               \
+    { sizeof(dcptopk_select_args), NULL, 0, 0, 0, NULL, 0,                     \
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, 0, 0, NULL, NULL }
+
+/* Select and, in exact mode, push + rescue (both launched on args->stream).
+ * ws may be NULL when config->exact is 0. */
+DCPTOPK_API dcptopk_result dcptopk_select(dcptopk_context *ctx,
+                                          const dcptopk_merge_config *config,
+                                          dcptopk_workspace *ws,
+                                          const dcptopk_select_args *args);
+
+/* A loopback world: W virtual ranks on one GPU, each with its own workspace;
+ * the all-gather is a device copy. For tests and benchmarks. */
+typedef struct dcptopk_loopback dcptopk_loopback;
+DCPTOPK_API dcptopk_result dcptopk_loopback_create(
+    dcptopk_context *ctx, const dcptopk_merge_config *config, int64_t max_rows,
+    int64_t max_local_len, dcptopk_loopback **out);
+DCPTOPK_API void dcptopk_loopback_destroy(dcptopk_loopback *lb);
+/* Runs the whole two-round merge for all W ranks. logits[r], ids_out[r] and
+ * the rows maps are per rank (device pointers); rows_maps may be NULL. */
+DCPTOPK_API dcptopk_result dcptopk_loopback_merge(
+    dcptopk_loopback *lb, const uint16_t *const *logits, int64_t logits_stride,
+    const int32_t *const *row_ends, int64_t rows, int32_t *const *ids_out,
+    const dcptopk_rows_map *rows_maps, void *stream);
+/* Device addresses of rank r's gathered buffer and saturation words. */
+DCPTOPK_API uint64_t dcptopk_loopback_gathered(const dcptopk_loopback *lb,
+                                               int32_t rank);
+DCPTOPK_API uint64_t dcptopk_loopback_saturation(const dcptopk_loopback *lb,
+                                                 int32_t rank);
+DCPTOPK_API dcptopk_result dcptopk_loopback_check(dcptopk_loopback *lb,
+                                                  void *stream);
+
+/* ------------------------------------------- the CPU reference (the oracle) */
+
+/* Everything below runs on the host, on host pointers, needs no CUDA, and is
+ * the bit-exact model of the kernels. Arguments use the same structs and the
+ * same validation (same codes, same messages) as the GPU calls. */
+
+DCPTOPK_API uint32_t dcptopk_ref_ord16(uint16_t bf16_bits); /* 0 for NaN     */
+DCPTOPK_API uint32_t dcptopk_ref_ord32(uint32_t f32_bits);  /* 0 for NaN     */
+
+/* Decoded candidate of a packed row. */
+typedef struct dcptopk_ref_candidate {
+    uint32_t ord16;    /* 0 = empty slot                                      */
+    int32_t local_id;
+    int32_t global_id;
+} dcptopk_ref_candidate;
+/* Decodes slot j of a packed row sent by `owner`. */
+DCPTOPK_API dcptopk_ref_candidate dcptopk_ref_decode(
+    const int32_t *packed_row, int32_t n, int32_t j, int32_t owner,
+    int32_t world_size, int32_t interleave);
+/* Global id of local id l on `owner`. */
+DCPTOPK_API int32_t dcptopk_ref_global_id(int32_t l, int32_t owner,
+                                          int32_t world_size,
+                                          int32_t interleave);
+
+/* Local top-N + pack; and pack of given local ids (args->local_ids). */
+DCPTOPK_API dcptopk_result dcptopk_ref_pack(const dcptopk_merge_config *config,
+                                            const dcptopk_pack_args *args);
+DCPTOPK_API dcptopk_result dcptopk_ref_pack_indices(
+    const dcptopk_merge_config *config, const dcptopk_pack_args *args);
+/* Round-1 select of one rank: ids/rows + saturation words (sat_out [T] may be
+ * NULL; written only when config->exact). */
+DCPTOPK_API dcptopk_result dcptopk_ref_select(
+    const dcptopk_merge_config *config, const dcptopk_select_args *args,
+    uint32_t *sat_out);
+/* The push list of `rank` for row t: its local top K (same tie rule) packed,
+ * K + K/32 words. */
+DCPTOPK_API dcptopk_result dcptopk_ref_push_list(
+    const dcptopk_merge_config *config, const uint16_t *logits_row,
+    int64_t max_local_len, int32_t row_end, int32_t *out);
+/* Rescue of one row: re-select from the round-1 words of the unsaturated
+ * ranks with ord16 >= tau16 plus the pushed lists (push[s] = list of the s-th
+ * saturated rank), into ids_row / rows (rows_map row t). */
+DCPTOPK_API dcptopk_result dcptopk_ref_rescue_row(
+    const dcptopk_merge_config *config, const dcptopk_select_args *args,
+    int64_t t, uint32_t sat_word, const int32_t *const *push);
+/* The whole two-round packed merge for W simulated ranks. logits[r] is rank
+ * r's [T, logits_stride] bf16 and row_ends[r] its [T]; outputs per rank:
+ * ids_out[r] [T, K] (may be NULL), rows_maps[r] (NULL = none), sat_out[r]
+ * [T] (may be NULL). rescued_rows (may be NULL) counts rows with mask != 0. */
+DCPTOPK_API dcptopk_result dcptopk_ref_packed_merge(
+    const dcptopk_merge_config *config, const uint16_t *const *logits,
+    int64_t logits_stride, int64_t max_local_len,
+    const int32_t *const *row_ends, int64_t rows, int32_t *const *ids_out,
+    const dcptopk_rows_map *rows_maps, uint32_t *const *sat_out,
+    int64_t *rescued_rows);
+/* The pair merge. */
+DCPTOPK_API dcptopk_result dcptopk_ref_pair_select(
+    const dcptopk_merge_config *config, const dcptopk_pair_select_args *args);
+DCPTOPK_API dcptopk_result dcptopk_ref_pair_pack(
+    const dcptopk_merge_config *config, const dcptopk_pair_pack_args *args);
+
+/* Checks packed rows produced elsewhere against the contract: count =
+ * min(N, v), distinct ids below row_end, each word's score bit-equal to its
+ * logit, no unsent non-NaN token above the lowest sent one. On a violation
+ * returns DCPTOPK_CONTRACT_VIOLATION, *bad_row = the row, and the reason in
+ * dcptopk_last_error(NULL). */
+DCPTOPK_API dcptopk_result dcptopk_ref_check_contract(
+    const dcptopk_merge_config *config, const int32_t *packed,
+    const uint16_t *logits, int64_t logits_stride, int64_t max_local_len,
+    const int32_t *row_ends, int64_t rows, int64_t *bad_row);
+
+/* ------------------------------------------------ the compile cache file */
+
+/* Inspection and maintenance of a cache file (what `dcptopk cache` does). A
+ * cache handle is not thread-safe. */
+typedef struct dcptopk_cache dcptopk_cache;
+
+/* The default cache file: $DCPTOPK_CACHE_DIR/dcptopk.sqlite, else
+ * $XDG_CACHE_HOME/dcptopk/dcptopk.sqlite, else ~/.cache/dcptopk/dcptopk.sqlite.
+ * Returns the length written (like snprintf). */
+DCPTOPK_API int dcptopk_cache_default_path(char *buf, size_t size);
+
+DCPTOPK_API dcptopk_result dcptopk_cache_open(const char *path, int readonly,
+                                              dcptopk_cache **out);
+DCPTOPK_API void dcptopk_cache_close(dcptopk_cache *cache);
+DCPTOPK_API const char *dcptopk_cache_path(const dcptopk_cache *cache);
+DCPTOPK_API const char *dcptopk_cache_last_error(const dcptopk_cache *cache);
+
+typedef struct dcptopk_cache_entry {
+    char key[33];          /* XXH3-128, hex                                   */
+    char kernel[32];       /* kernel name                                     */
+    char fields[256];      /* "topk=2048,local_topk=384,..."                  */
+    char arch[16];
+    char nvrtc_version[16];
+    char lib_version[16];
+    int64_t cubin_bytes;
+    int64_t ptx_bytes;
+    int64_t source_bytes;
+    double compile_ms;
+    int64_t created;       /* unix seconds                                    */
+    int64_t last_used;
+    int64_t hits;
+} dcptopk_cache_entry;
+
+typedef struct dcptopk_cache_stats {
+    uint32_t struct_size;
+    int64_t entries;
+    int64_t bytes;         /* cubin + ptx + source bytes                      */
+    int64_t file_bytes;    /* database file size                              */
+    int64_t hits;          /* sum of entries' hits                            */
+    double compile_ms;     /* sum of entries' compile times                   */
+    int64_t claims;        /* compiles in progress                            */
+} dcptopk_cache_stats;
+#define DCPTOPK_CACHE_STATS_INIT { sizeof(dcptopk_cache_stats), 0, 0, 0, 0, 0.0, 0 }
+
+/* All entries, most recently used first. *out is malloc'd (free()). */
+DCPTOPK_API dcptopk_result dcptopk_cache_list(dcptopk_cache *cache,
+                                              dcptopk_cache_entry **out,
+                                              size_t *count);
+/* One entry by key prefix (>= 4 hex digits, must be unambiguous). */
+DCPTOPK_API dcptopk_result dcptopk_cache_find(dcptopk_cache *cache,
+                                              const char *key_prefix,
+                                              dcptopk_cache_entry *out);
+typedef enum dcptopk_blob {
+    DCPTOPK_BLOB_CUBIN = 0,
+    DCPTOPK_BLOB_PTX = 1,
+    DCPTOPK_BLOB_SOURCE = 2
+} dcptopk_blob;
+/* A blob of an entry, checksum verified. *data malloc'd (free()). */
+DCPTOPK_API dcptopk_result dcptopk_cache_read_blob(dcptopk_cache *cache,
+                                                   const char *key_prefix,
+                                                   int32_t blob, void **data,
+                                                   size_t *size);
+DCPTOPK_API dcptopk_result dcptopk_cache_stats_get(dcptopk_cache *cache,
+                                                   dcptopk_cache_stats *out);
+/* Verifies every checksum; deletes bad rows (unless readonly). *bad = count. */
+DCPTOPK_API dcptopk_result dcptopk_cache_verify(dcptopk_cache *cache,
+                                                int64_t *checked, int64_t *bad);
+/* Least-recently-used entries are removed until the total is <= max_bytes. */
+DCPTOPK_API dcptopk_result dcptopk_cache_prune(dcptopk_cache *cache,
+                                               int64_t max_bytes,
+                                               int64_t *removed);
+DCPTOPK_API dcptopk_result dcptopk_cache_remove(dcptopk_cache *cache,
+                                                const char *key_prefix);
+DCPTOPK_API dcptopk_result dcptopk_cache_clear(dcptopk_cache *cache,
+                                               int64_t *removed);
+/* Copies every entry into a new SQLite file / merges one in (checksums
+ * verified; existing keys kept). */
+DCPTOPK_API dcptopk_result dcptopk_cache_export(dcptopk_cache *cache,
+                                                const char *path,
+                                                int64_t *count);
+DCPTOPK_API dcptopk_result dcptopk_cache_import(dcptopk_cache *cache,
+                                                const char *path,
+                                                int64_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DCPTOPK_H */

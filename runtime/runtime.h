@@ -1,0 +1,66 @@
+/*
+ * runtime.h - what kernel launchers and GPU tests use from runtime/: module
+ * lookup and launch on the caller's stream, device memory helpers, device
+ * facts. Everything goes through the Driver API table loaded at run time
+ * (runtime/driver.c), so the library loads on machines with no driver.
+ */
+#ifndef DCPTOPK_RUNTIME_H
+#define DCPTOPK_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+typedef struct dc_launch_cfg {
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t smem_bytes;  /* dynamic shared memory; > 48 KiB is opted in    */
+    uint32_t cluster_x;   /* thread-block cluster size along x; 0/1 = none  */
+    void *stream;
+} dc_launch_cfg;
+
+/* Looks up (or, unless sealed in strict mode, compiles/loads) the module of
+ * `key` (arch filled from the context when empty) and launches its extern "C"
+ * function `entry` with `params` (cuLaunchKernel convention). A launch of a
+ * loaded key touches neither NVRTC nor SQLite. */
+dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
+                         const char *entry, const dc_launch_cfg *cfg,
+                         void **params);
+
+/* Makes the context's CUDA context current on this thread. */
+dcptopk_result dc_ctx_enter(dcptopk_context *ctx);
+/* Device facts (0 when there is no device). */
+int32_t dc_ctx_sm_count(const dcptopk_context *ctx);
+int32_t dc_ctx_smem_optin(const dcptopk_context *ctx); /* bytes per block */
+
+/* Device memory and copies (stream NULL = legacy default stream). */
+dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
+                            uint64_t *dptr);
+void dc_mem_free(dcptopk_context *ctx, uint64_t dptr);
+dcptopk_result dc_memset_async(dcptopk_context *ctx, uint64_t dptr,
+                               uint8_t value, size_t bytes, void *stream);
+dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
+                                    uint64_t src, size_t bytes, void *stream);
+dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
+                              const void *src, size_t bytes);
+dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,
+                              size_t bytes);
+dcptopk_result dc_stream_sync(dcptopk_context *ctx, void *stream);
+
+/* Streams, events and graphs, for tests and benchmarks. */
+dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream);
+void dc_stream_destroy(dcptopk_context *ctx, void *stream);
+dcptopk_result dc_event_create(dcptopk_context *ctx, void **event);
+void dc_event_destroy(dcptopk_context *ctx, void *event);
+dcptopk_result dc_event_record(dcptopk_context *ctx, void *event,
+                               void *stream);
+dcptopk_result dc_event_elapsed_ms(dcptopk_context *ctx, void *start,
+                                   void *end, float *ms);
+dcptopk_result dc_graph_begin(dcptopk_context *ctx, void *stream);
+/* Ends capture and instantiates: *exec is a CUgraphExec. */
+dcptopk_result dc_graph_end(dcptopk_context *ctx, void *stream, void **exec);
+dcptopk_result dc_graph_launch(dcptopk_context *ctx, void *exec, void *stream);
+void dc_graph_destroy(dcptopk_context *ctx, void *exec);
+
+#endif /* DCPTOPK_RUNTIME_H */

@@ -1,0 +1,38 @@
+/*
+ * check.h - argument validation shared by the CPU reference and the GPU entry
+ * points: one function per check, so both refuse the same inputs with the same
+ * result codes and messages. `ctx` may be NULL (thread error slot). `on_device`
+ * only changes what can be checked (a device pointer is never dereferenced).
+ */
+#ifndef DCPTOPK_CHECK_H
+#define DCPTOPK_CHECK_H
+
+#include "internal.h"
+
+/* Config fields, each named in the message ("config->topk = 100: ..."). */
+DC_HIDDEN dcptopk_result dc_check_config(const dcptopk_context *ctx,
+                                         const dcptopk_merge_config *c);
+/* Packed-merge config (kind, N < K, N multiple of 32, ...). */
+DC_HIDDEN dcptopk_result dc_check_packed_config(const dcptopk_context *ctx,
+                                                const dcptopk_merge_config *c);
+DC_HIDDEN dcptopk_result dc_check_pair_config(const dcptopk_context *ctx,
+                                              const dcptopk_merge_config *c);
+DC_HIDDEN dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
+                                           const dcptopk_merge_config *c,
+                                           const dcptopk_rows_map *m);
+/* indices != 0: dcptopk_pack_indices (local_ids required). */
+DC_HIDDEN dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
+                                            const dcptopk_merge_config *c,
+                                            const dcptopk_pack_args *a,
+                                            int indices);
+DC_HIDDEN dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
+                                              const dcptopk_merge_config *c,
+                                              const dcptopk_select_args *a);
+DC_HIDDEN dcptopk_result dc_check_pair_select_args(
+    const dcptopk_context *ctx, const dcptopk_merge_config *c,
+    const dcptopk_pair_select_args *a);
+DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
+    const dcptopk_context *ctx, const dcptopk_merge_config *c,
+    const dcptopk_pair_pack_args *a);
+
+#endif /* DCPTOPK_CHECK_H */

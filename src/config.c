@@ -1,0 +1,275 @@
+/* config.c - merge configs: named configs, reading a config through its
+ * struct_size, expansion into compile keys, and key formatting/validation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "internal.h"
+
+typedef struct dc_named_config {
+    const char *name;
+    dcptopk_merge_config config;
+} dc_named_config;
+
+#define DC_CFG(kind, k, n, w, b, ids, exact)                                   \
+    { sizeof(dcptopk_merge_config), DCPTOPK_MERGE_CONFIG_VERSION, kind, k, n,  \
+      w, b, 1, ids, exact }
+
+/* N = 1.5 K / W rounded up to a multiple of 32 for the packed configs (the
+ * published choice for DeepSeek-V3.2 on DCP8: K=2048, N=384). The first entry
+ * is the default. */
+static const dc_named_config named[] = {
+    {"deepseek-v3.2-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 384, 8, 64, 1, 1)},
+    {"deepseek-v3.2-dcp2", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 1536, 2, 64, 1, 1)},
+    {"deepseek-v3.2-dcp4", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 768, 4, 64, 1, 1)},
+    {"deepseek-v3.2-dcp16", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 192, 16, 64, 1, 1)},
+    {"deepseek-v3.2-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 2048, 2048, 8, 64, 1, 0)},
+    {"deepseek-v3.2-dcp4-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 2048, 2048, 4, 64, 1, 0)},
+    {"topk1024-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 1024, 192, 8, 64, 1, 1)},
+    {"topk512-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 512, 96, 8, 64, 1, 1)},
+    {"topk1024-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 1024, 1024, 8, 64, 1, 0)},
+    {"topk512-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 512, 512, 8, 64, 1, 0)},
+};
+
+const char *dcptopk_merge_config_name(size_t i)
+{
+    return i < sizeof named / sizeof named[0] ? named[i].name : NULL;
+}
+
+dcptopk_result dcptopk_merge_config_named(const char *name,
+                                          dcptopk_merge_config *out)
+{
+    if (!out)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    if (!name)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "name is NULL");
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        if (strcmp(named[i].name, name) == 0) {
+            *out = named[i].config;
+            dc_clear(NULL);
+            return DCPTOPK_SUCCESS;
+        }
+    }
+    char list[1024] = "";
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, named[i].name, sizeof list - strlen(list) - 1);
+    }
+    return dc_fail(NULL, DCPTOPK_NOT_FOUND,
+                   "name = \"%s\": no such config (known: %s)", name, list);
+}
+
+dcptopk_result dc_config_read(const dcptopk_context *ctx,
+                              const dcptopk_merge_config *in,
+                              dcptopk_merge_config *out)
+{
+    static const dcptopk_merge_config defaults = DCPTOPK_MERGE_CONFIG_INIT;
+    if (!in)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
+    size_t min = offsetof(dcptopk_merge_config, exact) + sizeof in->exact;
+    if (in->struct_size < min || in->struct_size > (1u << 16))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "config->struct_size = %u: expected %zu (initialise "
+                       "with DCPTOPK_MERGE_CONFIG_INIT)",
+                       in->struct_size, sizeof *in);
+    *out = defaults;
+    memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
+    out->struct_size = sizeof *out;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dcptopk_merge_config_check(const dcptopk_merge_config *config)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = dc_config_read(NULL, config, &c);
+    if (r)
+        return r;
+    r = dc_check_config(NULL, &c);
+    if (r == DCPTOPK_SUCCESS)
+        dc_clear(NULL);
+    return r;
+}
+
+int32_t dcptopk_packed_row_words(int32_t n) { return n + n / 32; }
+
+int32_t dcptopk_rescue_slots(int32_t k, int32_t n)
+{
+    return n > 0 && k > 0 ? (k - 1) / n : 0;
+}
+
+int32_t dc_gid_bits(int32_t world_size)
+{
+    int32_t bits = DCPTOPK_LOCAL_INDEX_BITS;
+    while ((1 << (bits - DCPTOPK_LOCAL_INDEX_BITS)) < world_size)
+        bits++;
+    return bits;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+static int dc_arch_valid(const char *arch)
+{
+    /* sm_XY or sm_XYZ, optionally followed by 'a' or 'f'. */
+    if (!arch || strncmp(arch, "sm_", 3) != 0)
+        return 0;
+    const char *p = arch + 3;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (digits < 2 || digits > 3)
+        return 0;
+    if (*p == 'a' || *p == 'f')
+        p++;
+    return *p == '\0';
+}
+
+dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
+                                   const char *arch, dcptopk_key *keys,
+                                   size_t cap, size_t *count)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = dc_config_read(NULL, config, &c);
+    if (r)
+        return r;
+    if (!count)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "count is NULL");
+    if (cap && !keys)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "keys is NULL with cap = %zu", cap);
+    if (!arch)
+        arch = "sm_90a";
+    if (!dc_arch_valid(arch) || strlen(arch) >= sizeof keys->arch)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", arch);
+    if ((r = dc_check_config(NULL, &c)))
+        return r;
+    if (c.kind == DCPTOPK_MERGE_PACKED)
+        r = dc_packed_config_keys(&c, arch, keys, cap, count);
+    else
+        r = dc_pair_config_keys(&c, arch, keys, cap, count);
+    if (r == DCPTOPK_SUCCESS)
+        dc_clear(NULL);
+    return r;
+}
+
+static const struct {
+    uint32_t bit;
+    const char *name;
+    size_t offset;
+} key_fields[] = {
+    {DC_F_TOPK, "topk", offsetof(dcptopk_key, topk)},
+    {DC_F_LOCAL_TOPK, "local_topk", offsetof(dcptopk_key, local_topk)},
+    {DC_F_WORLD_SIZE, "world_size", offsetof(dcptopk_key, world_size)},
+    {DC_F_BLOCK_SIZE, "block_size", offsetof(dcptopk_key, block_size)},
+    {DC_F_INTERLEAVE, "interleave", offsetof(dcptopk_key, interleave)},
+    {DC_F_EMIT_IDS, "emit_ids", offsetof(dcptopk_key, emit_ids)},
+    {DC_F_EXACT, "exact", offsetof(dcptopk_key, exact)},
+    {DC_F_LAYOUT, "layout", offsetof(dcptopk_key, layout)},
+    {DC_F_VARIANT, "variant", offsetof(dcptopk_key, variant)},
+};
+
+static int32_t key_field(const dcptopk_key *key, size_t i)
+{
+    int32_t v;
+    memcpy(&v, (const char *)key + key_fields[i].offset, sizeof v);
+    return v;
+}
+
+/* "topk=2048,local_topk=384,..." : the fields the kernel specialises on. */
+int dc_key_fields_string(const dcptopk_key *key, char *buf, size_t size)
+{
+    const dc_kernel_info *k = dc_kernel_get(key->kernel);
+    int n = 0;
+    if (size)
+        buf[0] = '\0';
+    if (!k)
+        return 0;
+    for (size_t i = 0; i < sizeof key_fields / sizeof key_fields[0]; i++) {
+        if (!(k->fields & key_fields[i].bit))
+            continue;
+        int m = snprintf(buf ? buf + (n < (int)size ? n : (int)size) : NULL,
+                         n < (int)size ? size - (size_t)n : 0, "%s%s=%d",
+                         n ? "," : "", key_fields[i].name, key_field(key, i));
+        n += m;
+    }
+    return n;
+}
+
+int dcptopk_key_format(const dcptopk_key *key, char *buf, size_t size)
+{
+    if (!key)
+        return snprintf(buf, size, "(null)");
+    char fields[256];
+    dc_key_fields_string(key, fields, sizeof fields);
+    return snprintf(buf, size, "%s(%s)@%s", dcptopk_kernel_name(key->kernel),
+                    fields, key->arch[0] ? key->arch : "?");
+}
+
+dcptopk_result dcptopk_key_check(const dcptopk_key *key)
+{
+    if (!key)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "key is NULL");
+    const dc_kernel_info *k = dc_kernel_get(key->kernel);
+    if (!k)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->kernel = %d: no such kernel (0..%d)", key->kernel,
+                       DCPTOPK_KERNEL_COUNT - 1);
+    if (memchr(key->arch, '\0', sizeof key->arch) == NULL ||
+        !dc_arch_valid(key->arch))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->arch = \"%.*s\": expected sm_XY[a|f]",
+                       (int)sizeof key->arch, key->arch);
+    for (size_t i = 0; i < sizeof key_fields / sizeof key_fields[0]; i++) {
+        int32_t v = key_field(key, i);
+        if (!(k->fields & key_fields[i].bit) && v != 0)
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key->%s = %d: kernel %s does not specialise on "
+                           "it (must be 0)",
+                           key_fields[i].name, v, k->name);
+    }
+    if ((k->fields & DC_F_TOPK) &&
+        (key->topk < 32 || key->topk > DCPTOPK_MAX_TOPK || key->topk % 32))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->topk = %d: must be a multiple of 32 in 32..%d",
+                       key->topk, DCPTOPK_MAX_TOPK);
+    if ((k->fields & DC_F_LOCAL_TOPK) &&
+        (key->local_topk < 32 || key->local_topk > DCPTOPK_MAX_TOPK ||
+         key->local_topk % 32))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->local_topk = %d: must be a multiple of 32 in "
+                       "32..%d",
+                       key->local_topk, DCPTOPK_MAX_TOPK);
+    if ((k->fields & DC_F_WORLD_SIZE) &&
+        (key->world_size < 1 || key->world_size > DCPTOPK_MAX_WORLD_SIZE))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->world_size = %d: must be in 1..%d",
+                       key->world_size, DCPTOPK_MAX_WORLD_SIZE);
+    if ((k->fields & DC_F_BLOCK_SIZE) &&
+        (key->block_size < 0 || key->block_size > (1 << 20)))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->block_size = %d: must be in 0..%d",
+                       key->block_size, 1 << 20);
+    if ((k->fields & DC_F_INTERLEAVE) &&
+        (key->interleave < 1 || key->interleave > (1 << 17)))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->interleave = %d: must be in 1..%d",
+                       key->interleave, 1 << 17);
+    if ((k->fields & DC_F_EMIT_IDS) && (key->emit_ids < 0 || key->emit_ids > 1))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->emit_ids = %d: must be 0 or 1", key->emit_ids);
+    if ((k->fields & DC_F_EXACT) && (key->exact < 0 || key->exact > 1))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->exact = %d: must be 0 or 1", key->exact);
+    if ((k->fields & DC_F_LAYOUT) && (key->layout < 0 || key->layout > 1))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->layout = %d: must be 0 (rank-major) or 1 "
+                       "(row-major)",
+                       key->layout);
+    if ((k->fields & DC_F_VARIANT) && (key->variant < 0 || key->variant > 64))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->variant = %d: must be in 0..64", key->variant);
+    dc_clear(NULL);
+    return DCPTOPK_SUCCESS;
+}

@@ -1,0 +1,113 @@
+/*
+ * internal.h - what every part of the library shares and no user sees: the
+ * context struct, the error helpers, the kernel registry and the per-merge
+ * hooks (config -> compile keys, launchers).
+ */
+#ifndef DCPTOPK_INTERNAL_H
+#define DCPTOPK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcptopk.h"
+
+#define DC_HIDDEN __attribute__((visibility("hidden")))
+#define DC_ERR_LEN 8192
+
+/* -------------------------------------------------------------- errors */
+
+/* The last error of a context or of a thread. */
+typedef struct dc_err {
+    dcptopk_result code;
+    char msg[DC_ERR_LEN];
+} dc_err;
+
+/* Records `code` with a printf-style message in ctx (NULL: the thread's slot)
+ * and returns `code`, so that checks read `return dc_fail(ctx, ...)`. The
+ * message should name the argument and its value. */
+DC_HIDDEN dcptopk_result dc_fail(const dcptopk_context *ctx,
+                                 dcptopk_result code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+DC_HIDDEN dcptopk_result dc_vfail(const dcptopk_context *ctx,
+                                  dcptopk_result code, const char *fmt,
+                                  va_list ap);
+/* Appends to the current message (e.g. an NVRTC log) without changing the
+ * code. */
+DC_HIDDEN void dc_fail_append(const dcptopk_context *ctx, const char *text);
+/* Clears the error slot (success). */
+DC_HIDDEN void dc_clear(const dcptopk_context *ctx);
+/* The error slot of ctx or of the calling thread. */
+DC_HIDDEN dc_err *dc_err_slot(const dcptopk_context *ctx);
+
+/* A warning on stderr ("dcptopk: warning: ..."), unless DCPTOPK_LOG=quiet. */
+DC_HIDDEN void dc_warn(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------- context */
+
+struct dc_runtime; /* runtime/: CUDA context, module table, cache handle */
+
+struct dcptopk_context {
+    dc_err err;                  /* first: dc_err_slot() relies on nothing else */
+    dcptopk_context_config config;
+    char arch[16];
+    char cache_path[4096];
+    int32_t device;              /* -1 = none                                  */
+    struct dc_runtime *rt;       /* owned by runtime/                          */
+};
+
+/* ----------------------------------------------------- kernel registry */
+
+/* Key fields, as a bit mask: what a kernel specialises on. */
+enum {
+    DC_F_TOPK = 1u << 0,
+    DC_F_LOCAL_TOPK = 1u << 1,
+    DC_F_WORLD_SIZE = 1u << 2,
+    DC_F_BLOCK_SIZE = 1u << 3,
+    DC_F_INTERLEAVE = 1u << 4,
+    DC_F_EMIT_IDS = 1u << 5,
+    DC_F_EXACT = 1u << 6,
+    DC_F_LAYOUT = 1u << 7,
+    DC_F_VARIANT = 1u << 8
+};
+
+typedef struct dc_kernel_info {
+    int32_t kernel;          /* dcptopk_kernel                               */
+    const char *name;        /* "select"                                     */
+    const char *template_file; /* "select.cu" under templates/               */
+    uint32_t fields;         /* DC_F_* it specialises on                     */
+    /* Threads per block, derived from the key only (rendered as
+     * DCPTOPK_THREADS). */
+    int32_t (*threads)(const dcptopk_key *key);
+} dc_kernel_info;
+
+/* NULL for an unknown kernel. */
+DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
+
+/* Config -> keys of each merge (src/packed.c, src/pair.c). Same contract as
+ * dcptopk_config_keys; `arch` already resolved. */
+DC_HIDDEN dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
+                                               const char *arch,
+                                               dcptopk_key *keys, size_t cap,
+                                               size_t *count);
+DC_HIDDEN dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
+                                             const char *arch,
+                                             dcptopk_key *keys, size_t cap,
+                                             size_t *count);
+
+/* Reads a config through its struct_size (a caller built against an older,
+ * smaller struct gets defaults for the newer fields). */
+DC_HIDDEN dcptopk_result dc_config_read(const dcptopk_context *ctx,
+                                        const dcptopk_merge_config *in,
+                                        dcptopk_merge_config *out);
+
+/* "topk=2048,local_topk=384": the key fields of its kernel; returns the
+ * length needed (snprintf-like). */
+DC_HIDDEN int dc_key_fields_string(const dcptopk_key *key, char *buf,
+                                   size_t size);
+
+/* Number of bits of a packed-merge global id for W ranks (2^17 * W ids). */
+DC_HIDDEN int32_t dc_gid_bits(int32_t world_size);
+
+#endif /* DCPTOPK_INTERNAL_H */

@@ -1,0 +1,47 @@
+/* kernels.c - the kernel registry: for every kernel, its template, the key
+ * fields it specialises on and its threads per block. A reader finds a
+ * kernel's template (templates/<name>.cu), its key fields (here) and its
+ * launcher (src/packed.c, src/pair.c) by name alone. */
+#include <stddef.h>
+
+#include "internal.h"
+
+static int32_t threads_256(const dcptopk_key *key) { (void)key; return 256; }
+static int32_t threads_512(const dcptopk_key *key) { (void)key; return 512; }
+static int32_t threads_1024(const dcptopk_key *key) { (void)key; return 1024; }
+
+static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
+    {DCPTOPK_KERNEL_PACK_INDICES, "pack_indices", "pack_indices.cu",
+     DC_F_LOCAL_TOPK, threads_256},
+    {DCPTOPK_KERNEL_TOPN_PACK, "topn_pack", "topn_pack.cu",
+     DC_F_LOCAL_TOPK | DC_F_VARIANT, threads_1024},
+    {DCPTOPK_KERNEL_SELECT, "select", "select.cu",
+     DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE |
+         DC_F_INTERLEAVE | DC_F_EMIT_IDS | DC_F_EXACT,
+     threads_512},
+    {DCPTOPK_KERNEL_RESCUE, "rescue", "rescue.cu",
+     DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE |
+         DC_F_INTERLEAVE | DC_F_EMIT_IDS,
+     threads_512},
+    {DCPTOPK_KERNEL_PAIR_PACK, "pair_pack", "pair_pack.cu",
+     DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_INTERLEAVE, threads_256},
+    {DCPTOPK_KERNEL_PAIR_SELECT, "pair_select", "pair_select.cu",
+     DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE | DC_F_INTERLEAVE |
+         DC_F_EMIT_IDS | DC_F_LAYOUT,
+     threads_1024},
+    {DCPTOPK_KERNEL_LOOPBACK, "loopback", "loopback.cu",
+     DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE, threads_256},
+};
+
+const dc_kernel_info *dc_kernel_get(int32_t kernel)
+{
+    if (kernel < 0 || kernel >= DCPTOPK_KERNEL_COUNT)
+        return NULL;
+    return &kernels[kernel];
+}
+
+const char *dcptopk_kernel_name(int32_t kernel)
+{
+    const dc_kernel_info *k = dc_kernel_get(kernel);
+    return k ? k->name : "unknown";
+}

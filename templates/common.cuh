@@ -1,0 +1,79 @@
+// common.cuh - device code shared by every dcptopk kernel template.
+//
+// Templates are self-contained: they include no CUDA toolkit header (engines
+// often ship NVRTC without toolkit headers). bf16 values travel as raw 16-bit
+// patterns and are compared through order-preserving integer keys.
+//
+// The renderer defines, before this header, exactly the constants a kernel
+// specialises on (DCPTOPK_TOPK, DCPTOPK_LOCAL_TOPK, DCPTOPK_WORLD_SIZE,
+// DCPTOPK_BLOCK_SIZE, DCPTOPK_INTERLEAVE, DCPTOPK_EMIT_IDS, DCPTOPK_EXACT,
+// DCPTOPK_LAYOUT, DCPTOPK_VARIANT) and always DCPTOPK_THREADS.
+#pragma once
+
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+#ifndef DCPTOPK_THREADS
+#error "the renderer defines DCPTOPK_THREADS"
+#endif
+static_assert(DCPTOPK_THREADS % 32 == 0, "whole warps only");
+
+#define DC_LOCAL_INDEX_BITS 17
+#define DC_WARP 32
+
+namespace dc {
+
+// Order-preserving 16-bit key of a bf16 bit pattern; 0 for NaN. Every
+// non-NaN value maps to a key >= 0x007F, so 0 can mean "empty".
+__device__ __forceinline__ uint32_t ord16(uint32_t bits)
+{
+    bits &= 0xFFFFu;
+    if ((bits & 0x7FFFu) > 0x7F80u)
+        return 0u;
+    return (bits & 0x8000u) ? (~bits & 0xFFFFu) : (bits | 0x8000u);
+}
+
+// The bf16 bit pattern of an ord16 key (inverse of ord16 on non-NaN keys).
+__device__ __forceinline__ uint32_t ord16_to_bits(uint32_t key)
+{
+    return (key & 0x8000u) ? (key & 0x7FFFu) : (~key & 0xFFFFu);
+}
+
+// fp32 analogue: 0 for NaN; -inf maps above 0.
+__device__ __forceinline__ uint32_t ord32(uint32_t bits)
+{
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+        return 0u;
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Candidate word of the packed format: (ord16 << 16) | (0xFFFF - (l & 0xFFFF)).
+__device__ __forceinline__ uint32_t pack_word(uint32_t key16, uint32_t local_id)
+{
+    return (key16 << 16) | (0xFFFFu - (local_id & 0xFFFFu));
+}
+
+// Global id of local id l on `owner` (interleave S).
+__device__ __forceinline__ int32_t global_id(int32_t l, int32_t owner, int32_t world,
+                                             int32_t interleave)
+{
+    return (l / interleave) * world * interleave + owner * interleave + l % interleave;
+}
+
+__device__ __forceinline__ uint32_t lane_id()
+{
+    return threadIdx.x & 31u;
+}
+
+__device__ __forceinline__ uint32_t warp_id()
+{
+    return threadIdx.x >> 5;
+}
+
+} // namespace dc

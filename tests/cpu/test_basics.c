@@ -1,0 +1,92 @@
+/* test_basics.c - result names and messages, versions, named configs and
+ * their key expansion. */
+#include <stdlib.h>
+
+#include "dcptopk.h"
+#include "harness.h"
+
+TEST(result_names_match_list)
+{
+    CHECK_STR_EQ(dcptopk_result_name(DCPTOPK_SUCCESS), "DCPTOPK_SUCCESS");
+    CHECK_STR_EQ(dcptopk_result_name(DCPTOPK_RESCUE_TIMEOUT),
+                 "DCPTOPK_RESCUE_TIMEOUT");
+    CHECK_STR_EQ(dcptopk_result_name((dcptopk_result)999),
+                 "DCPTOPK_UNKNOWN_RESULT");
+    CHECK_EQ(DCPTOPK_INVALID_ARGUMENT, 1);
+    CHECK_EQ(DCPTOPK_INTERNAL, 14);
+}
+
+TEST(version_matches_header)
+{
+    CHECK_EQ(dcptopk_version_number(), DCPTOPK_VERSION_NUMBER);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d.%d.%d", DCPTOPK_VERSION_MAJOR,
+             DCPTOPK_VERSION_MINOR, DCPTOPK_VERSION_PATCH);
+    CHECK_STR_EQ(dcptopk_version_string(), buf);
+}
+
+TEST(named_default_config_is_deepseek_dcp8)
+{
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    CHECK_OK(dcptopk_merge_config_named("deepseek-v3.2-dcp8", &c));
+    CHECK_EQ(c.topk, 2048);
+    CHECK_EQ(c.local_topk, 384);
+    CHECK_EQ(c.world_size, 8);
+    CHECK_EQ(c.block_size, 64);
+    CHECK_EQ(c.exact, 1);
+    CHECK_STR_EQ(dcptopk_merge_config_name(0), "deepseek-v3.2-dcp8");
+    CHECK_EQ(dcptopk_merge_config_named("nope", &c), DCPTOPK_NOT_FOUND);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "\"nope\"");
+}
+
+TEST(every_named_config_expands_to_valid_keys)
+{
+    for (size_t i = 0; dcptopk_merge_config_name(i); i++) {
+        dcptopk_merge_config c;
+        CHECK_OK(dcptopk_merge_config_named(dcptopk_merge_config_name(i), &c));
+        dcptopk_key keys[16];
+        size_t n = 0;
+        CHECK_OK(dcptopk_config_keys(&c, "sm_90a", keys, 16, &n));
+        CHECK(n >= 2 && n <= 16);
+        for (size_t j = 0; j < n; j++) {
+            CHECK_OK(dcptopk_key_check(&keys[j]));
+            CHECK_STR_EQ(keys[j].arch, "sm_90a");
+        }
+    }
+}
+
+TEST(bad_config_fields_are_named)
+{
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = 100;
+    CHECK_EQ(dcptopk_merge_config_check(&c), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->topk = 100");
+    c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
+    c.world_size = 17;
+    CHECK_EQ(dcptopk_merge_config_check(&c), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->world_size = 17");
+    c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
+    c.struct_size = 3;
+    CHECK_EQ(dcptopk_merge_config_check(&c), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "struct_size = 3");
+    size_t n;
+    c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
+    CHECK_EQ(dcptopk_config_keys(&c, "sm90", NULL, 0, &n),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "arch = \"sm90\"");
+}
+
+TEST(key_format_lists_only_specialised_fields)
+{
+    dcptopk_key k;
+    memset(&k, 0, sizeof k);
+    k.kernel = DCPTOPK_KERNEL_PACK_INDICES;
+    k.local_topk = 384;
+    snprintf(k.arch, sizeof k.arch, "sm_90");
+    char buf[256];
+    dcptopk_key_format(&k, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "pack_indices(local_topk=384)@sm_90");
+    k.topk = 2048; /* not a field of pack_indices */
+    CHECK_EQ(dcptopk_key_check(&k), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "key->topk = 2048");
+}
