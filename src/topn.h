@@ -1,0 +1,50 @@
+/*
+ * topn.h - the fused local top-N + pack (templates/topn_pack.cu) and the push
+ * of a saturated rank's local top-K (templates/push.cu): launchers used by
+ * src/packed.c (dcptopk_pack, the exact select) and the warmup key list.
+ */
+#ifndef DCPTOPK_TOPN_H
+#define DCPTOPK_TOPN_H
+
+#include "internal.h"
+
+/* Body of dcptopk_pack (arguments already validated by dc_check_pack_args). */
+DC_HIDDEN dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
+                                             const dcptopk_merge_config *c,
+                                             const dcptopk_pack_args *a);
+
+/* Push of round 2 (exact mode), launched after the select on the same stream.
+ * For every row t whose saturation word has this rank's bit set: computes the
+ * rank's local top-K of the row (the local top-N + pack rule with N := K), and
+ * writes it, K + K/32 words, to slot s = popcount(mask & ((1 << rank) - 1)) of
+ * row t of every rank's receive buffer
+ *     peer_recv[p] + (t * slots + s) * (K + K/32)   (int32 words),
+ * then (after a system-scope fence) releases, on every rank p,
+ *     peer_flags[p][rank * max_rows + t] = seq[t] + 1   (uint32).
+ * Rows without the bit cost one load. Never waits. */
+typedef struct dc_push_args {
+    const uint16_t *logits;    /* this rank's bf16 logits [>= rows, stride]   */
+    int64_t logits_stride;
+    int64_t max_local_len;
+    const int32_t *row_ends;   /* [rows]                                      */
+    int64_t rows;
+    int32_t rank;
+    const uint32_t *sat;       /* [rows] saturation words                     */
+    const uint32_t *seq;       /* [max_rows] this rank's sequence words       */
+    const uint64_t *peer_recv; /* device array [W] of receive-slot bases      */
+    const uint64_t *peer_flags;/* device array [W] of flag bases              */
+    int64_t max_rows;
+    void *stream;
+} dc_push_args;
+DC_HIDDEN dcptopk_result dc_push_launch(dcptopk_context *ctx,
+                                        const dcptopk_merge_config *c,
+                                        const dc_push_args *a);
+
+/* Appends the keys of the top-N pack and the push for config c (all code-path
+ * variants a call can take) to keys[*count ..] (up to cap), advancing *count
+ * even past cap (the caller learns the size it needs). */
+DC_HIDDEN void dc_topn_config_keys(const dcptopk_merge_config *c,
+                                   const char *arch, dcptopk_key *keys,
+                                   size_t cap, size_t *count);
+
+#endif /* DCPTOPK_TOPN_H */
