@@ -477,6 +477,31 @@ DCPTOPK_API uint64_t dcptopk_loopback_saturation(const dcptopk_loopback *lb,
 DCPTOPK_API dcptopk_result dcptopk_loopback_check(dcptopk_loopback *lb,
                                                   void *stream);
 
+/* ---------------------------------------------------------------- selftest */
+
+typedef struct dcptopk_selftest_report {
+    uint32_t struct_size;
+    int32_t on_gpu;          /* 1: the GPU merge ran and was compared          */
+    int64_t rows_checked;    /* rows compared, over all ranks                  */
+    int64_t rows_rescued;    /* rows that needed the rescue round              */
+    int64_t mismatches;      /* rows whose output differed from the reference */
+    double gpu_ms;           /* wall time of the GPU merge (first call)        */
+    char summary[512];       /* one human-readable line                        */
+} dcptopk_selftest_report;
+#define DCPTOPK_SELFTEST_REPORT_INIT                                           \
+    { sizeof(dcptopk_selftest_report), 0, 0, 0, 0, 0.0, { 0 } }
+
+/* Verifies a deployment: generates `rows` rows of seeded random logits per
+ * rank (with a share of saturated rows), runs the whole merge of `config` on
+ * the context's GPU (packed: the loopback world; pair: pack + select) and
+ * compares every output bit for bit with the CPU reference. Without a device
+ * (context device -1) it runs the reference alone and checks it against an
+ * independent sort. Returns DCPTOPK_INTERNAL when an output differs. */
+DCPTOPK_API dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
+                                            const dcptopk_merge_config *config,
+                                            int64_t rows, uint64_t seed,
+                                            dcptopk_selftest_report *out);
+
 /* ------------------------------------------- the CPU reference (the oracle) */
 
 /* Everything below runs on the host, on host pointers, needs no CUDA, and is
