@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# deps.sh - installs what the build needs and is missing (Debian/Ubuntu, as
+# root or through sudo): a C compiler, CMake >= 3.25, SQLite 3 and xxHash
+# headers. The CUDA toolkit (NVRTC, headers) must already be installed: it is
+# not a Debian package of the right version.
+set -euo pipefail
+
+missing=()
+command -v cc >/dev/null || missing+=(gcc)
+command -v make >/dev/null || missing+=(make)
+command -v cmake >/dev/null || missing+=(cmake)
+[ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
+[ -f /usr/include/xxhash.h ] || missing+=(libxxhash-dev)
+command -v sqlite3 >/dev/null || missing+=(sqlite3)
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cuda_root="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -f "$cuda_root/include/nvrtc.h" ]; then
+    echo "deps: error: the CUDA toolkit (NVRTC) was not found under $cuda_root;" \
+         "install CUDA 12.8+ or set CUDA_HOME" >&2
+    exit 1
+fi

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# test.sh - builds with warnings as errors and runs every test (GPU tests
+# report a skip without a GPU), then the CPU tests again under AddressSanitizer
+# and UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+jobs="$(nproc)"
+
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCPTOPK_WERROR=ON >/dev/null
+cmake --build build-test -j"$jobs"
+(cd build-test && ctest --output-on-failure -j"$jobs")
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDCPTOPK_WERROR=ON \
+      -DDCPTOPK_SANITIZE=ON -DDCPTOPK_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+# NVRTC keeps process-lifetime allocations that LeakSanitizer would report.
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+(cd build-asan && ctest --output-on-failure -j"$jobs" -L cpu)
+echo "test.sh: all tests passed (normal build, then CPU tests under ASan+UBSan)"
