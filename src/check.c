@@ -1,22 +1,410 @@
 /* check.c - argument validation shared by the CPU reference and the GPU entry
- * points (see check.h). */
+ * points (see check.h). Every message names the argument and its value. No
+ * check dereferences a data pointer: for the GPU calls they are device
+ * addresses. Checks of pointers are NULL and alignment checks only. */
+#include <stdint.h>
+
 #include "check.h"
+
+#define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
+#define DC_MAX_BLOCK_SIZE (1 << 20)
+#define DC_MAX_INTERLEAVE (1 << 17)
+/* Grids index rows with 32-bit counters. */
+#define DC_MAX_ROWS INT32_MAX
+
+#define DC_INVALID(...) dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, __VA_ARGS__)
+
+/* A struct that carries struct_size: the caller must have initialised it with
+ * its _INIT macro. Every args struct exists in one version so far, so the
+ * smallest accepted size is the current one. */
+static dcptopk_result check_struct_size(const dcptopk_context *ctx,
+                                        const char *name, uint32_t size,
+                                        size_t expected, const char *init)
+{
+    if (size < expected || size > (1u << 16))
+        return DC_INVALID("%s->struct_size = %u: expected %zu (initialise "
+                          "with %s)",
+                          name, size, expected, init);
+    return DCPTOPK_SUCCESS;
+}
+
+static int misaligned(const void *p, size_t align)
+{
+    return ((uintptr_t)p % align) != 0;
+}
+
+/* A required pointer: not NULL, aligned for its element type. */
+static dcptopk_result check_ptr(const dcptopk_context *ctx, const char *name,
+                                const void *p, size_t align)
+{
+    if (!p)
+        return DC_INVALID("%s is NULL", name);
+    if (misaligned(p, align))
+        return DC_INVALID("%s = %p: must be %zu-byte aligned", name, p, align);
+    return DCPTOPK_SUCCESS;
+}
+
+/* An optional pointer: aligned when given. */
+static dcptopk_result check_opt_ptr(const dcptopk_context *ctx,
+                                    const char *name, const void *p,
+                                    size_t align)
+{
+    if (p && misaligned(p, align))
+        return DC_INVALID("%s = %p: must be %zu-byte aligned", name, p, align);
+    return DCPTOPK_SUCCESS;
+}
+
+static dcptopk_result check_rows(const dcptopk_context *ctx, const char *name,
+                                 int64_t rows)
+{
+    if (rows < 0 || rows > DC_MAX_ROWS)
+        return DC_INVALID("%s = %lld: must be in 0..%d", name, (long long)rows,
+                          DC_MAX_ROWS);
+    return DCPTOPK_SUCCESS;
+}
+
+/* A row stride where 0 means `width`; otherwise it must be >= width. */
+static dcptopk_result check_stride(const dcptopk_context *ctx,
+                                   const char *name, int64_t stride,
+                                   int64_t width, const char *width_name)
+{
+    if (stride != 0 && stride < width)
+        return DC_INVALID("%s = %lld: must be 0 (= %s = %lld) or >= %s = %lld",
+                          name, (long long)stride, width_name,
+                          (long long)width, width_name, (long long)width);
+    if (stride > (INT64_C(1) << 40))
+        return DC_INVALID("%s = %lld: unreasonably large (> 2^40)", name,
+                          (long long)stride);
+    return DCPTOPK_SUCCESS;
+}
+
+static dcptopk_result check_rank(const dcptopk_context *ctx, int32_t rank,
+                                 const dcptopk_merge_config *c)
+{
+    if (rank < 0 || rank >= c->world_size)
+        return DC_INVALID("args->rank = %d: must be in [0, world_size = %d)",
+                          rank, c->world_size);
+    return DCPTOPK_SUCCESS;
+}
+
+/* bf16 logits [>= T, logits_stride] of which the first max_local_len columns
+ * are read: rows 16-byte aligned for vector loads, the bound within a row and
+ * below 2^17 (local ids of the packed format). */
+static dcptopk_result check_bf16_logits(const dcptopk_context *ctx,
+                                        const uint16_t *logits,
+                                        int64_t logits_stride,
+                                        int64_t max_local_len,
+                                        const int32_t *row_ends, int64_t rows)
+{
+    dcptopk_result r;
+    if (max_local_len < 0 || max_local_len > DC_MAX_LOCAL_LEN)
+        return DC_INVALID("args->max_local_len = %lld: must be in 0..%d (2^17 "
+                          "local ids)",
+                          (long long)max_local_len, DC_MAX_LOCAL_LEN);
+    if (logits_stride <= 0 || logits_stride % 8 ||
+        logits_stride > (INT64_C(1) << 40))
+        return DC_INVALID("args->logits_stride = %lld: must be a positive "
+                          "multiple of 8 (16-byte rows)",
+                          (long long)logits_stride);
+    if (logits_stride < max_local_len)
+        return DC_INVALID("args->logits_stride = %lld: must be >= "
+                          "args->max_local_len = %lld",
+                          (long long)logits_stride, (long long)max_local_len);
+    if (rows > 0) {
+        if ((r = check_ptr(ctx, "args->logits", logits, 16)))
+            return r;
+        if ((r = check_ptr(ctx, "args->row_ends", row_ends, 4)))
+            return r;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+/* ------------------------------------------------------------- configs */
 
 dcptopk_result dc_check_config(const dcptopk_context *ctx,
                                const dcptopk_merge_config *c)
 {
+    if (!c)
+        return DC_INVALID("config is NULL");
     if (c->kind != DCPTOPK_MERGE_PACKED && c->kind != DCPTOPK_MERGE_PAIR)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->kind = %d: must be 0 (packed) or 1 (pair)",
-                       c->kind);
+        return DC_INVALID("config->kind = %d: must be 0 (packed) or 1 (pair)",
+                          c->kind);
     if (c->topk < 32 || c->topk > DCPTOPK_MAX_TOPK || c->topk % 32)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->topk = %d: must be a multiple of 32 in 32..%d",
-                       c->topk, DCPTOPK_MAX_TOPK);
+        return DC_INVALID("config->topk = %d: must be a multiple of 32 in "
+                          "32..%d",
+                          c->topk, DCPTOPK_MAX_TOPK);
     if (c->world_size < 1 || c->world_size > DCPTOPK_MAX_WORLD_SIZE)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->world_size = %d: must be in 1..%d",
-                       c->world_size, DCPTOPK_MAX_WORLD_SIZE);
-    /* TODO(oracle): complete (local_topk, block_size, interleave, flags). */
+        return DC_INVALID("config->world_size = %d: must be in 1..%d",
+                          c->world_size, DCPTOPK_MAX_WORLD_SIZE);
+    if (c->kind == DCPTOPK_MERGE_PACKED) {
+        if (c->local_topk < 32 || c->local_topk % 32)
+            return DC_INVALID("config->local_topk = %d: must be a multiple of "
+                              "32, at least 32",
+                              c->local_topk);
+        if (c->local_topk >= c->topk)
+            return DC_INVALID("config->local_topk = %d: must be below topk = "
+                              "%d for the packed merge",
+                              c->local_topk, c->topk);
+    } else if (c->local_topk != 0 && c->local_topk != c->topk) {
+        return DC_INVALID("config->local_topk = %d: must equal topk = %d (or "
+                          "be 0) for the pair merge",
+                          c->local_topk, c->topk);
+    }
+    if (c->block_size < 0 || c->block_size > DC_MAX_BLOCK_SIZE)
+        return DC_INVALID("config->block_size = %d: must be in 0..%d (0 = no "
+                          "physical rows)",
+                          c->block_size, DC_MAX_BLOCK_SIZE);
+    if (c->interleave < 1 || c->interleave > DC_MAX_INTERLEAVE)
+        return DC_INVALID("config->interleave = %d: must be in 1..%d",
+                          c->interleave, DC_MAX_INTERLEAVE);
+    /* A power of two divides 2^17, which keeps every packed-merge gid below
+     * 2^17 * W, i.e. within gid_bits(W). */
+    if (c->kind == DCPTOPK_MERGE_PACKED && (c->interleave & (c->interleave - 1)))
+        return DC_INVALID("config->interleave = %d: must be a power of two for "
+                          "the packed merge",
+                          c->interleave);
+    if (c->emit_ids != 0 && c->emit_ids != 1)
+        return DC_INVALID("config->emit_ids = %d: must be 0 or 1", c->emit_ids);
+    if (c->exact != 0 && c->exact != 1)
+        return DC_INVALID("config->exact = %d: must be 0 or 1", c->exact);
+    if (!c->emit_ids && c->block_size == 0)
+        return DC_INVALID("config->emit_ids = 0 with config->block_size = 0: "
+                          "the merge would output nothing (set emit_ids or a "
+                          "block_size)");
     return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_packed_config(const dcptopk_context *ctx,
+                                      const dcptopk_merge_config *c)
+{
+    dcptopk_result r = dc_check_config(ctx, c);
+    if (r)
+        return r;
+    if (c->kind != DCPTOPK_MERGE_PACKED)
+        return DC_INVALID("config->kind = %d: this call needs the packed "
+                          "merge (0)",
+                          c->kind);
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_pair_config(const dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c)
+{
+    dcptopk_result r = dc_check_config(ctx, c);
+    if (r)
+        return r;
+    if (c->kind != DCPTOPK_MERGE_PAIR)
+        return DC_INVALID("config->kind = %d: this call needs the pair merge "
+                          "(1)",
+                          c->kind);
+    return DCPTOPK_SUCCESS;
+}
+
+/* ------------------------------------------------------------ rows map */
+
+dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
+                                 const dcptopk_merge_config *c,
+                                 const dcptopk_rows_map *m)
+{
+    dcptopk_result r;
+    if (!m->rows_out) {
+        if (m->counts_out)
+            return DC_INVALID("args->rows_map.counts_out is set but "
+                              "args->rows_map.rows_out is NULL");
+        return DCPTOPK_SUCCESS; /* no physical rows requested */
+    }
+    if (c->block_size <= 0)
+        return DC_INVALID("args->rows_map.rows_out is set but "
+                          "config->block_size = %d: physical rows need "
+                          "block_size > 0",
+                          c->block_size);
+    if ((r = check_ptr(ctx, "args->rows_map.rows_out", m->rows_out, 4)))
+        return r;
+    if ((r = check_stride(ctx, "args->rows_map.rows_out_stride",
+                          m->rows_out_stride, c->topk, "topk")))
+        return r;
+    if ((r = check_ptr(ctx, "args->rows_map.counts_out", m->counts_out, 4)))
+        return r;
+    if ((r = check_ptr(ctx, "args->rows_map.req_id", m->req_id, 4)))
+        return r;
+    if (m->num_reqs < 0)
+        return DC_INVALID("args->rows_map.num_reqs = %d: must be >= 0",
+                          m->num_reqs);
+    if (m->block_table_cols < 0)
+        return DC_INVALID("args->rows_map.block_table_cols = %d: must be >= 0",
+                          m->block_table_cols);
+    if (m->block_table_stride < m->block_table_cols ||
+        m->block_table_stride > (INT64_C(1) << 40))
+        return DC_INVALID("args->rows_map.block_table_stride = %lld: must be "
+                          ">= block_table_cols = %d",
+                          (long long)m->block_table_stride, m->block_table_cols);
+    if (m->num_reqs > 0 && m->block_table_cols > 0 &&
+        (r = check_ptr(ctx, "args->rows_map.block_table", m->block_table, 4)))
+        return r;
+    if (m->stride_rows < 0)
+        return DC_INVALID("args->rows_map.stride_rows = %d: must be >= 0",
+                          m->stride_rows);
+    return DCPTOPK_SUCCESS;
+}
+
+/* Ids output: optional, only with config->emit_ids. */
+static dcptopk_result check_ids_out(const dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c,
+                                    const int32_t *ids_out,
+                                    int64_t ids_out_stride)
+{
+    dcptopk_result r;
+    if (!ids_out)
+        return DCPTOPK_SUCCESS;
+    if (!c->emit_ids)
+        return DC_INVALID("args->ids_out is set but config->emit_ids = 0");
+    if ((r = check_opt_ptr(ctx, "args->ids_out", ids_out, 4)))
+        return r;
+    return check_stride(ctx, "args->ids_out_stride", ids_out_stride, c->topk,
+                        "topk");
+}
+
+/* ----------------------------------------------------- packed merge args */
+
+dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
+                                  const dcptopk_merge_config *c,
+                                  const dcptopk_pack_args *a, int indices)
+{
+    dcptopk_result r;
+    if ((r = dc_check_packed_config(ctx, c)))
+        return r;
+    if (!a)
+        return DC_INVALID("args is NULL");
+    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+                               "DCPTOPK_PACK_ARGS_INIT")))
+        return r;
+    if ((r = check_rows(ctx, "args->rows", a->rows)))
+        return r;
+    if ((r = check_bf16_logits(ctx, a->logits, a->logits_stride,
+                               a->max_local_len, a->row_ends, a->rows)))
+        return r;
+    if (indices) {
+        if (a->rows > 0 &&
+            (r = check_ptr(ctx, "args->local_ids", a->local_ids, 4)))
+            return r;
+        if ((r = check_stride(ctx, "args->local_ids_stride",
+                              a->local_ids_stride, c->local_topk,
+                              "local_topk")))
+            return r;
+    } else if (a->local_ids) {
+        return DC_INVALID("args->local_ids = %p: must be NULL for the fused "
+                          "local top-N (use pack_indices to pack given ids)",
+                          (const void *)a->local_ids);
+    }
+    if (a->rows > 0 && (r = check_ptr(ctx, "args->out", a->out, 16)))
+        return r;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c,
+                                    const dcptopk_select_args *a)
+{
+    dcptopk_result r;
+    if ((r = dc_check_packed_config(ctx, c)))
+        return r;
+    if (!a)
+        return DC_INVALID("args is NULL");
+    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+                               "DCPTOPK_SELECT_ARGS_INIT")))
+        return r;
+    if ((r = check_rows(ctx, "args->rows", a->rows)))
+        return r;
+    if ((r = check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
+                          a->rows, "rows")))
+        return r;
+    if ((r = check_rank(ctx, a->rank, c)))
+        return r;
+    if (a->rows > 0 && (r = check_ptr(ctx, "args->gathered", a->gathered, 16)))
+        return r;
+    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride)))
+        return r;
+    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)))
+        return r;
+    /* Exact mode: a saturated rank re-reads its own row for the push. */
+    if (c->exact &&
+        (r = check_bf16_logits(ctx, a->logits, a->logits_stride,
+                               a->max_local_len, a->row_ends, a->rows)))
+        return r;
+    return DCPTOPK_SUCCESS;
+}
+
+/* ------------------------------------------------------- pair merge args */
+
+dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
+                                         const dcptopk_merge_config *c,
+                                         const dcptopk_pair_select_args *a)
+{
+    dcptopk_result r;
+    if ((r = dc_check_pair_config(ctx, c)))
+        return r;
+    if (!a)
+        return DC_INVALID("args is NULL");
+    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+                               "DCPTOPK_PAIR_SELECT_ARGS_INIT")))
+        return r;
+    if (a->layout != DCPTOPK_LAYOUT_RANK_MAJOR &&
+        a->layout != DCPTOPK_LAYOUT_ROW_MAJOR)
+        return DC_INVALID("args->layout = %d: must be 0 (rank-major) or 1 "
+                          "(row-major)",
+                          a->layout);
+    if ((r = check_rows(ctx, "args->rows", a->rows)))
+        return r;
+    if (a->layout == DCPTOPK_LAYOUT_RANK_MAJOR) {
+        if ((r = check_stride(ctx, "args->rank_stride_rows",
+                              a->rank_stride_rows, a->rows, "rows")))
+            return r;
+    } else if (a->rank_stride_rows != 0) {
+        return DC_INVALID("args->rank_stride_rows = %lld: must be 0 with the "
+                          "row-major layout",
+                          (long long)a->rank_stride_rows);
+    }
+    if ((r = check_rank(ctx, a->rank, c)))
+        return r;
+    if (a->rows > 0 &&
+        (r = check_ptr(ctx, "args->candidates", a->candidates, 8)))
+        return r;
+    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride)))
+        return r;
+    return dc_check_rows_map(ctx, c, &a->rows_map);
+}
+
+dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
+                                       const dcptopk_merge_config *c,
+                                       const dcptopk_pair_pack_args *a)
+{
+    dcptopk_result r;
+    if ((r = dc_check_pair_config(ctx, c)))
+        return r;
+    if (!a)
+        return DC_INVALID("args is NULL");
+    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+                               "DCPTOPK_PAIR_PACK_ARGS_INIT")))
+        return r;
+    if ((r = check_rows(ctx, "args->rows", a->rows)))
+        return r;
+    if ((r = check_rank(ctx, a->rank, c)))
+        return r;
+    if (a->logits_stride < 1 || a->logits_stride > (INT64_C(1) << 40))
+        return DC_INVALID("args->logits_stride = %lld: must be in 1..2^40",
+                          (long long)a->logits_stride);
+    if ((r = check_stride(ctx, "args->local_ids_stride", a->local_ids_stride,
+                          c->topk, "topk")))
+        return r;
+    if (a->rows > 0) {
+        if ((r = check_ptr(ctx, "args->logits", a->logits, 4)))
+            return r;
+        if ((r = check_ptr(ctx, "args->local_ids", a->local_ids, 4)))
+            return r;
+        if ((r = check_ptr(ctx, "args->out", a->out, 8)))
+            return r;
+    }
+    if ((r = check_opt_ptr(ctx, "args->row_starts", a->row_starts, 4)))
+        return r;
+    return check_opt_ptr(ctx, "args->row_ends", a->row_ends, 4);
 }
