@@ -1,0 +1,781 @@
+/* module.c - the per-context runtime: the primary CUDA context, the compile
+ * cache handle, and the module table (key -> CUmodule + its functions by
+ * entry name), plus dc_launch and the device helpers of runtime.h.
+ *
+ * Locking: `lock` (a rwlock) guards the table; a launch of a loaded key takes
+ * it for reading only and touches neither NVRTC nor SQLite. `load_lock` (a
+ * mutex) serialises every miss: the cache handle is single-threaded, and two
+ * threads missing the same key must compile it once. Entries are never
+ * removed before the context is destroyed, so a CUfunction read under the
+ * read lock stays valid after it is released. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "rt.h"
+#include "runtime.h"
+
+#define DC_MAX_FUNCS 8
+#define DC_SMEM_DEFAULT (48u * 1024u)
+
+typedef struct dc_func {
+    char name[96];
+    CUfunction fn;
+    uint32_t smem_max; /* dynamic shared memory opted in so far (load_lock) */
+} dc_func;
+
+typedef struct dc_module {
+    dcptopk_key key;  /* normalised: arch set, bytes after its NUL zero      */
+    CUmodule module;  /* NULL without a device (compiled and cached only)   */
+    dc_func funcs[DC_MAX_FUNCS];
+    int nfuncs;
+} dc_module;
+
+struct dc_runtime {
+    const dc_cuda *cu;      /* NULL for device -1                           */
+    CUdevice dev;
+    CUcontext cuctx;
+    int cc_major, cc_minor, sm_count, smem_optin;
+    dc_cache *cache;
+    pthread_rwlock_t lock;
+    pthread_mutex_t load_lock;
+    dc_module **mods;
+    size_t nmods, cap;
+    atomic_int sealed;
+    atomic_uint_fast64_t launches, compiles, cache_hits;
+};
+
+/* ------------------------------------------------------------ open/close */
+
+static int valid_arch(const char *a)
+{
+    if (strncmp(a, "sm_", 3) != 0)
+        return 0;
+    const char *p = a + 3;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (digits < 2 || digits > 3)
+        return 0;
+    if (*p == 'a' || *p == 'f')
+        p++;
+    return *p == '\0';
+}
+
+static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
+{
+    const char *why = NULL;
+    const dc_cuda *cu = dc_cuda_get(&why);
+    if (!cu)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "config->device = %d: %s. Use device = -1 with an "
+                       "explicit arch to compile and cache without a GPU",
+                       ctx->device, why ? why : "no CUDA device");
+    if (ctx->device >= cu->device_count)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "config->device = %d: only %d CUDA device(s) (0..%d)",
+                       ctx->device, cu->device_count, cu->device_count - 1);
+    DC_CU(ctx, cu->cuDeviceGet(&rt->dev, ctx->device));
+    DC_CU(ctx, cu->cuDeviceGetAttribute(
+                   &rt->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                   rt->dev));
+    DC_CU(ctx, cu->cuDeviceGetAttribute(
+                   &rt->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                   rt->dev));
+    DC_CU(ctx, cu->cuDeviceGetAttribute(
+                   &rt->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                   rt->dev));
+    DC_CU(ctx, cu->cuDeviceGetAttribute(
+                   &rt->smem_optin,
+                   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                   rt->dev));
+    DC_CU(ctx, cu->cuDevicePrimaryCtxRetain(&rt->cuctx, rt->dev));
+    rt->cu = cu;
+    if (!ctx->arch[0]) {
+        /* Arch-specific features (wgmma, setmaxnreg, clusters' extras) need
+         * the 'a' targets on Hopper and Blackwell datacenter parts. */
+        int a = rt->cc_major == 9 || rt->cc_major == 10;
+        snprintf(ctx->arch, sizeof ctx->arch, "sm_%d%d%s", rt->cc_major,
+                 rt->cc_minor, a ? "a" : "");
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_rt_open(dcptopk_context *ctx)
+{
+    struct dc_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "context runtime");
+    pthread_rwlock_init(&rt->lock, NULL);
+    pthread_mutex_init(&rt->load_lock, NULL);
+    ctx->rt = rt;
+    dcptopk_result r;
+    if (ctx->device >= 0 && (r = open_device(ctx, rt)))
+        return r;
+    if (ctx->arch[0] && !valid_arch(ctx->arch))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "config->arch = \"%s\": expected sm_XY[a|f], e.g. "
+                       "sm_90a",
+                       ctx->arch);
+    if (!ctx->arch[0])
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "config->arch = NULL with config->device = -1: a "
+                       "context without a device needs an explicit arch");
+    dc_cache_open_mode mode = ctx->config.cache_mode == DCPTOPK_CACHE_OFF
+                                  ? DC_CACHE_MEMORY
+                              : ctx->config.cache_mode == DCPTOPK_CACHE_READONLY
+                                  ? DC_CACHE_RO
+                                  : DC_CACHE_RW;
+    char err[1024] = "";
+    r = dc_cache_open(ctx->cache_path[0] ? ctx->cache_path : NULL, mode,
+                      &rt->cache, err, sizeof err);
+    if (r)
+        return dc_fail(ctx, r, "opening the compile cache %s: %s",
+                       ctx->cache_path[0] ? ctx->cache_path : "(default)",
+                       err);
+    const char *path = dc_cache_path(rt->cache);
+    snprintf(ctx->cache_path, sizeof ctx->cache_path, "%s", path ? path : "");
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_rt_close(dcptopk_context *ctx)
+{
+    struct dc_runtime *rt = ctx->rt;
+    if (!rt)
+        return;
+    if (rt->cu && rt->cuctx) {
+        CUcontext prev = NULL;
+        rt->cu->cuCtxGetCurrent(&prev);
+        rt->cu->cuCtxSetCurrent(rt->cuctx);
+        for (size_t i = 0; i < rt->nmods; i++)
+            if (rt->mods[i]->module)
+                rt->cu->cuModuleUnload(rt->mods[i]->module);
+        rt->cu->cuCtxSetCurrent(prev == rt->cuctx ? NULL : prev);
+        rt->cu->cuDevicePrimaryCtxRelease(rt->dev);
+    }
+    for (size_t i = 0; i < rt->nmods; i++)
+        free(rt->mods[i]);
+    free(rt->mods);
+    if (rt->cache)
+        dc_cache_close(rt->cache);
+    pthread_rwlock_destroy(&rt->lock);
+    pthread_mutex_destroy(&rt->load_lock);
+    free(rt);
+    ctx->rt = NULL;
+}
+
+void dc_rt_seal(dcptopk_context *ctx) { atomic_store(&ctx->rt->sealed, 1); }
+
+void dc_rt_stats(const dcptopk_context *ctx, dcptopk_context_stats *out)
+{
+    struct dc_runtime *rt = ctx->rt;
+    out->launches = atomic_load(&rt->launches);
+    out->compiles = atomic_load(&rt->compiles);
+    out->cache_hits = atomic_load(&rt->cache_hits);
+    pthread_rwlock_rdlock(&rt->lock);
+    out->modules = rt->nmods;
+    pthread_rwlock_unlock(&rt->lock);
+}
+
+/* ----------------------------------------------------------- the table */
+
+static void key_normalise(const dcptopk_context *ctx, const dcptopk_key *in,
+                          dcptopk_key *out)
+{
+    *out = *in;
+    size_t n = strnlen(out->arch, sizeof out->arch);
+    if (n == 0) {
+        snprintf(out->arch, sizeof out->arch, "%s", ctx->arch);
+        n = strlen(out->arch);
+    }
+    if (n < sizeof out->arch)
+        memset(out->arch + n, 0, sizeof out->arch - n);
+}
+
+/* Caller holds rt->lock. */
+static dc_module *table_find(const struct dc_runtime *rt,
+                             const dcptopk_key *key)
+{
+    for (size_t i = 0; i < rt->nmods; i++)
+        if (memcmp(&rt->mods[i]->key, key, sizeof *key) == 0)
+            return rt->mods[i];
+    return NULL;
+}
+
+typedef struct compile_job {
+    const dc_unit *u;
+    dc_compiled out;
+} compile_job;
+
+static dcptopk_result job_compile(void *user, dc_cache_blobs *b, char *err,
+                                  size_t err_size)
+{
+    compile_job *job = user;
+    dc_compiled_free(&job->out);
+    dcptopk_result r = dc_nvrtc_compile(job->u, &job->out, err, err_size);
+    if (r)
+        return r;
+    b->cubin = job->out.cubin;
+    b->cubin_size = job->out.cubin_size;
+    b->ptx = job->out.ptx;
+    b->ptx_size = job->out.ptx_size;
+    b->source = job->u->source;
+    b->source_size = job->u->source_size;
+    b->compile_ms = job->out.compile_ms;
+    return DCPTOPK_SUCCESS;
+}
+
+static void job_release(void *user, dc_cache_blobs *b)
+{
+    /* The job keeps its buffers until dc_rt_prepare is done with them. */
+    (void)user;
+    (void)b;
+}
+
+static dcptopk_result load_module(dcptopk_context *ctx, const void *image,
+                                  CUmodule *mod, const char *key_text)
+{
+    struct dc_runtime *rt = ctx->rt;
+    char log[4096] = "";
+    CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUresult r = rt->cu->cuModuleLoadDataEx(mod, image, 2, opts, vals);
+    if (r != CUDA_SUCCESS) {
+        char call[400];
+        snprintf(call, sizeof call, "cuModuleLoadDataEx(%s)", key_text);
+        dc_cu_fail(ctx, r, call);
+        if (log[0]) {
+            dc_fail_append(ctx, "\nloader log:\n");
+            dc_fail_append(ctx, log);
+        }
+        return DCPTOPK_CUDA_ERROR;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
+                             int for_launch, dcptopk_origin *origin,
+                             double *compile_ms, double *load_ms)
+{
+    struct dc_runtime *rt = ctx->rt;
+    dcptopk_key k;
+    key_normalise(ctx, key, &k);
+    if (origin)
+        *origin = DCPTOPK_ORIGIN_MEMORY;
+    if (compile_ms)
+        *compile_ms = 0.0;
+    if (load_ms)
+        *load_ms = 0.0;
+
+    pthread_mutex_lock(&rt->load_lock);
+    pthread_rwlock_rdlock(&rt->lock);
+    dc_module *found = table_find(rt, &k);
+    pthread_rwlock_unlock(&rt->lock);
+    if (found) {
+        pthread_mutex_unlock(&rt->load_lock);
+        return DCPTOPK_SUCCESS;
+    }
+
+    char key_text[320];
+    dcptopk_key_format(&k, key_text, sizeof key_text);
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    dc_unit u;
+    memset(&u, 0, sizeof u);
+    compile_job job;
+    memset(&job, 0, sizeof job);
+    dc_cache_hit hit;
+    memset(&hit, 0, sizeof hit);
+    char *err = NULL;
+    dc_module *m = NULL;
+
+    if (for_launch && ctx->config.strict && atomic_load(&rt->sealed)) {
+        r = dc_fail(ctx, DCPTOPK_NOT_WARMED,
+                    "strict mode: kernel %s was not loaded by warmup (the "
+                    "context is sealed); add its config to the warmup",
+                    key_text);
+        goto out;
+    }
+    if (dcptopk_key_check(&k) != DCPTOPK_SUCCESS) {
+        r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "%s",
+                    dcptopk_last_error(NULL));
+        goto out;
+    }
+    if ((r = dc_unit_build(ctx, &k, &u)))
+        goto out;
+    err = malloc(DC_ERR_LEN);
+    m = calloc(1, sizeof *m);
+    if (!err || !m) {
+        r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "loading %s", key_text);
+        goto out;
+    }
+    m->key = k;
+    job.u = &u;
+    dc_cache_meta meta = {u.info->name, u.fields, k.arch, u.nvrtc_version,
+                          dcptopk_version_string()};
+    for (int attempt = 0;; attempt++) {
+        int compiled = 0;
+        err[0] = '\0';
+        r = dc_cache_get_or_compile(rt->cache, u.hash, &meta, job_compile,
+                                    job_release, &job, &hit, &compiled, err,
+                                    DC_ERR_LEN);
+        if (r) {
+            dc_fail(ctx, r, "%s", err[0] ? err : "compile cache failed");
+            goto out;
+        }
+        if (compiled) {
+            atomic_fetch_add(&rt->compiles, 1);
+            if (compile_ms)
+                *compile_ms = job.out.compile_ms;
+        } else {
+            atomic_fetch_add(&rt->cache_hits, 1);
+        }
+        if (origin)
+            *origin = compiled ? DCPTOPK_ORIGIN_COMPILED : DCPTOPK_ORIGIN_CACHE;
+        const void *image = hit.cubin ? hit.cubin : job.out.cubin;
+        if (!image) {
+            r = dc_fail(ctx, DCPTOPK_INTERNAL,
+                        "the cache returned no cubin for %s", key_text);
+            goto out;
+        }
+        if (!rt->cu)
+            break; /* no device: compiled and cached only */
+        CUcontext cur = NULL;
+        rt->cu->cuCtxGetCurrent(&cur);
+        if (cur != rt->cuctx &&
+            (r = dc_ctx_enter(ctx)) != DCPTOPK_SUCCESS)
+            goto out;
+        double t0 = dc_now_ms();
+        r = load_module(ctx, image, &m->module, key_text);
+        if (load_ms)
+            *load_ms = dc_now_ms() - t0;
+        if (r == DCPTOPK_SUCCESS)
+            break;
+        if (compiled || attempt > 0)
+            goto out;
+        /* A cached cubin the driver refuses (a corrupted or foreign entry
+         * that passed its checksum): drop it and compile once more. */
+        dc_warn("%s: the cached cubin failed to load (%s); recompiling",
+                key_text, dcptopk_last_error(ctx));
+        dc_cache_invalidate(rt->cache, u.hash);
+        dc_cache_hit_free(&hit);
+        memset(&hit, 0, sizeof hit);
+    }
+
+    pthread_rwlock_wrlock(&rt->lock);
+    if (rt->nmods == rt->cap) {
+        size_t cap = rt->cap ? rt->cap * 2 : 16;
+        dc_module **mods = realloc(rt->mods, cap * sizeof *mods);
+        if (!mods) {
+            pthread_rwlock_unlock(&rt->lock);
+            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "module table");
+            goto out;
+        }
+        rt->mods = mods;
+        rt->cap = cap;
+    }
+    rt->mods[rt->nmods++] = m;
+    m = NULL;
+    pthread_rwlock_unlock(&rt->lock);
+
+out:
+    if (m) {
+        if (m->module)
+            rt->cu->cuModuleUnload(m->module);
+        free(m);
+    }
+    dc_cache_hit_free(&hit);
+    dc_compiled_free(&job.out);
+    dc_unit_free(&u);
+    free(err);
+    pthread_mutex_unlock(&rt->load_lock);
+    return r;
+}
+
+/* Function `entry` of the loaded key k: cheap path under the read lock. */
+static int func_find(struct dc_runtime *rt, const dcptopk_key *k,
+                     const char *entry, CUfunction *fn, uint32_t *smem_max,
+                     dc_module **mod)
+{
+    int found = 0;
+    pthread_rwlock_rdlock(&rt->lock);
+    dc_module *m = table_find(rt, k);
+    *mod = m;
+    if (m) {
+        for (int i = 0; i < m->nfuncs; i++) {
+            if (strcmp(m->funcs[i].name, entry) == 0) {
+                *fn = m->funcs[i].fn;
+                *smem_max = m->funcs[i].smem_max;
+                found = 1;
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&rt->lock);
+    return found;
+}
+
+/* Resolves `entry` in a loaded module and/or raises its shared memory
+ * opt-in; under load_lock (rare). */
+static dcptopk_result func_resolve(dcptopk_context *ctx, dc_module *m,
+                                   const char *entry, uint32_t smem,
+                                   CUfunction *fn)
+{
+    struct dc_runtime *rt = ctx->rt;
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    pthread_mutex_lock(&rt->load_lock);
+    dc_func *f = NULL;
+    pthread_rwlock_rdlock(&rt->lock);
+    for (int i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i].name, entry) == 0)
+            f = &m->funcs[i];
+    pthread_rwlock_unlock(&rt->lock);
+    if (!f) {
+        char key_text[320];
+        dcptopk_key_format(&m->key, key_text, sizeof key_text);
+        if (m->nfuncs == DC_MAX_FUNCS || strlen(entry) >= sizeof f->name) {
+            r = dc_fail(ctx, DCPTOPK_INTERNAL,
+                        "entry = \"%s\" of %s: too many entries or name too "
+                        "long",
+                        entry, key_text);
+            goto out;
+        }
+        CUfunction got = NULL;
+        CUresult cr = rt->cu->cuModuleGetFunction(&got, m->module, entry);
+        if (cr != CUDA_SUCCESS) {
+            char call[512];
+            snprintf(call, sizeof call,
+                     "cuModuleGetFunction(entry = \"%s\", %s)", entry,
+                     key_text);
+            r = dc_cu_fail(ctx, cr, call);
+            goto out;
+        }
+        pthread_rwlock_wrlock(&rt->lock);
+        f = &m->funcs[m->nfuncs];
+        snprintf(f->name, sizeof f->name, "%s", entry);
+        f->fn = got;
+        f->smem_max = DC_SMEM_DEFAULT;
+        m->nfuncs++;
+        pthread_rwlock_unlock(&rt->lock);
+    }
+    if (smem > f->smem_max) {
+        if (rt->smem_optin > 0 && smem > (uint32_t)rt->smem_optin) {
+            r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                        "cfg->smem_bytes = %u for \"%s\": the device allows "
+                        "at most %d bytes per block",
+                        smem, entry, rt->smem_optin);
+            goto out;
+        }
+        CUresult cr = rt->cu->cuFuncSetAttribute(
+            f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
+        if (cr != CUDA_SUCCESS) {
+            r = dc_cu_fail(ctx, cr,
+                           "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+            goto out;
+        }
+        pthread_rwlock_wrlock(&rt->lock);
+        f->smem_max = smem;
+        pthread_rwlock_unlock(&rt->lock);
+    }
+    *fn = f->fn;
+out:
+    pthread_mutex_unlock(&rt->load_lock);
+    return r;
+}
+
+dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
+                         const char *entry, const dc_launch_cfg *cfg,
+                         void **params)
+{
+    if (!ctx || !ctx->rt)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    if (!key || !entry || !cfg)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "dc_launch: key, entry and cfg are required (key %p, "
+                       "entry %p, cfg %p)",
+                       (const void *)key, (const void *)entry,
+                       (const void *)cfg);
+    struct dc_runtime *rt = ctx->rt;
+    if (!rt->cu)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "this context has no device (config->device = -1): it "
+                       "compiles and caches but cannot launch");
+    for (int i = 0; i < 3; i++)
+        if (cfg->grid[i] == 0 || cfg->block[i] == 0)
+            return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                           "cfg->grid = {%u, %u, %u}, cfg->block = {%u, %u, "
+                           "%u}: every dimension must be >= 1",
+                           cfg->grid[0], cfg->grid[1], cfg->grid[2],
+                           cfg->block[0], cfg->block[1], cfg->block[2]);
+    if (cfg->cluster_x > 1 && cfg->grid[0] % cfg->cluster_x != 0)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "cfg->cluster_x = %u: must divide cfg->grid[0] = %u",
+                       cfg->cluster_x, cfg->grid[0]);
+    dcptopk_key k;
+    key_normalise(ctx, key, &k);
+    dcptopk_result r = dc_ctx_enter(ctx);
+    if (r)
+        return r;
+
+    CUfunction fn = NULL;
+    uint32_t smem_max = 0;
+    dc_module *m = NULL;
+    if (!func_find(rt, &k, entry, &fn, &smem_max, &m) ||
+        cfg->smem_bytes > smem_max) {
+        if (!m) {
+            if ((r = dc_rt_prepare(ctx, &k, 1, NULL, NULL, NULL)))
+                return r;
+            pthread_rwlock_rdlock(&rt->lock);
+            m = table_find(rt, &k);
+            pthread_rwlock_unlock(&rt->lock);
+            if (!m)
+                return dc_fail(ctx, DCPTOPK_INTERNAL,
+                               "module missing after its load");
+        }
+        if ((r = func_resolve(ctx, m, entry, cfg->smem_bytes, &fn)))
+            return r;
+    }
+
+    CUresult cr;
+    if (cfg->cluster_x > 1) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cfg->cluster_x;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        CUlaunchConfig lc;
+        memset(&lc, 0, sizeof lc);
+        lc.gridDimX = cfg->grid[0];
+        lc.gridDimY = cfg->grid[1];
+        lc.gridDimZ = cfg->grid[2];
+        lc.blockDimX = cfg->block[0];
+        lc.blockDimY = cfg->block[1];
+        lc.blockDimZ = cfg->block[2];
+        lc.sharedMemBytes = cfg->smem_bytes;
+        lc.hStream = (CUstream)cfg->stream;
+        lc.attrs = &attr;
+        lc.numAttrs = 1;
+        cr = rt->cu->cuLaunchKernelEx(&lc, fn, params, NULL);
+    } else {
+        cr = rt->cu->cuLaunchKernel(fn, cfg->grid[0], cfg->grid[1],
+                                    cfg->grid[2], cfg->block[0], cfg->block[1],
+                                    cfg->block[2], cfg->smem_bytes,
+                                    (CUstream)cfg->stream, params, NULL);
+    }
+    if (cr != CUDA_SUCCESS) {
+        char key_text[320], call[600];
+        dcptopk_key_format(&k, key_text, sizeof key_text);
+        snprintf(call, sizeof call,
+                 "%s(%s \"%s\", grid {%u,%u,%u}, block {%u,%u,%u}, smem %u, "
+                 "cluster %u)",
+                 cfg->cluster_x > 1 ? "cuLaunchKernelEx" : "cuLaunchKernel",
+                 key_text, entry, cfg->grid[0], cfg->grid[1], cfg->grid[2],
+                 cfg->block[0], cfg->block[1], cfg->block[2], cfg->smem_bytes,
+                 cfg->cluster_x);
+        return dc_cu_fail(ctx, cr, call);
+    }
+    atomic_fetch_add(&rt->launches, 1);
+    return DCPTOPK_SUCCESS;
+}
+
+/* ------------------------------------------------------ device helpers */
+
+#define DC_NEED_DEVICE(ctx)                                                    \
+    do {                                                                       \
+        if (!(ctx) || !(ctx)->rt)                                              \
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");     \
+        if (!(ctx)->rt->cu)                                                    \
+            return dc_fail((ctx), DCPTOPK_NO_DEVICE,                           \
+                           "this context has no device (device -1)");          \
+        dcptopk_result dc_e_ = dc_ctx_enter(ctx);                              \
+        if (dc_e_)                                                             \
+            return dc_e_;                                                      \
+    } while (0)
+
+dcptopk_result dc_ctx_enter(dcptopk_context *ctx)
+{
+    if (!ctx || !ctx->rt)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    struct dc_runtime *rt = ctx->rt;
+    if (!rt->cu)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "this context has no device (device -1)");
+    CUcontext cur = NULL;
+    if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->cuctx)
+        return DCPTOPK_SUCCESS;
+    DC_CU(ctx, rt->cu->cuCtxSetCurrent(rt->cuctx));
+    return DCPTOPK_SUCCESS;
+}
+
+int32_t dc_ctx_sm_count(const dcptopk_context *ctx)
+{
+    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->sm_count : 0;
+}
+
+int32_t dc_ctx_smem_optin(const dcptopk_context *ctx)
+{
+    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->smem_optin : 0;
+}
+
+dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
+                            uint64_t *dptr)
+{
+    DC_NEED_DEVICE(ctx);
+    CUdeviceptr p = 0;
+    CUresult r = ctx->rt->cu->cuMemAlloc(&p, bytes ? bytes : 1);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        dc_cu_fail(ctx, r, "cuMemAlloc");
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY,
+                       "cuMemAlloc(%zu bytes): out of device memory", bytes);
+    }
+    if (r != CUDA_SUCCESS)
+        return dc_cu_fail(ctx, r, "cuMemAlloc");
+    *dptr = (uint64_t)p;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_mem_free(dcptopk_context *ctx, uint64_t dptr)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !dptr)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuMemFree((CUdeviceptr)dptr);
+}
+
+dcptopk_result dc_memset_async(dcptopk_context *ctx, uint64_t dptr,
+                               uint8_t value, size_t bytes, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemsetD8Async((CUdeviceptr)dptr, value, bytes,
+                                            (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
+                                    uint64_t src, size_t bytes, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoDAsync((CUdeviceptr)dst,
+                                              (CUdeviceptr)src, bytes,
+                                              (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
+                              const void *src, size_t bytes)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyHtoD((CUdeviceptr)dst, src, bytes));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,
+                              size_t bytes)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoH(dst, (CUdeviceptr)src, bytes));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_stream_sync(dcptopk_context *ctx, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize((CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream)
+{
+    DC_NEED_DEVICE(ctx);
+    CUstream s = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    *stream = s;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_stream_destroy(dcptopk_context *ctx, void *stream)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !stream)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuStreamDestroy((CUstream)stream);
+}
+
+dcptopk_result dc_event_create(dcptopk_context *ctx, void **event)
+{
+    DC_NEED_DEVICE(ctx);
+    CUevent e = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuEventCreate(&e, CU_EVENT_DEFAULT));
+    *event = e;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_event_destroy(dcptopk_context *ctx, void *event)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !event)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuEventDestroy((CUevent)event);
+}
+
+dcptopk_result dc_event_record(dcptopk_context *ctx, void *event,
+                               void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuEventRecord((CUevent)event, (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_event_elapsed_ms(dcptopk_context *ctx, void *start,
+                                   void *end, float *ms)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuEventSynchronize((CUevent)end));
+    DC_CU(ctx, ctx->rt->cu->cuEventElapsedTime(ms, (CUevent)start,
+                                               (CUevent)end));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_begin(dcptopk_context *ctx, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    /* Thread-local mode: other threads' unrelated CUDA calls stay legal. */
+    DC_CU(ctx, ctx->rt->cu->cuStreamBeginCapture(
+                   (CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_end(dcptopk_context *ctx, void *stream, void **exec)
+{
+    DC_NEED_DEVICE(ctx);
+    CUgraph g = NULL;
+    CUgraphExec e = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuStreamEndCapture((CUstream)stream, &g));
+    CUresult r = ctx->rt->cu->cuGraphInstantiate(&e, g, 0);
+    ctx->rt->cu->cuGraphDestroy(g); /* the executable graph keeps a copy */
+    if (r != CUDA_SUCCESS)
+        return dc_cu_fail(ctx, r, "cuGraphInstantiate");
+    *exec = e;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_launch(dcptopk_context *ctx, void *exec, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_graph_destroy(dcptopk_context *ctx, void *exec)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !exec)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuGraphExecDestroy((CUgraphExec)exec);
+}

@@ -1,0 +1,152 @@
+/* nvrtc.c - compiles a rendered unit with NVRTC into a cubin (and PTX) for
+ * the unit's arch. NVRTC is linked; it needs no driver and no device, so CI
+ * compiles every kernel variant. */
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt.h"
+
+double dc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void dc_nvrtc_version(int *major, int *minor)
+{
+    *major = 0;
+    *minor = 0;
+    if (nvrtcVersion(major, minor) != NVRTC_SUCCESS) {
+        *major = -1;
+        *minor = -1;
+    }
+}
+
+void dc_nvrtc_options(dc_unit *u)
+{
+    /* No --use_fast_math and no -ftz/-prec-* changes: kernels must be exact
+     * (they compare raw bits, but a helper may touch floats). --minimal drops
+     * the texture/cudadevrt declarations the templates never use (the
+     * templates include no toolkit header), which shortens compiles. */
+    snprintf(u->arch_option, sizeof u->arch_option, "--gpu-architecture=%s",
+             u->key.arch);
+    size_t n = 0;
+    u->options[n++] = u->arch_option;
+    u->options[n++] = "-std=c++17";
+    u->options[n++] = "-default-device";
+    u->options[n++] = "--minimal";
+    u->options[n++] = "-lineinfo";
+    u->option_count = n;
+}
+
+void dc_compiled_free(dc_compiled *c)
+{
+    if (!c)
+        return;
+    free(c->cubin);
+    free(c->ptx);
+    memset(c, 0, sizeof *c);
+}
+
+/* Appends the program log to err. */
+static void append_log(nvrtcProgram prog, char *err, size_t err_size)
+{
+    size_t log_size = 0;
+    if (nvrtcGetProgramLogSize(prog, &log_size) != NVRTC_SUCCESS ||
+        log_size <= 1)
+        return;
+    char *log = malloc(log_size + 1);
+    if (!log)
+        return;
+    if (nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS) {
+        log[log_size] = '\0';
+        size_t n = strlen(err);
+        if (n + 1 < err_size)
+            snprintf(err + n, err_size - n, "\nNVRTC log:\n%s", log);
+    }
+    free(log);
+}
+
+dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
+                                size_t err_size)
+{
+    memset(out, 0, sizeof *out);
+    char key_text[320];
+    dcptopk_key_format(&u->key, key_text, sizeof key_text);
+
+    const char *names[64];
+    const char *texts[64];
+    size_t nh = u->header_count < 64 ? u->header_count : 64;
+    for (size_t i = 0; i < nh; i++) {
+        names[i] = u->headers[i].name;
+        texts[i] = u->headers[i].data;
+    }
+    double t0 = dc_now_ms();
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = nvrtcCreateProgram(&prog, u->source, u->info->template_file,
+                                       (int)nh, texts, names);
+    if (r != NVRTC_SUCCESS) {
+        snprintf(err, err_size, "nvrtcCreateProgram(%s) failed: %s (%d)",
+                 key_text, nvrtcGetErrorString(r), (int)r);
+        return r == NVRTC_ERROR_OUT_OF_MEMORY ? DCPTOPK_OUT_OF_MEMORY
+                                              : DCPTOPK_NVRTC_ERROR;
+    }
+    dcptopk_result res = DCPTOPK_SUCCESS;
+    r = nvrtcCompileProgram(prog, (int)u->option_count, u->options);
+    if (r != NVRTC_SUCCESS) {
+        int n = snprintf(err, err_size,
+                         "NVRTC %s failed to compile %s: %s (%d); options:",
+                         u->nvrtc_version, key_text, nvrtcGetErrorString(r),
+                         (int)r);
+        for (size_t i = 0; i < u->option_count && n > 0 && (size_t)n < err_size;
+             i++)
+            n += snprintf(err + n, err_size - (size_t)n, " %s", u->options[i]);
+        append_log(prog, err, err_size);
+        res = DCPTOPK_NVRTC_ERROR;
+        goto done;
+    }
+    size_t cubin_size = 0, ptx_size = 0;
+    if ((r = nvrtcGetCUBINSize(prog, &cubin_size)) != NVRTC_SUCCESS ||
+        (r = nvrtcGetPTXSize(prog, &ptx_size)) != NVRTC_SUCCESS) {
+        snprintf(err, err_size, "NVRTC output size of %s: %s (%d)", key_text,
+                 nvrtcGetErrorString(r), (int)r);
+        res = DCPTOPK_NVRTC_ERROR;
+        goto done;
+    }
+    if (cubin_size == 0) {
+        snprintf(err, err_size,
+                 "NVRTC produced no cubin for %s (arch %s must be a real "
+                 "sm_XY architecture)",
+                 key_text, u->key.arch);
+        res = DCPTOPK_NVRTC_ERROR;
+        goto done;
+    }
+    out->cubin = malloc(cubin_size);
+    out->ptx = malloc(ptx_size + 1);
+    if (!out->cubin || !out->ptx) {
+        snprintf(err, err_size, "out of memory for a %zu-byte cubin",
+                 cubin_size);
+        res = DCPTOPK_OUT_OF_MEMORY;
+        goto done;
+    }
+    if ((r = nvrtcGetCUBIN(prog, out->cubin)) != NVRTC_SUCCESS ||
+        (r = nvrtcGetPTX(prog, out->ptx)) != NVRTC_SUCCESS) {
+        snprintf(err, err_size, "NVRTC output of %s: %s (%d)", key_text,
+                 nvrtcGetErrorString(r), (int)r);
+        res = DCPTOPK_NVRTC_ERROR;
+        goto done;
+    }
+    out->ptx[ptx_size] = '\0';
+    out->cubin_size = cubin_size;
+    out->ptx_size = ptx_size;
+    out->compile_ms = dc_now_ms() - t0;
+done:
+    nvrtcDestroyProgram(&prog);
+    if (res != DCPTOPK_SUCCESS)
+        dc_compiled_free(out);
+    return res;
+}

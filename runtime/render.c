@@ -1,0 +1,387 @@
+/* render.c - the renderer: a compile key -> the CUDA source NVRTC compiles
+ * (a prelude of #defines for exactly the kernel's key fields, then the
+ * template), its named headers, and the cache key that covers all of it.
+ *
+ * Templates and headers come from the copies embedded at build time
+ * (dc_embedded_files), or from $DCPTOPK_TEMPLATE_DIR when it is set, so a
+ * kernel can be edited without rebuilding the library. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+#include "templates_embed.h"
+
+/* The key fields in the order of the prelude, and their macro names. */
+static const struct {
+    uint32_t bit;
+    const char *macro;
+    size_t offset;
+} prelude_fields[] = {
+    {DC_F_TOPK, "DCPTOPK_TOPK", offsetof(dcptopk_key, topk)},
+    {DC_F_LOCAL_TOPK, "DCPTOPK_LOCAL_TOPK", offsetof(dcptopk_key, local_topk)},
+    {DC_F_WORLD_SIZE, "DCPTOPK_WORLD_SIZE", offsetof(dcptopk_key, world_size)},
+    {DC_F_BLOCK_SIZE, "DCPTOPK_BLOCK_SIZE", offsetof(dcptopk_key, block_size)},
+    {DC_F_INTERLEAVE, "DCPTOPK_INTERLEAVE", offsetof(dcptopk_key, interleave)},
+    {DC_F_EMIT_IDS, "DCPTOPK_EMIT_IDS", offsetof(dcptopk_key, emit_ids)},
+    {DC_F_EXACT, "DCPTOPK_EXACT", offsetof(dcptopk_key, exact)},
+    {DC_F_LAYOUT, "DCPTOPK_LAYOUT", offsetof(dcptopk_key, layout)},
+    {DC_F_VARIANT, "DCPTOPK_VARIANT", offsetof(dcptopk_key, variant)},
+};
+
+dc_hash dc_unit_hash(const dc_hash_input *in)
+{
+    /* Every field is length-prefixed by dc_hasher, so the order below and
+     * the names are the whole format. Counts come before lists so that two
+     * lists can never be confused with one longer list. */
+    dc_hasher *h = dc_hasher_new();
+    dc_hash out = {0, 0};
+    if (!h)
+        return out;
+    dc_hasher_i64(h, "schema", DC_CACHE_SCHEMA_VERSION);
+    dc_hasher_str(h, "kernel", in->kernel);
+    dc_hasher_str(h, "entry", in->entry);
+    dc_hasher_bytes(h, "template", in->template_text, in->template_size);
+    dc_hasher_i64(h, "header_count", (int64_t)in->header_count);
+    for (size_t i = 0; i < in->header_count; i++) {
+        dc_hasher_str(h, "header_name", in->headers[i].name);
+        dc_hasher_bytes(h, "header", in->headers[i].data,
+                        in->headers[i].size);
+    }
+    dc_hasher_str(h, "prelude", in->prelude);
+    dc_hasher_i64(h, "option_count", (int64_t)in->option_count);
+    for (size_t i = 0; i < in->option_count; i++)
+        dc_hasher_str(h, "option", in->options[i]);
+    dc_hasher_i64(h, "nvrtc_major", in->nvrtc_major);
+    dc_hasher_i64(h, "nvrtc_minor", in->nvrtc_minor);
+    dc_hasher_str(h, "arch", in->arch);
+    out = dc_hasher_digest(h);
+    dc_hasher_free(h);
+    return out;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static int source_cmp(const void *a, const void *b)
+{
+    return strcmp(((const dc_source *)a)->name, ((const dc_source *)b)->name);
+}
+
+/* Keeps `p` to be freed with the unit; returns p, or NULL (p freed) when
+ * out of memory. */
+static void *unit_own(dc_unit *u, void *p)
+{
+    if (!p)
+        return NULL;
+    char **list = realloc(u->owned_list, (u->owned_count + 1) * sizeof *list);
+    if (!list) {
+        free(p);
+        return NULL;
+    }
+    u->owned_list = list;
+    list[u->owned_count++] = p;
+    return p;
+}
+
+/* Reads dir/name whole (NUL-terminated). */
+static dcptopk_result read_file(const dcptopk_context *ctx, dc_unit *u,
+                                const char *dir, const char *name,
+                                dc_source *out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dc_fail(ctx, errno == ENOENT ? DCPTOPK_NOT_FOUND
+                                            : DCPTOPK_IO_ERROR,
+                       "template \"%s\" not found: cannot open %s "
+                       "(DCPTOPK_TEMPLATE_DIR = \"%s\"): %s",
+                       name, path, dir, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1)
+            break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "reading %s", path);
+    if (bad) {
+        free(buf);
+        return dc_fail(ctx, DCPTOPK_IO_ERROR, "reading %s failed", path);
+    }
+    buf[n] = '\0';
+    if (!unit_own(u, buf))
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "reading %s", path);
+    out->name = name;
+    out->data = buf;
+    out->size = n;
+    return DCPTOPK_SUCCESS;
+}
+
+/* Template and headers from a folder (DCPTOPK_TEMPLATE_DIR). */
+static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
+                                    const char *dir)
+{
+    dcptopk_result r = read_file(ctx, u, dir, u->info->template_file,
+                                 &u->tmpl);
+    if (r)
+        return r;
+    DIR *d = opendir(dir);
+    if (!d)
+        return dc_fail(ctx, DCPTOPK_IO_ERROR,
+                       "DCPTOPK_TEMPLATE_DIR = \"%s\": cannot list it: %s", dir,
+                       strerror(errno));
+    size_t cap = 0;
+    struct dirent *e;
+    r = DCPTOPK_SUCCESS;
+    while (r == DCPTOPK_SUCCESS && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".cuh"))
+            continue;
+        if (u->header_count == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            dc_source *h = realloc(u->headers, ncap * sizeof *h);
+            if (!h) {
+                r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
+                break;
+            }
+            u->headers = h;
+            cap = ncap;
+        }
+        char *name = unit_own(u, strdup(e->d_name));
+        if (!name) {
+            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
+            break;
+        }
+        r = read_file(ctx, u, dir, name, &u->headers[u->header_count]);
+        if (r == DCPTOPK_SUCCESS)
+            u->header_count++;
+    }
+    closedir(d);
+    if (r)
+        return r;
+    /* readdir's order is the file system's: sort for a stable cache key. */
+    if (u->header_count)
+        qsort(u->headers, u->header_count, sizeof *u->headers, source_cmp);
+    return DCPTOPK_SUCCESS;
+}
+
+/* Template and headers from the embedded copies (sorted by cmake). */
+static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
+{
+    size_t headers = 0;
+    int found = 0;
+    for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
+        if (ends_with(f->name, ".cuh"))
+            headers++;
+        if (strcmp(f->name, u->info->template_file) == 0) {
+            u->tmpl.name = f->name;
+            u->tmpl.data = (const char *)f->data;
+            u->tmpl.size = f->size;
+            found = 1;
+        }
+    }
+    if (!found)
+        return dc_fail(ctx, DCPTOPK_NOT_FOUND,
+                       "kernel %s: template \"%s\" is not embedded in this "
+                       "build (templates/%s does not exist yet, or the library "
+                       "was built before it was added)",
+                       u->info->name, u->info->template_file,
+                       u->info->template_file);
+    u->headers = calloc(headers ? headers : 1, sizeof *u->headers);
+    if (!u->headers)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
+    for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
+        if (!ends_with(f->name, ".cuh"))
+            continue;
+        dc_source *h = &u->headers[u->header_count++];
+        h->name = f->name;
+        h->data = (const char *)f->data;
+        h->size = f->size;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+static int32_t key_value(const dcptopk_key *key, size_t offset)
+{
+    int32_t v;
+    memcpy(&v, (const char *)key + offset, sizeof v);
+    return v;
+}
+
+static dcptopk_result render_prelude(const dcptopk_context *ctx, dc_unit *u)
+{
+    char buf[1024];
+    size_t n = 0;
+    const dcptopk_key *key = &u->key;
+    for (size_t i = 0; i < sizeof prelude_fields / sizeof prelude_fields[0];
+         i++) {
+        if (!(u->info->fields & prelude_fields[i].bit))
+            continue;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "#define %s %d\n",
+                              prelude_fields[i].macro,
+                              key_value(key, prelude_fields[i].offset));
+    }
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "#define DCPTOPK_THREADS %d\n",
+                          u->info->threads(key));
+    if (u->info->fields & DC_F_WORLD_SIZE)
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "#define DCPTOPK_GID_BITS %d\n",
+                              dc_gid_bits(key->world_size));
+    if (n >= sizeof buf)
+        return dc_fail(ctx, DCPTOPK_INTERNAL, "prelude longer than %zu bytes",
+                       sizeof buf);
+    u->prelude = strdup(buf);
+    if (!u->prelude)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "prelude");
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_unit_build(const dcptopk_context *ctx,
+                             const dcptopk_key *key, dc_unit *u)
+{
+    memset(u, 0, sizeof *u);
+    u->key = *key;
+    u->info = dc_kernel_get(key->kernel);
+    if (!u->info)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "key->kernel = %d: no such kernel (0..%d)", key->kernel,
+                       DCPTOPK_KERNEL_COUNT - 1);
+    if (!key->arch[0])
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "key->arch is empty: the renderer needs a target arch");
+    const char *dir = getenv("DCPTOPK_TEMPLATE_DIR");
+    dcptopk_result r = dir && dir[0] ? load_from_dir(ctx, u, dir)
+                                     : load_embedded(ctx, u);
+    if (r)
+        return r;
+    if ((r = render_prelude(ctx, u)))
+        return r;
+
+    /* The #line makes NVRTC's messages point into the template file. */
+    char line[160];
+    snprintf(line, sizeof line, "#line 1 \"%s\"\n", u->info->template_file);
+    size_t np = strlen(u->prelude), nl = strlen(line);
+    u->source_size = np + nl + u->tmpl.size;
+    u->source = malloc(u->source_size + 1);
+    if (!u->source)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "source of %zu bytes",
+                       u->source_size);
+    memcpy(u->source, u->prelude, np);
+    memcpy(u->source + np, line, nl);
+    memcpy(u->source + np + nl, u->tmpl.data, u->tmpl.size);
+    u->source[u->source_size] = '\0';
+
+    dc_nvrtc_version(&u->nvrtc_major, &u->nvrtc_minor);
+    snprintf(u->nvrtc_version, sizeof u->nvrtc_version, "%d.%d",
+             u->nvrtc_major, u->nvrtc_minor);
+    dc_nvrtc_options(u);
+    dc_key_fields_string(key, u->fields, sizeof u->fields);
+
+    dc_hash_input in = {
+        .kernel = u->info->name,
+        .entry = u->info->template_file,
+        .template_text = u->tmpl.data,
+        .template_size = u->tmpl.size,
+        .headers = u->headers,
+        .header_count = u->header_count,
+        .prelude = u->prelude,
+        .options = u->options,
+        .option_count = u->option_count,
+        .nvrtc_major = u->nvrtc_major,
+        .nvrtc_minor = u->nvrtc_minor,
+        .arch = key->arch,
+    };
+    u->hash = dc_unit_hash(&in);
+    if (u->hash.hi == 0 && u->hash.lo == 0)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "hashing the compile unit");
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_unit_free(dc_unit *u)
+{
+    if (!u)
+        return;
+    for (size_t i = 0; i < u->owned_count; i++)
+        free(u->owned_list[i]);
+    free(u->owned_list);
+    free(u->headers);
+    free(u->source);
+    free(u->prelude);
+    memset(u, 0, sizeof *u);
+}
+
+/* ----------------------------------------------------------------- public */
+
+/* A copy of a public key with the arch defaulted and the bytes after its NUL
+ * cleared; checked. */
+static dcptopk_result public_key(const dcptopk_key *key, dcptopk_key *out)
+{
+    if (!key)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "key is NULL");
+    *out = *key;
+    if (!memchr(out->arch, '\0', sizeof out->arch))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->arch is not NUL-terminated within %zu bytes",
+                       sizeof out->arch);
+    size_t n = strlen(out->arch);
+    memset(out->arch + n, 0, sizeof out->arch - n);
+    if (n == 0)
+        snprintf(out->arch, sizeof out->arch, "sm_90a");
+    return dcptopk_key_check(out);
+}
+
+dcptopk_result dcptopk_key_render(const dcptopk_key *key, char **out)
+{
+    if (!out)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    dcptopk_key k;
+    dcptopk_result r = public_key(key, &k);
+    if (r)
+        return r;
+    dc_unit u;
+    r = dc_unit_build(NULL, &k, &u);
+    if (r == DCPTOPK_SUCCESS) {
+        *out = u.source;
+        u.source = NULL;
+        dc_clear(NULL);
+    }
+    dc_unit_free(&u);
+    return r;
+}
+
+dcptopk_result dcptopk_key_hash(const dcptopk_key *key, char hex[33])
+{
+    if (!hex)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "hex is NULL");
+    hex[0] = '\0';
+    dcptopk_key k;
+    dcptopk_result r = public_key(key, &k);
+    if (r)
+        return r;
+    dc_unit u;
+    r = dc_unit_build(NULL, &k, &u);
+    if (r == DCPTOPK_SUCCESS) {
+        dc_hash_hex(u.hash, hex);
+        dc_clear(NULL);
+    }
+    dc_unit_free(&u);
+    return r;
+}

@@ -1,0 +1,120 @@
+/*
+ * rt.h - private interface of runtime/ (render, NVRTC, module table) used by
+ * src/context.c and src/warmup.c. Users of kernels go through runtime.h.
+ */
+#ifndef DCPTOPK_RT_H
+#define DCPTOPK_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "internal.h"
+
+/* ------------------------------------------------------------- rendering */
+
+/* One source file: a template or a header (name = file name, no folder). */
+typedef struct dc_source {
+    const char *name;
+    const char *data;
+    size_t size;
+} dc_source;
+
+/* Everything that defines a compiled binary, in the order it is hashed. The
+ * cache key is dc_unit_hash() of this; never a path, pid or time. */
+typedef struct dc_hash_input {
+    const char *kernel;        /* registry name, e.g. "select"               */
+    const char *entry;         /* template file name, e.g. "select.cu"       */
+    const char *template_text;
+    size_t template_size;
+    const dc_source *headers;  /* every *.cuh, sorted by name                */
+    size_t header_count;
+    const char *prelude;       /* the rendered #defines                      */
+    const char *const *options;/* the full NVRTC option list, in order       */
+    size_t option_count;
+    int nvrtc_major;
+    int nvrtc_minor;
+    const char *arch;          /* "sm_90a"                                   */
+} dc_hash_input;
+
+/* The canonical serialisation of a compile unit through dc_hasher (tested by
+ * tests/cpu/test_golden_keys.c: change it only with DC_CACHE_SCHEMA_VERSION). */
+DC_HIDDEN dc_hash dc_unit_hash(const dc_hash_input *in);
+
+#define DC_MAX_OPTIONS 8
+
+/* A rendered key, ready for NVRTC and the cache. */
+typedef struct dc_unit {
+    dcptopk_key key;
+    const dc_kernel_info *info;
+    char *prelude;            /* malloc'd                                    */
+    char *source;             /* malloc'd: prelude + #line + template        */
+    size_t source_size;
+    dc_source tmpl;           /* the template                                */
+    dc_source *headers;       /* malloc'd array                              */
+    size_t header_count;
+    char **owned_list;        /* buffers read from DCPTOPK_TEMPLATE_DIR      */
+    size_t owned_count;
+    const char *options[DC_MAX_OPTIONS];
+    size_t option_count;
+    char arch_option[48];
+    int nvrtc_major;
+    int nvrtc_minor;
+    char fields[256];         /* "topk=2048,..." for cache metadata          */
+    char nvrtc_version[16];   /* "13.0"                                      */
+    dc_hash hash;
+} dc_unit;
+
+/* Renders `key` (arch must be set) from the embedded templates, or from
+ * $DCPTOPK_TEMPLATE_DIR when set, and computes its cache key. Errors go to
+ * ctx (NULL: the thread slot). Free with dc_unit_free (also after failure). */
+DC_HIDDEN dcptopk_result dc_unit_build(const dcptopk_context *ctx,
+                                       const dcptopk_key *key, dc_unit *u);
+DC_HIDDEN void dc_unit_free(dc_unit *u);
+
+/* ------------------------------------------------------------------ NVRTC */
+
+/* NVRTC's version (major.minor). */
+DC_HIDDEN void dc_nvrtc_version(int *major, int *minor);
+/* Fills the option list of `arch` into u->options. */
+DC_HIDDEN void dc_nvrtc_options(dc_unit *u);
+
+/* Result of a compile: malloc'd cubin and PTX. */
+typedef struct dc_compiled {
+    void *cubin;
+    size_t cubin_size;
+    char *ptx;
+    size_t ptx_size;
+    double compile_ms;
+} dc_compiled;
+
+/* Compiles u->source. On failure: DCPTOPK_NVRTC_ERROR (or OUT_OF_MEMORY) with
+ * the NVRTC error and the full log in err. */
+DC_HIDDEN dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out,
+                                          char *err, size_t err_size);
+DC_HIDDEN void dc_compiled_free(dc_compiled *c);
+
+/* ----------------------------------------------------------- module table */
+
+/* Opens the runtime of a context: driver and primary context (device >= 0),
+ * arch (ctx->arch filled when empty), cache. ctx->config, ctx->device and
+ * ctx->cache_path (empty = default) are set by the caller. */
+DC_HIDDEN dcptopk_result dc_rt_open(dcptopk_context *ctx);
+DC_HIDDEN void dc_rt_close(dcptopk_context *ctx);
+DC_HIDDEN void dc_rt_seal(dcptopk_context *ctx);
+DC_HIDDEN void dc_rt_stats(const dcptopk_context *ctx,
+                           dcptopk_context_stats *out);
+
+/* Makes `key` ready in the context: a hit in the module table, else the cache
+ * or a compile, then a module load (no load without a device). `key` has been
+ * checked and its arch is set. *origin and *ms (compile or load time) may be
+ * NULL. `for_launch`: refuse with DCPTOPK_NOT_WARMED when sealed and strict. */
+DC_HIDDEN dcptopk_result dc_rt_prepare(dcptopk_context *ctx,
+                                       const dcptopk_key *key, int for_launch,
+                                       dcptopk_origin *origin,
+                                       double *compile_ms, double *load_ms);
+
+/* Milliseconds of a monotonic clock. */
+DC_HIDDEN double dc_now_ms(void);
+
+#endif /* DCPTOPK_RT_H */

@@ -1,0 +1,118 @@
+/* warmup.c - compiles (or finds in the cache) and loads every kernel a merge
+ * config needs, before the first call, so that serving never waits on NVRTC;
+ * seals the context afterwards in strict mode. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "rt.h"
+
+/* More than any config expands to (the key list of one config is short). */
+#define DC_WARMUP_MAX_KEYS 64
+
+static dcptopk_result stats_check(const dcptopk_context *ctx,
+                                  const dcptopk_warmup_stats *stats)
+{
+    size_t min = offsetof(dcptopk_warmup_stats, compiled) + sizeof(uint32_t);
+    if (stats && (stats->struct_size < min || stats->struct_size > (1u << 16)))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "stats->struct_size = %u: expected %zu (initialise "
+                       "with DCPTOPK_WARMUP_STATS_INIT)",
+                       stats->struct_size, sizeof *stats);
+    return DCPTOPK_SUCCESS;
+}
+
+static void stats_store(dcptopk_warmup_stats *out,
+                        const dcptopk_warmup_stats *s)
+{
+    if (!out)
+        return;
+    uint32_t size = out->struct_size;
+    memcpy(out, s, size < sizeof *s ? size : sizeof *s);
+    out->struct_size = size;
+}
+
+dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
+                                   const dcptopk_key *keys, size_t count,
+                                   dcptopk_progress_fn progress, void *user,
+                                   dcptopk_warmup_stats *stats)
+{
+    if (!ctx || !ctx->rt)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    if (count && !keys)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "keys is NULL with count = %zu", count);
+    dcptopk_result r = stats_check(ctx, stats);
+    if (r)
+        return r;
+    dcptopk_warmup_stats s = DCPTOPK_WARMUP_STATS_INIT;
+    double t0 = dc_now_ms();
+    for (size_t i = 0; i < count; i++) {
+        dcptopk_key k = keys[i];
+        size_t n = strnlen(k.arch, sizeof k.arch);
+        if (n == 0)
+            snprintf(k.arch, sizeof k.arch, "%s", ctx->arch);
+        else if (n < sizeof k.arch)
+            memset(k.arch + n, 0, sizeof k.arch - n);
+        if (dcptopk_key_check(&k) != DCPTOPK_SUCCESS) {
+            r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "keys[%zu]: %s", i,
+                        dcptopk_last_error(NULL));
+            goto done;
+        }
+        dcptopk_origin origin = DCPTOPK_ORIGIN_MEMORY;
+        double compile_ms = 0.0, load_ms = 0.0;
+        r = dc_rt_prepare(ctx, &k, 0, &origin, &compile_ms, &load_ms);
+        if (r)
+            goto done;
+        s.keys++;
+        switch (origin) {
+        case DCPTOPK_ORIGIN_MEMORY:
+            s.memory_hits++;
+            break;
+        case DCPTOPK_ORIGIN_CACHE:
+            s.cache_hits++;
+            break;
+        case DCPTOPK_ORIGIN_COMPILED:
+            s.compiled++;
+            break;
+        }
+        s.compile_ms += compile_ms;
+        s.load_ms += load_ms;
+        if (progress)
+            progress(user, &k,
+                     origin, origin == DCPTOPK_ORIGIN_COMPILED ? compile_ms
+                                                               : load_ms);
+    }
+    if (ctx->config.strict)
+        dc_rt_seal(ctx);
+    dc_clear(ctx);
+done:
+    s.total_ms = dc_now_ms() - t0;
+    stats_store(stats, &s);
+    return r;
+}
+
+dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
+                              const dcptopk_merge_config *config,
+                              dcptopk_progress_fn progress, void *user,
+                              dcptopk_warmup_stats *stats)
+{
+    if (!ctx || !ctx->rt)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    dcptopk_result r = stats_check(ctx, stats);
+    if (r)
+        return r;
+    dcptopk_merge_config c;
+    if ((r = dc_config_read(ctx, config, &c)))
+        return r;
+    dcptopk_key keys[DC_WARMUP_MAX_KEYS];
+    size_t n = 0;
+    r = dcptopk_config_keys(&c, ctx->arch, keys, DC_WARMUP_MAX_KEYS, &n);
+    if (r)
+        return dc_fail(ctx, r, "%s", dcptopk_last_error(NULL));
+    if (n > DC_WARMUP_MAX_KEYS)
+        return dc_fail(ctx, DCPTOPK_INTERNAL,
+                       "config expands to %zu keys, more than %d", n,
+                       DC_WARMUP_MAX_KEYS);
+    return dcptopk_warmup_keys(ctx, keys, n, progress, user, stats);
+}
