@@ -42,6 +42,16 @@ dc_hash dc_hasher_digest(const dc_hasher *h);
 void dc_hash_hex(dc_hash hash, char out[33]);
 /* Parses 32 hex digits; 0 on success. */
 int dc_hash_parse(const char *hex, dc_hash *out);
+/* Note: dc_hasher_new() already writes the field "dcptopk.cache.schema" =
+ * DC_CACHE_SCHEMA_VERSION (as dc_hasher_i64), so every key covers it. A
+ * value is serialised as its bytes; dc_hasher_i64 as 8 little-endian bytes;
+ * dc_hasher_str(NULL) as "". */
+
+/* The entry checksum: XXH3-128 of (u64le size, bytes) for cubin, ptx, source
+ * in that order, as 32 hex digits. */
+void dc_cache_checksum(const void *cubin, size_t cubin_size, const void *ptx,
+                       size_t ptx_size, const void *source,
+                       size_t source_size, char out[33]);
 
 /* ------------------------------------------------------------------ cache */
 
@@ -73,7 +83,8 @@ typedef struct dc_cache_blobs {
     double compile_ms;
 } dc_cache_blobs;
 
-/* A hit: malloc'd copies, checksums verified. */
+/* A hit: malloc'd copies, checksums verified. Each copy has one NUL byte
+ * after its size (so PTX can go to the driver as is); an empty blob is NULL. */
 typedef struct dc_cache_hit {
     void *cubin;
     size_t cubin_size;
@@ -82,7 +93,9 @@ typedef struct dc_cache_hit {
 } dc_cache_hit;
 
 /* Compile callback: fills *out (pointers stay valid until `release` is
- * called). Returns DCPTOPK_SUCCESS or an error with a message in err. */
+ * called). Returns DCPTOPK_SUCCESS or an error with a message in err.
+ * `release` (may be NULL) is called once after every compile call, failed
+ * or not. compile_ms = 0 lets the cache measure the callback. */
 typedef dcptopk_result (*dc_compile_fn)(void *user, dc_cache_blobs *out,
                                         char *err, size_t err_size);
 typedef void (*dc_release_fn)(void *user, dc_cache_blobs *blobs);
@@ -119,5 +132,59 @@ void dc_cache_hit_free(dc_cache_hit *hit);
 
 /* Counts compiles done by this process through any dc_cache (for tests). */
 uint64_t dc_cache_process_compiles(void);
+
+/* ------------------------------------------------ paths, warnings, admin */
+
+/* The default cache file (see dcptopk_cache_default_path); creates nothing.
+ * Returns the length needed (snprintf-like), -1 when no directory is known
+ * (no DCPTOPK_CACHE_DIR, XDG_CACHE_HOME, HOME or passwd entry). */
+int dc_cache_default_path(char *buf, size_t size);
+
+/* "dcptopk: warning: <message>" on stderr unless DCPTOPK_LOG=quiet. */
+void dc_cache_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Maintenance used by src/cache_api.c. Each returns DCPTOPK_SUCCESS or an
+ * error with a message in err (naming the file and keeping the SQLite code
+ * and message). `hex` / `prefix` are lowercase hex; callers validate them. */
+dcptopk_result dc_cache_list(dc_cache *cache, dcptopk_cache_entry **out,
+                             size_t *count, char *err, size_t err_size);
+/* Entries whose key starts with `prefix`: up to `cap` keys copied into keys,
+ * *matches = how many there are in all (capped at 1000). */
+dcptopk_result dc_cache_match(dc_cache *cache, const char *prefix,
+                              char (*keys)[33], size_t cap, size_t *matches,
+                              char *err, size_t err_size);
+dcptopk_result dc_cache_entry_get(dc_cache *cache, const char *hex,
+                                  dcptopk_cache_entry *out, char *err,
+                                  size_t err_size);
+/* One blob (0 cubin, 1 ptx, 2 source) of an entry, checksum verified; *data
+ * malloc'd with a NUL after its size (NULL when the blob is empty). */
+dcptopk_result dc_cache_blob(dc_cache *cache, const char *hex, int which,
+                             void **data, size_t *size, char *err,
+                             size_t err_size);
+dcptopk_result dc_cache_stats(dc_cache *cache, dcptopk_cache_stats *out,
+                              char *err, size_t err_size);
+dcptopk_result dc_cache_verify(dc_cache *cache, int64_t *checked,
+                               int64_t *bad, char *err, size_t err_size);
+/* Removes least-recently-used entries (never `keep_hex`, may be NULL) until
+ * the total size is <= max_bytes. */
+dcptopk_result dc_cache_prune(dc_cache *cache, int64_t max_bytes,
+                              const char *keep_hex, int64_t *removed,
+                              char *err, size_t err_size);
+dcptopk_result dc_cache_remove(dc_cache *cache, const char *hex, char *err,
+                               size_t err_size);
+dcptopk_result dc_cache_clear(dc_cache *cache, int64_t *removed, char *err,
+                              size_t err_size);
+/* Copies every valid entry into a new file `path` (which must not exist). */
+dcptopk_result dc_cache_export(dc_cache *cache, const char *path,
+                               int64_t *count, char *err, size_t err_size);
+/* Merges the valid entries of the cache file `path` (existing keys kept);
+ * *count = entries added. */
+dcptopk_result dc_cache_import(dc_cache *cache, const char *path,
+                               int64_t *count, char *err, size_t err_size);
+
+/* Test hook: caps the database at `pages` pages (PRAGMA max_page_count) so
+ * that a test can make stores fail with SQLITE_FULL. Returns the SQLite
+ * result code. */
+int dc_cache_test_set_max_pages(dc_cache *cache, int64_t pages);
 
 #endif /* DCPTOPK_CACHE_H */

@@ -1,0 +1,701 @@
+/*
+ * cache_admin.c - inspection and maintenance of a cache file: listing,
+ * lookup by key prefix, blob reads, statistics, verification, pruning,
+ * removal, export and import. src/cache_api.c wraps these for the public
+ * API; the runtime uses dc_cache_remove through dc_cache_invalidate.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache_int.h"
+
+#define ENTRY_COLUMNS                                                          \
+    "key, kernel, fields, arch, nvrtc_version, lib_version, length(cubin), " \
+    "length(ptx), length(source), compile_ms, created, last_used, hits"
+
+/* Every column, in table order (the blobs last). */
+#define ALL_COLUMNS                                                            \
+    "key, kernel, fields, arch, nvrtc_version, lib_version, checksum, "       \
+    "compile_ms, size, created, last_used, hits, cubin, ptx, source"
+
+static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col)
+{
+    const unsigned char *s = sqlite3_column_text(st, col);
+    snprintf(dst, size, "%s", s ? (const char *)s : "");
+}
+
+static void fill_entry(sqlite3_stmt *st, dcptopk_cache_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    copy_text(e->key, sizeof e->key, st, 0);
+    copy_text(e->kernel, sizeof e->kernel, st, 1);
+    copy_text(e->fields, sizeof e->fields, st, 2);
+    copy_text(e->arch, sizeof e->arch, st, 3);
+    copy_text(e->nvrtc_version, sizeof e->nvrtc_version, st, 4);
+    copy_text(e->lib_version, sizeof e->lib_version, st, 5);
+    e->cubin_bytes = sqlite3_column_int64(st, 6);
+    e->ptx_bytes = sqlite3_column_int64(st, 7);
+    e->source_bytes = sqlite3_column_int64(st, 8);
+    e->compile_ms = sqlite3_column_double(st, 9);
+    e->created = sqlite3_column_int64(st, 10) / 1000;
+    e->last_used = sqlite3_column_int64(st, 11) / 1000;
+    e->hits = sqlite3_column_int64(st, 12);
+}
+
+static int check_handle(dc_cache *c, char *err, size_t err_size)
+{
+    if (c && c->db)
+        return 0;
+    dc_cache_set_err(err, err_size, "cache = %p: not an open cache",
+                     (void *)c);
+    return -1;
+}
+
+static dcptopk_result need_writable(dc_cache *c, const char *what, char *err,
+                                    size_t err_size)
+{
+    if (!c->readonly)
+        return DCPTOPK_SUCCESS;
+    dc_cache_set_err(err, err_size,
+                     "cache %s: opened read-only: cannot %s", c->path, what);
+    return DCPTOPK_INVALID_ARGUMENT;
+}
+
+/* Whether the blobs of a row match its checksum (and it holds code). */
+static int row_valid(sqlite3_stmt *st, int cubin_col, int checksum_col)
+{
+    const void *p[3];
+    size_t n[3];
+    for (int i = 0; i < 3; i++) {
+        p[i] = sqlite3_column_blob(st, cubin_col + i);
+        n[i] = (size_t)sqlite3_column_bytes(st, cubin_col + i);
+    }
+    const unsigned char *stored = sqlite3_column_text(st, checksum_col);
+    char sum[33];
+    dc_cache_checksum(p[0], n[0], p[1], n[1], p[2], n[2], sum);
+    return stored && strcmp((const char *)stored, sum) == 0 &&
+           (n[0] != 0 || n[1] != 0);
+}
+
+dcptopk_result dc_cache_list(dc_cache *c, dcptopk_cache_entry **out,
+                             size_t *count, char *err, size_t err_size)
+{
+    *out = NULL;
+    *count = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(c->db,
+                                "SELECT " ENTRY_COLUMNS " FROM entries ORDER BY"
+                                " last_used DESC, rowid DESC",
+                                -1, &st, NULL);
+    dcptopk_cache_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(c->db);
+            break;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            dcptopk_cache_entry *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        fill_entry(st, &v[n++]);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) {
+        free(v);
+        return dc_cache_sql_fail(c->db, rc, c->path, "listing entries", err,
+                                 err_size);
+    }
+    *out = v;
+    *count = n;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_match(dc_cache *c, const char *prefix,
+                              char (*keys)[33], size_t cap, size_t *matches,
+                              char *err, size_t err_size)
+{
+    *matches = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    sqlite3_stmt *st = NULL;
+    /* GLOB is case sensitive, so it can use the primary key index. */
+    int rc = sqlite3_prepare_v2(c->db,
+                                "SELECT key FROM entries WHERE key GLOB ?1 "
+                                "|| '*' ORDER BY key LIMIT 1000",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
+    size_t n = 0;
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(c->db);
+            break;
+        }
+        if (n < cap)
+            copy_text(keys[n], 33, st, 0);
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "looking up a key", err,
+                                 err_size);
+    *matches = n;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_entry_get(dc_cache *c, const char *hex,
+                                  dcptopk_cache_entry *out, char *err,
+                                  size_t err_size)
+{
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        c->db, "SELECT " ENTRY_COLUMNS " FROM entries WHERE key=?1", -1, &st,
+        NULL);
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW) {
+            fill_entry(st, out);
+        } else if (s == SQLITE_DONE) {
+            dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s",
+                             hex, c->path);
+            r = DCPTOPK_NOT_FOUND;
+        } else {
+            rc = sqlite3_errcode(c->db);
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "reading an entry", err,
+                                 err_size);
+    return r;
+}
+
+dcptopk_result dc_cache_blob(dc_cache *c, const char *hex, int which,
+                             void **data, size_t *size, char *err,
+                             size_t err_size)
+{
+    *data = NULL;
+    *size = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    if (which < 0 || which > 2) {
+        dc_cache_set_err(err, err_size,
+                         "blob = %d: expected 0 (cubin), 1 (ptx) or 2 (source)",
+                         which);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        c->db, "SELECT cubin, ptx, source, checksum FROM entries WHERE key=?1",
+        -1, &st, NULL);
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW) {
+            if (!row_valid(st, 0, 3)) {
+                dc_cache_set_err(err, err_size,
+                                 "key = \"%s\": the entry in %s fails its "
+                                 "checksum (run verify to delete it)",
+                                 hex, c->path);
+                r = DCPTOPK_CACHE_ERROR;
+            } else if (dc_cache_column_copy(st, which, data, size) != 0) {
+                dc_cache_set_err(err, err_size,
+                                 "key = \"%s\": out of memory copying a blob "
+                                 "of %d bytes",
+                                 hex, sqlite3_column_bytes(st, which));
+                r = DCPTOPK_OUT_OF_MEMORY;
+            }
+        } else if (s == SQLITE_DONE) {
+            dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s",
+                             hex, c->path);
+            r = DCPTOPK_NOT_FOUND;
+        } else {
+            rc = sqlite3_errcode(c->db);
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "reading a blob", err,
+                                 err_size);
+    return r;
+}
+
+static int read_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW)
+            *out = sqlite3_column_int64(st, 0);
+        else if (s == SQLITE_DONE)
+            *out = 0;
+        else
+            rc = sqlite3_errcode(db);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
+                              char *err, size_t err_size)
+{
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(c->db,
+                                "SELECT count(*), total(size), total(hits), "
+                                "total(compile_ms) FROM entries",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            out->entries = sqlite3_column_int64(st, 0);
+            out->bytes = (int64_t)sqlite3_column_double(st, 1);
+            out->hits = (int64_t)sqlite3_column_double(st, 2);
+            out->compile_ms = sqlite3_column_double(st, 3);
+        } else {
+            rc = sqlite3_errcode(c->db);
+        }
+    }
+    sqlite3_finalize(st);
+    int64_t pages = 0, page_size = 0;
+    if (rc == SQLITE_OK)
+        rc = read_int(c->db, "SELECT count(*) FROM claims", &out->claims);
+    if (rc == SQLITE_OK)
+        rc = read_int(c->db, "PRAGMA page_count", &pages);
+    if (rc == SQLITE_OK)
+        rc = read_int(c->db, "PRAGMA page_size", &page_size);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "computing statistics",
+                                 err, err_size);
+    out->file_bytes = pages * page_size;
+    return DCPTOPK_SUCCESS;
+}
+
+/* A growable list of (key, checksum) pairs. */
+typedef struct key_list {
+    char (*keys)[2][33];
+    size_t n, cap;
+} key_list;
+
+static int key_list_add(key_list *l, const unsigned char *key,
+                        const unsigned char *sum)
+{
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 16;
+        void *nv = realloc(l->keys, ncap * sizeof *l->keys);
+        if (!nv)
+            return -1;
+        l->keys = nv;
+        l->cap = ncap;
+    }
+    snprintf(l->keys[l->n][0], 33, "%s", key ? (const char *)key : "");
+    snprintf(l->keys[l->n][1], 33, "%s", sum ? (const char *)sum : "");
+    l->n++;
+    return 0;
+}
+
+/* Deletes the listed rows in one transaction (matching the checksum too
+ * when with_sum: a row replaced meanwhile is kept). */
+static int delete_keys(dc_cache *c, const key_list *l, int with_sum)
+{
+    if (!l->n)
+        return SQLITE_OK;
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(
+            c->db,
+            with_sum ? "DELETE FROM entries WHERE key=?1 AND checksum=?2"
+                     : "DELETE FROM entries WHERE key=?1",
+            -1, &st, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < l->n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, l->keys[i][0], -1, SQLITE_STATIC);
+        if (with_sum)
+            sqlite3_bind_text(st, 2, l->keys[i][1], -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = sqlite3_errcode(c->db);
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK)
+        dc_cache_rollback(c);
+    return rc;
+}
+
+dcptopk_result dc_cache_verify(dc_cache *c, int64_t *checked, int64_t *bad,
+                               char *err, size_t err_size)
+{
+    *checked = 0;
+    *bad = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    key_list l = {0};
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        c->db, "SELECT key, checksum, cubin, ptx, source FROM entries", -1,
+        &st, NULL);
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(c->db);
+            break;
+        }
+        (*checked)++;
+        if (!row_valid(st, 2, 1) &&
+            key_list_add(&l, sqlite3_column_text(st, 0),
+                         sqlite3_column_text(st, 1)) != 0)
+            rc = SQLITE_NOMEM;
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && !c->readonly)
+        rc = delete_keys(c, &l, 1);
+    *bad = (int64_t)l.n;
+    free(l.keys);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "verifying entries", err,
+                                 err_size);
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_prune(dc_cache *c, int64_t max_bytes,
+                              const char *keep_hex, int64_t *removed,
+                              char *err, size_t err_size)
+{
+    if (removed)
+        *removed = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    if (max_bytes < 0) {
+        dc_cache_set_err(err, err_size, "max_bytes = %lld: must be >= 0",
+                         (long long)max_bytes);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
+    dcptopk_result r = need_writable(c, "prune it", err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    key_list l = {0};
+    sqlite3_stmt *st = NULL;
+    int64_t total = 0;
+    /* Choose and delete under one write lock, so that concurrent pruners
+     * do not both delete down past the cap. */
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK)
+        rc = read_int(c->db, "SELECT total(size) FROM entries", &total);
+    if (rc == SQLITE_OK && total > max_bytes) {
+        rc = sqlite3_prepare_v2(c->db,
+                                "SELECT key, size FROM entries WHERE key IS "
+                                "NOT ?1 ORDER BY last_used, rowid",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK && keep_hex)
+            sqlite3_bind_text(st, 1, keep_hex, -1, SQLITE_STATIC);
+        while (rc == SQLITE_OK && total > max_bytes) {
+            int s = sqlite3_step(st);
+            if (s == SQLITE_DONE)
+                break;
+            if (s != SQLITE_ROW) {
+                rc = sqlite3_errcode(c->db);
+                break;
+            }
+            total -= sqlite3_column_int64(st, 1);
+            if (key_list_add(&l, sqlite3_column_text(st, 0), NULL) != 0)
+                rc = SQLITE_NOMEM;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (rc == SQLITE_OK && l.n) {
+            rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE key=?1",
+                                    -1, &st, NULL);
+            for (size_t i = 0; rc == SQLITE_OK && i < l.n; i++) {
+                sqlite3_reset(st);
+                sqlite3_bind_text(st, 1, l.keys[i][0], -1, SQLITE_STATIC);
+                if (sqlite3_step(st) != SQLITE_DONE)
+                    rc = sqlite3_errcode(c->db);
+            }
+            sqlite3_finalize(st);
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK)
+        dc_cache_rollback(c);
+    if (rc == SQLITE_OK && removed)
+        *removed = (int64_t)l.n;
+    free(l.keys);
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "pruning entries", err,
+                                 err_size);
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_remove(dc_cache *c, const char *hex, char *err,
+                               size_t err_size)
+{
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    dcptopk_result r = need_writable(c, "remove an entry", err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    sqlite3_stmt *st = NULL;
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    int changed = 0;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE key=?1", -1,
+                                &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = sqlite3_errcode(c->db);
+        else
+            changed = sqlite3_changes(c->db);
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK) {
+        dc_cache_rollback(c);
+        return dc_cache_sql_fail(c->db, rc, c->path, "removing an entry", err,
+                                 err_size);
+    }
+    if (!changed) {
+        dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s",
+                         hex, c->path);
+        return DCPTOPK_NOT_FOUND;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_clear(dc_cache *c, int64_t *removed, char *err,
+                              size_t err_size)
+{
+    if (removed)
+        *removed = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    dcptopk_result r = need_writable(c, "clear it", err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    int changed = 0;
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "DELETE FROM entries");
+    if (rc == SQLITE_OK)
+        changed = sqlite3_changes(c->db);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK) {
+        dc_cache_rollback(c);
+        return dc_cache_sql_fail(c->db, rc, c->path, "clearing entries", err,
+                                 err_size);
+    }
+    if (removed)
+        *removed = changed;
+    return DCPTOPK_SUCCESS;
+}
+
+/* ----------------------------------------------------------- export/import */
+
+/* Copies the valid rows of `src` (a SELECT ALL_COLUMNS) into `dst`, keeping
+ * existing keys. *added counts rows inserted, *skipped bad rows. */
+static int copy_rows(sqlite3 *srcdb, sqlite3 *dst, int64_t *added,
+                     int64_t *skipped)
+{
+    sqlite3_stmt *src = NULL, *ins = NULL;
+    int rc = sqlite3_prepare_v2(srcdb, "SELECT " ALL_COLUMNS " FROM entries",
+                                -1, &src, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(dst,
+                                "INSERT OR IGNORE INTO entries(" ALL_COLUMNS
+                                ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                                " ?10, ?11, ?12, ?13, ?14, ?15)",
+                                -1, &ins, NULL);
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(src);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(srcdb);
+            break;
+        }
+        if (!row_valid(src, 12, 6)) {
+            (*skipped)++;
+            continue;
+        }
+        sqlite3_reset(ins);
+        for (int i = 0; i < 15; i++)
+            sqlite3_bind_value(ins, i + 1, sqlite3_column_value(src, i));
+        /* Recompute the size rather than trust it. */
+        int64_t size = 0;
+        for (int i = 12; i < 15; i++)
+            size += sqlite3_column_bytes(src, i);
+        sqlite3_bind_int64(ins, 9, size);
+        if (sqlite3_step(ins) != SQLITE_DONE) {
+            rc = sqlite3_errcode(dst);
+            if (rc == SQLITE_OK)
+                rc = SQLITE_ERROR;
+            break;
+        }
+        *added += sqlite3_changes(dst);
+    }
+    sqlite3_finalize(src);
+    sqlite3_finalize(ins);
+    return rc;
+}
+
+dcptopk_result dc_cache_export(dc_cache *c, const char *path, int64_t *count,
+                               char *err, size_t err_size)
+{
+    *count = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        dc_cache_set_err(err, err_size,
+                         "path = \"%s\": already exists (export writes a new "
+                         "file)",
+                         path);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
+    sqlite3 *dst = NULL;
+    int rc = sqlite3_open_v2(path, &dst,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                 SQLITE_OPEN_EXCLUSIVE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        char what[DC_CACHE_PATH_MAX + 64];
+        snprintf(what, sizeof what, "creating the export file \"%s\"", path);
+        dcptopk_result r =
+            dc_cache_sql_fail(dst, rc, c->path, what, err, err_size);
+        sqlite3_close(dst);
+        return r == DCPTOPK_CACHE_ERROR ? DCPTOPK_IO_ERROR : r;
+    }
+    sqlite3_extended_result_codes(dst, 1);
+    int64_t added = 0, skipped = 0;
+    sqlite3 *faulty = dst;
+    rc = sqlite3_exec(dst, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_create_schema(dst);
+    if (rc == SQLITE_OK) {
+        rc = copy_rows(c->db, dst, &added, &skipped);
+        if (rc != SQLITE_OK && sqlite3_errcode(c->db) == rc)
+            faulty = c->db;
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(dst, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        char what[DC_CACHE_PATH_MAX + 64];
+        snprintf(what, sizeof what, "exporting to \"%s\"", path);
+        dcptopk_result r =
+            dc_cache_sql_fail(faulty, rc, c->path, what, err, err_size);
+        sqlite3_close(dst);
+        unlink(path);
+        return r;
+    }
+    if (sqlite3_close(dst) != SQLITE_OK) {
+        dc_cache_set_err(err, err_size, "path = \"%s\": cannot close the "
+                                        "export file",
+                         path);
+        return DCPTOPK_IO_ERROR;
+    }
+    if (skipped)
+        dc_cache_warn("cache %s: %lld entr%s failed %s checksum and were not "
+                      "exported (run verify)",
+                      c->path, (long long)skipped, skipped == 1 ? "y" : "ies",
+                      skipped == 1 ? "its" : "their");
+    *count = added;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
+                               char *err, size_t err_size)
+{
+    *count = 0;
+    if (check_handle(c, err, err_size))
+        return DCPTOPK_INVALID_ARGUMENT;
+    dcptopk_result r = need_writable(c, "import into it", err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        dc_cache_set_err(err, err_size, "path = \"%s\": %s", path,
+                         strerror(errno));
+        return DCPTOPK_NOT_FOUND;
+    }
+    sqlite3 *src = NULL;
+    int rc = sqlite3_open_v2(path, &src,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    int foreign = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_extended_result_codes(src, 1);
+        sqlite3_busy_timeout(src, 10000);
+        rc = dc_cache_check_schema(src, 0, &foreign);
+    }
+    if (rc != SQLITE_OK || foreign) {
+        if (rc == SQLITE_OK)
+            dc_cache_set_err(err, err_size,
+                             "path = \"%s\": not a dcptopk cache of schema %d",
+                             path, DC_CACHE_SCHEMA_VERSION);
+        else
+            dc_cache_set_err(err, err_size,
+                             "path = \"%s\": cannot be read: SQLite error %d "
+                             "(%s): %s",
+                             path, rc, sqlite3_errstr(rc),
+                             src ? sqlite3_errmsg(src) : "no connection");
+        sqlite3_close(src);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
+    int64_t added = 0, skipped = 0;
+    sqlite3 *faulty = c->db;
+    rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK) {
+        rc = copy_rows(src, c->db, &added, &skipped);
+        if (rc != SQLITE_OK && sqlite3_errcode(src) == rc)
+            faulty = src;
+    }
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK) {
+        dc_cache_rollback(c);
+        char what[DC_CACHE_PATH_MAX + 64];
+        snprintf(what, sizeof what, "importing \"%s\"", path);
+        r = dc_cache_sql_fail(faulty, rc, c->path, what, err, err_size);
+        sqlite3_close(src);
+        return r;
+    }
+    sqlite3_close(src);
+    if (skipped)
+        dc_cache_warn("cache import %s: %lld entr%s failed %s checksum and "
+                      "were skipped",
+                      path, (long long)skipped, skipped == 1 ? "y" : "ies",
+                      skipped == 1 ? "its" : "their");
+    *count = added;
+    return DCPTOPK_SUCCESS;
+}

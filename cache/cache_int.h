@@ -1,0 +1,44 @@
+/*
+ * cache_int.h - what cache.c and cache_admin.c share: the handle struct and
+ * small SQLite helpers. Nothing outside cache/ includes it.
+ */
+#ifndef DCPTOPK_CACHE_INT_H
+#define DCPTOPK_CACHE_INT_H
+
+#include <sqlite3.h>
+
+#include "cache.h"
+
+#define DC_CACHE_PATH_MAX 4096
+
+struct dc_cache {
+    sqlite3 *db;
+    char path[DC_CACHE_PATH_MAX]; /* the file, or ":memory:"               */
+    int memory;                   /* in-memory database (fallback or mode) */
+    int readonly;                 /* the file is never written             */
+    int immutable;                /* opened with immutable=1 (no locking)  */
+    int wal;                      /* journal_mode is WAL                   */
+    int recovered;                /* a damaged file was moved aside        */
+    int warned_store;             /* the one store-failure warning done    */
+    double claim_timeout_s;       /* DCPTOPK_CACHE_CLAIM_TIMEOUT           */
+    int64_t max_bytes;            /* DCPTOPK_CACHE_MAX_BYTES, 0 = no cap   */
+};
+
+void dc_cache_set_err(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Formats "cache <path>: <what>: SQLite error <rc> (<errstr>): <errmsg>". */
+dcptopk_result dc_cache_sql_fail(sqlite3 *db, int rc, const char *path,
+                                 const char *what, char *err,
+                                 size_t err_size);
+int64_t dc_cache_now_ms(void);
+int dc_cache_exec(dc_cache *c, const char *sql);
+void dc_cache_rollback(dc_cache *c);
+int dc_cache_is_corrupt_rc(int rc);
+void dc_cache_bind_text(sqlite3_stmt *st, int i, const char *s);
+void dc_cache_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n);
+int dc_cache_column_copy(sqlite3_stmt *st, int col, void **out, size_t *size);
+void dc_cache_identity(int64_t *pid, int64_t *token, char host[256]);
+int dc_cache_create_schema(sqlite3 *db);
+int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign);
+
+#endif /* DCPTOPK_CACHE_INT_H */
