@@ -501,10 +501,27 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
                        (const void *)key, (const void *)entry,
                        (const void *)cfg);
     struct dc_runtime *rt = ctx->rt;
-    if (!rt->cu)
+    if (!rt->cu) {
+        /* A sealed strict context names the missing key first: that is the
+         * error a deployment check wants to see, device or not. */
+        dcptopk_key k;
+        key_normalise(ctx, key, &k);
+        pthread_rwlock_rdlock(&rt->lock);
+        dc_module *m = table_find(rt, &k);
+        pthread_rwlock_unlock(&rt->lock);
+        if (!m && ctx->config.strict && atomic_load(&rt->sealed)) {
+            char key_text[320];
+            dcptopk_key_format(&k, key_text, sizeof key_text);
+            return dc_fail(ctx, DCPTOPK_NOT_WARMED,
+                           "strict mode: kernel %s was not loaded by warmup "
+                           "(the context is sealed); add its config to the "
+                           "warmup",
+                           key_text);
+        }
         return dc_fail(ctx, DCPTOPK_NO_DEVICE,
                        "this context has no device (config->device = -1): it "
                        "compiles and caches but cannot launch");
+    }
     for (int i = 0; i < 3; i++)
         if (cfg->grid[i] == 0 || cfg->block[i] == 0)
             return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,

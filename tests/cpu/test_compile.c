@@ -1,0 +1,141 @@
+/* test_compile.c - NVRTC compiles every key of every named config's warmup
+ * list (no GPU needed): each gives a non-empty cubin that is an ELF image.
+ * A template that does not exist yet fails the test with its name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dcptopk.h"
+#include "harness.h"
+#include "rt.h"
+
+/* Distinct keys of every named config for `arch`. */
+static size_t all_keys(const char *arch, dcptopk_key *keys, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; dcptopk_merge_config_name(i); i++) {
+        dcptopk_merge_config c;
+        if (dcptopk_merge_config_named(dcptopk_merge_config_name(i), &c))
+            return 0;
+        dcptopk_key list[64];
+        size_t m = 0;
+        if (dcptopk_config_keys(&c, arch, list, 64, &m) || m > 64)
+            return 0;
+        for (size_t j = 0; j < m; j++) {
+            int seen = 0;
+            for (size_t q = 0; q < n && !seen; q++)
+                seen = memcmp(&keys[q], &list[j], sizeof list[j]) == 0;
+            if (!seen && n < cap)
+                keys[n++] = list[j];
+        }
+    }
+    return n;
+}
+
+/* Compiles every key; returns the number that failed, printing each. */
+static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
+{
+    int failed = 0;
+    *missing = 0;
+    char *err = malloc(DC_ERR_LEN);
+    if (!err)
+        return (int)n;
+    for (size_t i = 0; i < n; i++) {
+        char name[256];
+        dcptopk_key_format(&keys[i], name, sizeof name);
+        dc_unit u;
+        dcptopk_result r = dc_unit_build(NULL, &keys[i], &u);
+        if (r) {
+            fprintf(stderr, "FAIL %s: %s: %s\n", name, dcptopk_result_name(r),
+                    dcptopk_last_error(NULL));
+            if (r == DCPTOPK_NOT_FOUND)
+                (*missing)++;
+            failed++;
+            dc_unit_free(&u);
+            continue;
+        }
+        dc_compiled c;
+        err[0] = '\0';
+        r = dc_nvrtc_compile(&u, &c, err, DC_ERR_LEN);
+        if (r) {
+            fprintf(stderr, "FAIL %s: %s: %s\n", name, dcptopk_result_name(r),
+                    err);
+            failed++;
+        } else if (c.cubin_size < 64 ||
+                   memcmp(c.cubin, "\x7f" "ELF", 4) != 0) {
+            fprintf(stderr, "FAIL %s: cubin of %zu bytes is not an ELF image\n",
+                    name, c.cubin_size);
+            failed++;
+        } else {
+            printf("ok   %-90s cubin %7zu B  ptx %7zu B  %7.1f ms\n", name,
+                   c.cubin_size, c.ptx_size, c.compile_ms);
+        }
+        dc_compiled_free(&c);
+        dc_unit_free(&u);
+    }
+    free(err);
+    return failed;
+}
+
+TEST(every_named_config_compiles_for_sm_90a)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    dcptopk_key keys[256];
+    size_t n = all_keys("sm_90a", keys, 256);
+    CHECK(n > 0);
+    int missing = 0;
+    int failed = compile_all(keys, n, &missing);
+    CHECK_MSG(failed == 0,
+              "%d of %zu keys failed to compile (%d for a missing template); "
+              "see the FAIL lines above",
+              failed, n, missing);
+}
+
+TEST(pack_indices_compiles_for_other_archs)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    static const char *const archs[] = {"sm_90", "sm_80", "sm_100a"};
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        dcptopk_key k;
+        memset(&k, 0, sizeof k);
+        k.kernel = DCPTOPK_KERNEL_PACK_INDICES;
+        k.local_topk = 96;
+        snprintf(k.arch, sizeof k.arch, "%s", archs[a]);
+        int missing = 0;
+        CHECK_EQ(compile_all(&k, 1, &missing), 0);
+    }
+}
+
+TEST(nvrtc_errors_keep_the_log)
+{
+    /* A template with a syntax error, through the folder override. */
+    char dir[] = "/tmp/dcptopk-badtmpl-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/pack_indices.cu", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("extern \"C\" __global__ void broken( { this is not C++ }\n", f);
+    fclose(f);
+    setenv("DCPTOPK_TEMPLATE_DIR", dir, 1);
+    dcptopk_key k;
+    memset(&k, 0, sizeof k);
+    k.kernel = DCPTOPK_KERNEL_PACK_INDICES;
+    k.local_topk = 96;
+    snprintf(k.arch, sizeof k.arch, "sm_90a");
+    dc_unit u;
+    dcptopk_result r = dc_unit_build(NULL, &k, &u);
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    remove(path);
+    rmdir(dir);
+    CHECK_OK(r);
+    char err[DC_ERR_LEN];
+    dc_compiled c;
+    r = dc_nvrtc_compile(&u, &c, err, sizeof err);
+    dc_unit_free(&u);
+    CHECK_EQ(r, DCPTOPK_NVRTC_ERROR);
+    CHECK_CONTAINS(err, "NVRTC log:");
+    CHECK_CONTAINS(err, "pack_indices.cu");
+    CHECK_CONTAINS(err, "--gpu-architecture=sm_90a");
+}
