@@ -96,6 +96,9 @@ DC_HIDDEN dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
                                              dcptopk_key *keys, size_t cap,
                                              size_t *count);
 
+/* Threads per block of the pair select for a key (src/pair.c). */
+DC_HIDDEN int32_t dc_pair_select_threads(const dcptopk_key *key);
+
 /* Reads a config through its struct_size (a caller built against an older,
  * smaller struct gets defaults for the newer fields). */
 DC_HIDDEN dcptopk_result dc_config_read(const dcptopk_context *ctx,

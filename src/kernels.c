@@ -14,7 +14,7 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_PACK_INDICES, "pack_indices", "pack_indices.cu",
      DC_F_LOCAL_TOPK, threads_256},
     {DCPTOPK_KERNEL_TOPN_PACK, "topn_pack", "topn_pack.cu",
-     DC_F_LOCAL_TOPK | DC_F_VARIANT, threads_1024},
+     DC_F_LOCAL_TOPK | DC_F_VARIANT, threads_512},
     {DCPTOPK_KERNEL_SELECT, "select", "select.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE |
          DC_F_INTERLEAVE | DC_F_EMIT_IDS | DC_F_EXACT,
@@ -28,7 +28,7 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_PAIR_SELECT, "pair_select", "pair_select.cu",
      DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE | DC_F_INTERLEAVE |
          DC_F_EMIT_IDS | DC_F_LAYOUT,
-     threads_1024},
+     dc_pair_select_threads},
     {DCPTOPK_KERNEL_LOOPBACK, "loopback", "loopback.cu",
      DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE, threads_256},
     {DCPTOPK_KERNEL_PUSH, "push", "push.cu",

@@ -1,0 +1,664 @@
+// pair_select.cu - the pair merge's select: the top K of the W*K 8-byte
+// candidates (fp32 score bits, int32 global id) of every row, read in place.
+//
+// Layouts (DCPTOPK_LAYOUT): 0 = rank-major [W, T_alloc, K, 2], the all-gather
+// output, read in place (rank r of row t at r * rank_stride + t * K * 2 ints);
+// 1 = row-major [T, W*K, 2]. Position p = r * K + j in both; the outputs are
+// identical.
+//
+// Contract (docs/CONTRACT.md, "Pair merge"): a candidate is valid iff gid >= 0
+// and its score is not NaN. Key = (ord32(score) << 32) | (0xFFFFFFFF - gid);
+// the K largest keys are selected (all valid ones if fewer), equal keys (a
+// duplicated candidate) lower position first. Output order: ascending
+// position; ids -1 padded to K. Owned rows: the selected gids of this rank,
+// mapped through the block table, compacted in the same order.
+//
+// One CTA per row. Thread `tid` handles the 16-byte vectors v = i * THREADS +
+// tid (two candidates, positions 2v and 2v + 1), i = 0 .. ITERS-1: a warp reads
+// 512 contiguous bytes, and a vector never straddles two ranks (K is even).
+// 1. Load: primary keys ord32 (0 = invalid) go to shared memory (or are
+//    re-read from global / L2 when W*K*4 bytes do not fit), fused with the
+//    histogram of their top 11 bits.
+// 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
+//    soon as the boundary bin is taken whole. If the boundary primary value is
+//    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
+//    candidates (gids re-read from global). If even the full keys are tied
+//    (duplicates), the first ones in position order are taken.
+// 3. Emit: per iteration a warp ballot gives every selected candidate its
+//    rank within the warp; per-(iteration, warp) counts, scanned once, give
+//    the bases. Ids and owned rows are written in ascending position order.
+#include "common.cuh"
+
+namespace ps {
+
+constexpr int kK = DCPTOPK_TOPK;
+constexpr int kW = DCPTOPK_WORLD_SIZE;
+constexpr int kB = DCPTOPK_BLOCK_SIZE;
+constexpr int kS = DCPTOPK_INTERLEAVE;
+constexpr int kThreads = DCPTOPK_THREADS;
+constexpr int kLayout = DCPTOPK_LAYOUT;
+constexpr bool kEmitIds = DCPTOPK_EMIT_IDS != 0;
+
+constexpr int kCands = kW * kK;              // candidates per row
+constexpr int kVecs = kCands / 2;            // 16-byte vectors per row
+constexpr int kWarps = kThreads / 32;
+constexpr int kIters = (kVecs + kThreads - 1) / kThreads;
+constexpr bool kFullIters = kVecs % kThreads == 0;
+constexpr int kBins = 2048;                  // 11-bit digits
+constexpr int kScan = kIters * kWarps;       // per-(iteration, warp) counters
+// Keys live in shared memory when they fit this budget (the launcher derives
+// the same rule from W and K for the dynamic shared memory size).
+constexpr int kSmemKeyBytes = 131072;
+constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
+// Three CTAs per SM when the keys take 64 KiB or less.
+constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
+// Vectors loaded per batch of the load phase (registers in flight).
+constexpr int kLoadBatch = 4;
+
+static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
+static_assert(kW >= 1 && kW <= 16, "W in 1..16");
+static_assert(kLayout == 0 || kLayout == 1, "layout 0 or 1");
+static_assert(kS >= 1, "interleave >= 1");
+static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
+// The histogram words double as the scan counters afterwards: kScan + 1
+// (selected | owned << 16, then the totals) and kScan (duplicates).
+constexpr int kHistWords = 2 * kScan + 1 > kBins ? 2 * kScan + 1 : kBins;
+static_assert(kK <= 65535, "two 16-bit counts share a scan word");
+
+// Selection modes, decided by the radix passes.
+enum : uint32_t {
+    kModeAllValid = 0,   // fewer than K valid: take every valid candidate
+    kModePrimary = 1,    // (key & mask) >= pre decides
+    kModeSecondary = 2,  // key > P, or key == P and (sec & mask2) >= pre2
+    kModeDuplicates = 3  // key > P, or key == P and sec > S, or the first
+                         // `need` in position order with (P, S)
+};
+
+struct Shared {
+    uint32_t hist[kHistWords]; // histogram; afterwards the scan counters
+    uint32_t warp_sums[32];
+    uint32_t bin, above, cnt, total;
+    uint32_t mode, mask, pre, prim, mask2, pre2, need;
+};
+
+__device__ __forceinline__ uint32_t lanemask_lt()
+{
+    uint32_t m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+__device__ __forceinline__ void ld_nc_v4(const int32_t *p, int32_t &a, int32_t &b,
+                                         int32_t &c, int32_t &d)
+{
+    asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                 : "l"(p));
+}
+
+__device__ __forceinline__ void ld_nc_v2(const int32_t *p, int32_t &a, int32_t &b)
+{
+    asm volatile("ld.global.nc.L1::no_allocate.v2.s32 {%0, %1}, [%2];"
+                 : "=r"(a), "=r"(b)
+                 : "l"(p));
+}
+
+__device__ __forceinline__ int32_t ld_nc(const int32_t *p)
+{
+    int32_t a;
+    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// Offset in int32 words of the pair at position p of a row (row base already
+// applied): rank-major: (p / K) * rank_stride + (p % K) * 2; row-major: 2p.
+__device__ __forceinline__ long long pair_offset(uint32_t p, long long rank_stride)
+{
+    if (kLayout == 0)
+        return (long long)(p / kK) * rank_stride + (long long)(p % kK) * 2;
+    return (long long)p * 2;
+}
+
+__device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
+{
+    return gid >= 0 ? dc::ord32((uint32_t)score_bits) : 0u;
+}
+
+// Inclusive scan of one value per thread over the block; returns the
+// inclusive prefix, *total = the block sum. Two barriers; warp_sums is free
+// again on return.
+__device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t *total)
+{
+    const uint32_t lane = dc::lane_id(), warp = dc::warp_id();
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+        if (lane >= (uint32_t)d)
+            x += y;
+    }
+    if (lane == 31)
+        sh.warp_sums[warp] = x;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+#pragma unroll 4
+    for (int w = 0; w < kWarps; w++) {
+        const uint32_t s = sh.warp_sums[w];
+        before += (uint32_t)w < warp ? s : 0u;
+        all += s;
+    }
+    __syncthreads();
+    *total = all;
+    return x + before;
+}
+
+// Finds the bin of the `need`-th largest element in sh.hist: sh.bin, sh.above
+// (elements in higher bins), sh.cnt (elements in the bin), sh.total. When
+// total < need, no bin is found (sh.bin = 0xFFFFFFFF). Ends with a barrier.
+__device__ void find_bin(Shared &sh, uint32_t need)
+{
+    constexpr int kPer = (kBins + kThreads - 1) / kThreads;
+    const int tid = threadIdx.x;
+    const int lo = tid * kPer;
+    uint32_t mine = 0;
+#pragma unroll
+    for (int c = 0; c < kPer; c++)
+        if (lo + c < kBins)
+            mine += sh.hist[lo + c];
+    uint32_t total;
+    const uint32_t incl = block_scan(sh, mine, &total);
+    if (tid == 0) {
+        sh.total = total;
+        sh.bin = 0xFFFFFFFFu;
+    }
+    __syncthreads();
+    uint32_t above = total - incl; // elements in bins past this thread's range
+    if (above < need && above + mine >= need) {
+        for (int c = kPer - 1; c >= 0; c--) {
+            if (lo + c >= kBins)
+                continue;
+            const uint32_t h = sh.hist[lo + c];
+            if (above + h >= need) {
+                sh.bin = (uint32_t)(lo + c);
+                sh.above = above;
+                sh.cnt = h;
+                break;
+            }
+            above += h;
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void clear_hist(Shared &sh)
+{
+    for (int c = threadIdx.x; c < kBins; c += kThreads)
+        sh.hist[c] = 0u;
+    __syncthreads();
+}
+
+// Exclusive scan, in place, of n counters a[0..n) (n <= kBins). Ends with a
+// barrier.
+__device__ void scan_counters(Shared &sh, uint32_t *a, int n)
+{
+    const int per = (n + kThreads - 1) / kThreads;
+    const int lo = threadIdx.x * per;
+    uint32_t mine = 0;
+    for (int c = 0; c < per; c++)
+        if (lo + c < n)
+            mine += a[lo + c];
+    uint32_t total;
+    uint32_t run = block_scan(sh, mine, &total) - mine;
+    for (int c = 0; c < per; c++) {
+        if (lo + c < n) {
+            const uint32_t x = a[lo + c];
+            a[lo + c] = run;
+            run += x;
+        }
+    }
+    __syncthreads();
+}
+
+// Per-row context.
+struct Row {
+    const int32_t *base;   // row base: candidates + t * K * 2 (rank-major) or t * W*K*2
+    long long rank_stride; // int32 words between two ranks (rank-major)
+    const uint32_t *keys;  // shared keys, or nullptr
+};
+
+// The two primary keys of vector v (positions 2v, 2v+1).
+__device__ __forceinline__ void vec_keys(const Row &row, uint32_t v, uint32_t &k0,
+                                         uint32_t &k1)
+{
+    if (kSmemKeys) {
+        const uint2 kk = reinterpret_cast<const uint2 *>(row.keys)[v];
+        k0 = kk.x;
+        k1 = kk.y;
+    } else {
+        int32_t s0, g0, s1, g1;
+        const int32_t *p = row.base + pair_offset(2 * v, row.rank_stride);
+        // Vector alignment is only known for the whole buffer: two 8-byte
+        // loads work for every 8-byte aligned buffer.
+        ld_nc_v2(p, s0, g0);
+        ld_nc_v2(p + 2, s1, g1);
+        k0 = primary_key(s0, g0);
+        k1 = primary_key(s1, g1);
+    }
+}
+
+__device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
+{
+    return ld_nc(row.base + pair_offset(p, row.rank_stride) + 1);
+}
+
+// Load phase: keys to shared memory (when kept there) and the histogram of
+// their top 11 bits. V16: 16-byte loads (buffer 16-byte aligned).
+template <bool V16>
+__device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
+{
+    const uint32_t tid = threadIdx.x;
+#pragma unroll 1
+    for (int i0 = 0; i0 < kIters; i0 += kLoadBatch) {
+        int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
+#pragma unroll
+        for (int b = 0; b < kLoadBatch; b++) {
+            const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
+            s0[b] = 0;
+            g0[b] = -1;
+            s1[b] = 0;
+            g1[b] = -1;
+            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
+                const int32_t *p = row.base + pair_offset(2 * v, row.rank_stride);
+                if (V16) {
+                    ld_nc_v4(p, s0[b], g0[b], s1[b], g1[b]);
+                } else {
+                    ld_nc_v2(p, s0[b], g0[b]);
+                    ld_nc_v2(p + 2, s1[b], g1[b]);
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < kLoadBatch; b++) {
+            const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
+            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
+                const uint32_t k0 = primary_key(s0[b], g0[b]);
+                const uint32_t k1 = primary_key(s1[b], g1[b]);
+                if (kSmemKeys)
+                    reinterpret_cast<uint2 *>(skeys)[v] = make_uint2(k0, k1);
+                if (k0)
+                    atomicAdd(&sh.hist[k0 >> 21], 1u);
+                if (k1)
+                    atomicAdd(&sh.hist[k1 >> 21], 1u);
+            }
+        }
+    }
+}
+
+// Digit q (0, 1, 2) of a 32-bit key: bits [21, 32), [10, 21), [0, 10).
+__device__ __forceinline__ uint32_t digit_shift(int q) { return q == 0 ? 21u : q == 1 ? 10u : 0u; }
+__device__ __forceinline__ uint32_t digit_mask(int q) { return q == 2 ? 0x3FFu : 0x7FFu; }
+
+// Vector v of iteration i exists (only the last iteration can be partial).
+__device__ __forceinline__ bool in_range(int i, uint32_t v)
+{
+    (void)i;
+    return kFullIters || v < (uint32_t)kVecs;
+}
+
+// Histogram of digit q of the primary keys k with k != 0 and
+// (k & mask) == pre.
+__device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, uint32_t pre)
+{
+    const uint32_t shift = digit_shift(q), dm = digit_mask(q);
+#pragma unroll 4
+    for (int i = 0; i < kIters; i++) {
+        const uint32_t v = (uint32_t)i * kThreads + threadIdx.x;
+        if (!in_range(i, v))
+            continue;
+        uint32_t k0, k1;
+        vec_keys(row, v, k0, k1);
+        if (k0 && (k0 & mask) == pre)
+            atomicAdd(&sh.hist[(k0 >> shift) & dm], 1u);
+        if (k1 && (k1 & mask) == pre)
+            atomicAdd(&sh.hist[(k1 >> shift) & dm], 1u);
+    }
+    __syncthreads();
+}
+
+// Histogram of digit q of the secondary keys ~gid of the candidates with
+// primary key P and (sec & mask) == pre.
+__device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
+                               uint32_t mask, uint32_t pre)
+{
+    const uint32_t shift = digit_shift(q), dm = digit_mask(q);
+#pragma unroll 1
+    for (int i = 0; i < kIters; i++) {
+        const uint32_t v = (uint32_t)i * kThreads + threadIdx.x;
+        if (!in_range(i, v))
+            continue;
+        uint32_t k0, k1;
+        vec_keys(row, v, k0, k1);
+        if (k0 == prim) {
+            const uint32_t s = ~(uint32_t)gid_at(row, 2 * v);
+            if ((s & mask) == pre)
+                atomicAdd(&sh.hist[(s >> shift) & dm], 1u);
+        }
+        if (k1 == prim) {
+            const uint32_t s = ~(uint32_t)gid_at(row, 2 * v + 1);
+            if ((s & mask) == pre)
+                atomicAdd(&sh.hist[(s >> shift) & dm], 1u);
+        }
+    }
+    __syncthreads();
+}
+
+// Radix select; leaves the decision in sh.mode and friends. The first
+// histogram is already in sh.hist.
+__device__ void radix_select(Shared &sh, const Row &row)
+{
+    uint32_t need = kK, mask = 0, pre = 0;
+    for (int q = 0; q < 3; q++) {
+        if (q > 0) {
+            clear_hist(sh);
+            hist_primary(sh, row, q, mask, pre);
+        }
+        find_bin(sh, need);
+        if (q == 0 && sh.total <= need) {
+            // Fewer than K + 1 valid candidates: every valid one.
+            if (threadIdx.x == 0)
+                sh.mode = kModeAllValid;
+            __syncthreads();
+            return;
+        }
+        const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
+        need -= above;
+        pre |= bin << digit_shift(q);
+        mask |= digit_mask(q) << digit_shift(q);
+        if (cnt == need) {
+            if (threadIdx.x == 0) {
+                sh.mode = kModePrimary;
+                sh.mask = mask;
+                sh.pre = pre;
+            }
+            __syncthreads();
+            return;
+        }
+    }
+    // The boundary primary value P = pre is tied: `need` of its cnt > need
+    // candidates are taken, by secondary key.
+    const uint32_t prim = pre;
+    uint32_t mask2 = 0, pre2 = 0;
+    for (int q = 0; q < 3; q++) {
+        clear_hist(sh);
+        hist_secondary(sh, row, q, prim, mask2, pre2);
+        find_bin(sh, need);
+        const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
+        need -= above;
+        pre2 |= bin << digit_shift(q);
+        mask2 |= digit_mask(q) << digit_shift(q);
+        if (cnt == need) {
+            if (threadIdx.x == 0) {
+                sh.mode = kModeSecondary;
+                sh.prim = prim;
+                sh.mask2 = mask2;
+                sh.pre2 = pre2;
+            }
+            __syncthreads();
+            return;
+        }
+    }
+    if (threadIdx.x == 0) {
+        sh.mode = kModeDuplicates;
+        sh.prim = prim;
+        sh.mask2 = mask2;
+        sh.pre2 = pre2;
+        sh.need = need;
+    }
+    __syncthreads();
+}
+
+// Selection state, copied to registers.
+struct Decision {
+    uint32_t mode, mask, pre, prim, mask2, pre2, need;
+};
+
+// Selection flag of a candidate with primary key k at position p; *gid is
+// loaded when the decision needs it (then *have = true). For duplicates,
+// `dup` says the candidate has the boundary full key (the caller ranks it).
+__device__ __forceinline__ bool decide(const Decision &d, const Row &row, uint32_t k,
+                                       uint32_t p, int32_t &gid, bool &have, bool &dup)
+{
+    dup = false;
+    switch (d.mode) {
+    case kModeAllValid:
+        return k != 0u;
+    case kModePrimary:
+        return k != 0u && (k & d.mask) >= d.pre;
+    default:
+        break;
+    }
+    if (k > d.prim)
+        return true;
+    if (k != d.prim)
+        return false;
+    gid = gid_at(row, p);
+    have = true;
+    const uint32_t s = ~(uint32_t)gid;
+    if (d.mode == kModeSecondary)
+        return (s & d.mask2) >= d.pre2;
+    if (s > d.pre2)
+        return true;
+    dup = s == d.pre2;
+    return false;
+}
+
+// Owned physical row of a selected gid; false when it is not this rank's, its
+// request owns nothing, or its block index is past the table.
+struct RowsMap {
+    const int32_t *block_table;
+    long long bt_stride;
+    int32_t bt_cols;
+    int32_t stride_rows;
+    int32_t req; // -1 = the row's request owns nothing
+    int32_t rank;
+};
+
+__device__ __forceinline__ bool owned(const RowsMap &m, int32_t gid, uint32_t &l)
+{
+    if (m.req < 0)
+        return false;
+    const uint32_t g = (uint32_t)gid;
+    if ((g / kS) % kW != (uint32_t)m.rank)
+        return false;
+    l = (g / (kW * kS)) * kS + g % kS;
+    return (long long)(l / (uint32_t)(kB > 0 ? kB : 1)) < (long long)m.bt_cols;
+}
+
+__device__ __forceinline__ int32_t physical_row(const RowsMap &m, uint32_t l)
+{
+    constexpr uint32_t b = kB > 0 ? kB : 1;
+    const uint32_t entry =
+        (uint32_t)m.block_table[(long long)m.req * m.bt_stride + (long long)(l / b)];
+    return (int32_t)(entry * (uint32_t)m.stride_rows + l % b);
+}
+
+} // namespace ps
+
+extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
+dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
+                    long long rank_stride, int32_t rank, int32_t *__restrict__ ids_out,
+                    long long ids_stride, const int32_t *__restrict__ req_id,
+                    const int32_t *__restrict__ block_table, long long bt_stride,
+                    int32_t bt_cols, int32_t num_reqs, int32_t stride_rows,
+                    int32_t *__restrict__ rows_out, long long rows_stride,
+                    int32_t *__restrict__ counts_out)
+{
+    using namespace ps;
+    __shared__ Shared sh;
+    extern __shared__ __align__(16) uint32_t dyn_keys[];
+
+    const long long t = blockIdx.x;
+    if (t >= rows)
+        return;
+    const uint32_t tid = threadIdx.x, lane = dc::lane_id(), warp = dc::warp_id();
+
+    Row row;
+    row.base = candidates + t * (kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2);
+    row.rank_stride = rank_stride;
+    row.keys = kSmemKeys ? dyn_keys : nullptr;
+
+    for (int c = tid; c < kBins; c += kThreads)
+        sh.hist[c] = 0u;
+    __syncthreads();
+
+    // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
+    // are multiples of 16 bytes since K is a multiple of 32).
+    if (((unsigned long long)candidates & 15ull) == 0ull)
+        load_phase<true>(sh, row, dyn_keys);
+    else
+        load_phase<false>(sh, row, dyn_keys);
+    __syncthreads();
+
+    radix_select(sh, row);
+
+    Decision d;
+    d.mode = sh.mode;
+    d.mask = sh.mask;
+    d.pre = sh.pre;
+    d.prim = sh.prim;
+    d.mask2 = sh.mask2;
+    d.pre2 = sh.pre2;
+    d.need = sh.need;
+    __syncthreads(); // the histogram becomes the scan counters below
+
+    const bool want_ids = kEmitIds && ids_out != nullptr;
+    const bool want_rows = kB > 0 && rows_out != nullptr;
+    RowsMap m;
+    m.block_table = block_table;
+    m.bt_stride = bt_stride;
+    m.bt_cols = bt_cols;
+    m.stride_rows = stride_rows;
+    m.rank = rank;
+    m.req = -1;
+    if (want_rows) {
+        const int32_t r = req_id[t];
+        m.req = (r >= 0 && r < num_reqs) ? r : -1;
+    }
+
+    uint32_t *cnt = sh.hist;          // [kScan]: selected | owned << 16
+    uint32_t *dcnt = sh.hist + kScan + 1; // [kScan]: duplicates (boundary full key)
+    const uint32_t lt = lanemask_lt();
+
+    // Duplicates: rank the candidates that carry the boundary full key in
+    // position order; the first d.need of them are taken.
+    if (d.mode == kModeDuplicates) {
+#pragma unroll 1
+        for (int i = 0; i < kIters; i++) {
+            const uint32_t v = (uint32_t)i * kThreads + tid;
+            bool e0 = false, e1 = false;
+            if (in_range(i, v)) {
+                uint32_t k0, k1;
+                int32_t g;
+                bool have = false;
+                vec_keys(row, v, k0, k1);
+                decide(d, row, k0, 2 * v, g, have, e0);
+                decide(d, row, k1, 2 * v + 1, g, have, e1);
+            }
+            const uint32_t n = __popc(__ballot_sync(0xFFFFFFFFu, e0)) +
+                               __popc(__ballot_sync(0xFFFFFFFFu, e1));
+            if (lane == 0)
+                dcnt[i * kWarps + warp] = n;
+        }
+        __syncthreads();
+        scan_counters(sh, dcnt, kScan);
+    }
+
+    // Pass A: count selected (and owned) candidates per (iteration, warp).
+    // Pass B: write them. Both evaluate the same flags.
+#pragma unroll 1
+    for (int pass = 0; pass < 2; pass++) {
+#pragma unroll 1
+        for (int i = 0; i < kIters; i++) {
+            const uint32_t v = (uint32_t)i * kThreads + tid;
+            const bool in = in_range(i, v);
+            uint32_t k0 = 0, k1 = 0;
+            int32_t g0 = -1, g1 = -1;
+            bool h0 = false, h1 = false, e0 = false, e1 = false, f0 = false, f1 = false;
+            if (in) {
+                vec_keys(row, v, k0, k1);
+                f0 = decide(d, row, k0, 2 * v, g0, h0, e0);
+                f1 = decide(d, row, k1, 2 * v + 1, g1, h1, e1);
+            }
+            if (d.mode == kModeDuplicates) {
+                const uint32_t b0 = __ballot_sync(0xFFFFFFFFu, e0);
+                const uint32_t b1 = __ballot_sync(0xFFFFFFFFu, e1);
+                const uint32_t r0 = dcnt[i * kWarps + warp] + __popc(b0 & lt) + __popc(b1 & lt);
+                f0 = f0 || (e0 && r0 < d.need);
+                f1 = f1 || (e1 && r0 + (e0 ? 1u : 0u) < d.need);
+            }
+            bool o0 = false, o1 = false;
+            uint32_t l0 = 0, l1 = 0;
+            if (want_rows || (pass == 1 && want_ids)) {
+                if (f0 && !h0)
+                    g0 = gid_at(row, 2 * v);
+                if (f1 && !h1)
+                    g1 = gid_at(row, 2 * v + 1);
+            }
+            if (want_rows) {
+                o0 = f0 && owned(m, g0, l0);
+                o1 = f1 && owned(m, g1, l1);
+            }
+            const uint32_t s0 = __ballot_sync(0xFFFFFFFFu, f0);
+            const uint32_t s1 = __ballot_sync(0xFFFFFFFFu, f1);
+            const uint32_t w0 = __ballot_sync(0xFFFFFFFFu, o0);
+            const uint32_t w1 = __ballot_sync(0xFFFFFFFFu, o1);
+            if (pass == 0) {
+                if (lane == 0)
+                    cnt[i * kWarps + warp] =
+                        (uint32_t)(__popc(s0) + __popc(s1)) |
+                        ((uint32_t)(__popc(w0) + __popc(w1)) << 16);
+            } else {
+                const uint32_t base = cnt[i * kWarps + warp];
+                if (want_ids) {
+                    int32_t *out = ids_out + t * ids_stride;
+                    const uint32_t at = (base & 0xFFFFu) + __popc(s0 & lt) + __popc(s1 & lt);
+                    if (f0)
+                        out[at] = g0;
+                    if (f1)
+                        out[at + (f0 ? 1u : 0u)] = g1;
+                }
+                if (want_rows) {
+                    int32_t *out = rows_out + t * rows_stride;
+                    const uint32_t at = (base >> 16) + __popc(w0 & lt) + __popc(w1 & lt);
+                    if (o0)
+                        out[at] = physical_row(m, l0);
+                    if (o1)
+                        out[at + (o0 ? 1u : 0u)] = physical_row(m, l1);
+                }
+            }
+        }
+        if (pass == 0) {
+            __syncthreads();
+            // The totals: one more counter past the end holds them after the
+            // exclusive scan.
+            if (tid == 0)
+                cnt[kScan] = 0u;
+            __syncthreads();
+            scan_counters(sh, cnt, kScan + 1);
+        }
+    }
+
+    // Padding: -1 after the selected ids / owned rows; the owned count.
+    const uint32_t totals = cnt[kScan];
+    if (want_ids) {
+        int32_t *out = ids_out + t * ids_stride;
+        for (uint32_t c = (totals & 0xFFFFu) + tid; c < (uint32_t)kK; c += kThreads)
+            out[c] = -1;
+    }
+    if (want_rows) {
+        int32_t *out = rows_out + t * rows_stride;
+        for (uint32_t c = (totals >> 16) + tid; c < (uint32_t)kK; c += kThreads)
+            out[c] = -1;
+        if (tid == 0)
+            counts_out[t] = (int32_t)(totals >> 16);
+    }
+}
