@@ -1,0 +1,300 @@
+/* test_context.c - contexts without a device: warmup compiles into a cache
+ * file, a second context finds every key there; strict mode refuses a key
+ * warmup did not load; bad arguments are named. Runs on CI (no GPU). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcptopk.h"
+#include "gpu_util.h"
+#include "harness.h"
+#include "runtime.h"
+
+static dcptopk_context *cpu_ctx(const char *cache_path, int mode, int strict)
+{
+    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.device = -1;
+    cfg.arch = "sm_90a";
+    cfg.cache_path = cache_path;
+    cfg.cache_mode = mode;
+    cfg.strict = strict;
+    dcptopk_context *ctx = NULL;
+    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
+        return NULL;
+    }
+    return ctx;
+}
+
+static dcptopk_key pack_key(int32_t n)
+{
+    dcptopk_key k;
+    memset(&k, 0, sizeof k);
+    k.kernel = DCPTOPK_KERNEL_PACK_INDICES;
+    k.local_topk = n;
+    return k; /* arch empty: the context's */
+}
+
+typedef struct progress_log {
+    int calls;
+    int by_origin[3];
+} progress_log;
+
+static void on_progress(void *user, const dcptopk_key *key,
+                        dcptopk_origin origin, double ms)
+{
+    progress_log *log = user;
+    (void)ms;
+    if (strcmp(key->arch, "sm_90a") == 0 && origin >= 0 && origin < 3) {
+        log->calls++;
+        log->by_origin[origin]++;
+    }
+}
+
+TEST(warmup_keys_compile_then_cache_hits)
+{
+    char dir[512], path[600];
+    tmpdir_make(dir, sizeof dir, "ctx");
+    CHECK(dir[0]);
+    snprintf(path, sizeof path, "%s/cache.db", dir);
+    dcptopk_key keys[3] = {pack_key(96), pack_key(384), pack_key(96)};
+
+    dcptopk_context *a = cpu_ctx(path, DCPTOPK_CACHE_READWRITE, 0);
+    CHECK(a != NULL);
+    CHECK_STR_EQ(dcptopk_context_arch(a), "sm_90a");
+    dcptopk_warmup_stats st = DCPTOPK_WARMUP_STATS_INIT;
+    progress_log log = {0, {0, 0, 0}};
+    CHECK_OK(dcptopk_warmup_keys(a, keys, 3, on_progress, &log, &st));
+    CHECK_EQ(st.keys, 3);
+    CHECK_EQ(st.compiled, 2);     /* the third key repeats the first */
+    CHECK_EQ(st.memory_hits, 1);
+    CHECK_EQ(st.cache_hits, 0);
+    CHECK(st.compile_ms > 0.0);
+    CHECK_EQ(log.calls, 3);
+    CHECK_EQ(log.by_origin[DCPTOPK_ORIGIN_COMPILED], 2);
+    dcptopk_context_stats cs = DCPTOPK_CONTEXT_STATS_INIT;
+    CHECK_OK(dcptopk_context_stats_get(a, &cs));
+    CHECK_EQ(cs.compiles, 2);
+    CHECK_EQ(cs.cache_hits, 0);
+    CHECK_EQ(cs.modules, 2);
+    CHECK_EQ(cs.launches, 0);
+    dcptopk_context_destroy(a);
+
+    dcptopk_context *b = cpu_ctx(path, DCPTOPK_CACHE_READWRITE, 0);
+    CHECK(b != NULL);
+    st = (dcptopk_warmup_stats)DCPTOPK_WARMUP_STATS_INIT;
+    CHECK_OK(dcptopk_warmup_keys(b, keys, 2, NULL, NULL, &st));
+    CHECK_EQ(st.compiled, 0);
+    CHECK_EQ(st.cache_hits, 2);
+    cs = (dcptopk_context_stats)DCPTOPK_CONTEXT_STATS_INIT;
+    CHECK_OK(dcptopk_context_stats_get(b, &cs));
+    CHECK_EQ(cs.compiles, 0);
+    CHECK_EQ(cs.cache_hits, 2);
+    dcptopk_context_destroy(b);
+
+    /* Read-only: hits still served. Off: compiles in memory. */
+    dcptopk_context *c = cpu_ctx(path, DCPTOPK_CACHE_READONLY, 0);
+    CHECK(c != NULL);
+    st = (dcptopk_warmup_stats)DCPTOPK_WARMUP_STATS_INIT;
+    CHECK_OK(dcptopk_warmup_keys(c, keys, 2, NULL, NULL, &st));
+    CHECK_EQ(st.cache_hits, 2);
+    dcptopk_context_destroy(c);
+    dcptopk_context *d = cpu_ctx(path, DCPTOPK_CACHE_OFF, 0);
+    CHECK(d != NULL);
+    st = (dcptopk_warmup_stats)DCPTOPK_WARMUP_STATS_INIT;
+    CHECK_OK(dcptopk_warmup_keys(d, keys, 2, NULL, NULL, &st));
+    CHECK_EQ(st.compiled, 2);
+    dcptopk_context_destroy(d);
+    tmpdir_remove(dir);
+}
+
+TEST(default_config_warmup_then_all_cache_hits)
+{
+    char dir[512], path[600];
+    tmpdir_make(dir, sizeof dir, "ctxdef");
+    CHECK(dir[0]);
+    snprintf(path, sizeof path, "%s/cache.db", dir);
+    dcptopk_merge_config cfg;
+    CHECK_OK(dcptopk_merge_config_named("deepseek-v3.2-dcp8", &cfg));
+    size_t n = 0;
+    CHECK_OK(dcptopk_config_keys(&cfg, "sm_90a", NULL, 0, &n));
+    CHECK(n >= 2);
+
+    dcptopk_context *a = cpu_ctx(path, DCPTOPK_CACHE_READWRITE, 0);
+    CHECK(a != NULL);
+    dcptopk_warmup_stats st = DCPTOPK_WARMUP_STATS_INIT;
+    dcptopk_result r = dcptopk_warmup(a, &cfg, NULL, NULL, &st);
+    if (r != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "warmup: %s\n", dcptopk_last_error(a));
+        dcptopk_context_destroy(a);
+        tmpdir_remove(dir);
+        CHECK_OK(r);
+    }
+    CHECK_EQ(st.keys, n);
+    CHECK_EQ(st.compiled, n);
+    dcptopk_context_destroy(a);
+
+    dcptopk_context *b = cpu_ctx(path, DCPTOPK_CACHE_READWRITE, 0);
+    CHECK(b != NULL);
+    st = (dcptopk_warmup_stats)DCPTOPK_WARMUP_STATS_INIT;
+    CHECK_OK(dcptopk_warmup(b, &cfg, NULL, NULL, &st));
+    CHECK_EQ(st.cache_hits, n);
+    CHECK_EQ(st.compiled, 0);
+    dcptopk_context_stats cs = DCPTOPK_CONTEXT_STATS_INIT;
+    CHECK_OK(dcptopk_context_stats_get(b, &cs));
+    CHECK_EQ(cs.compiles, 0);
+    dcptopk_context_destroy(b);
+    tmpdir_remove(dir);
+}
+
+TEST(strict_refuses_unwarmed_keys)
+{
+    dcptopk_context *ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 1);
+    CHECK(ctx != NULL);
+    dcptopk_key k = pack_key(96);
+    CHECK_OK(dcptopk_warmup_keys(ctx, &k, 1, NULL, NULL, NULL));
+    /* Sealed now: a warmed key gets past the strict check (and stops at the
+     * missing device), an unwarmed one is NOT_WARMED, named. */
+    dc_launch_cfg lc = {{1, 1, 1}, {256, 1, 1}, 0, 0, NULL};
+    CHECK_EQ(dc_launch(ctx, &k, "dcptopk_pack_indices", &lc, NULL),
+             DCPTOPK_NO_DEVICE);
+    dcptopk_key other = pack_key(128);
+    CHECK_EQ(dc_launch(ctx, &other, "dcptopk_pack_indices", &lc, NULL),
+             DCPTOPK_NOT_WARMED);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "pack_indices(local_topk=128)");
+    /* Explicit warmup still works after sealing. */
+    CHECK_OK(dcptopk_warmup_keys(ctx, &other, 1, NULL, NULL, NULL));
+    CHECK_EQ(dc_launch(ctx, &other, "dcptopk_pack_indices", &lc, NULL),
+             DCPTOPK_NO_DEVICE);
+    dcptopk_context_destroy(ctx);
+
+    /* Not strict: sealing changes nothing. */
+    ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
+    CHECK(ctx != NULL);
+    CHECK_OK(dcptopk_context_seal(ctx));
+    CHECK_EQ(dc_launch(ctx, &other, "dcptopk_pack_indices", &lc, NULL),
+             DCPTOPK_NO_DEVICE);
+    dcptopk_context_destroy(ctx);
+}
+
+TEST(bad_context_arguments_are_named)
+{
+    dcptopk_context *ctx = (dcptopk_context *)1;
+    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+    CHECK_EQ(dcptopk_context_create(&cfg, NULL), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "out is NULL");
+
+    cfg.struct_size = 3;
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_INVALID_ARGUMENT);
+    CHECK(ctx == NULL);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->struct_size = 3");
+
+    cfg = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.device = -2;
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->device = -2");
+
+    cfg = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.cache_mode = 7;
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->cache_mode = 7");
+
+    cfg = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.device = -1;
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->arch = NULL");
+
+    cfg.arch = "sm90";
+    cfg.cache_mode = DCPTOPK_CACHE_OFF;
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->arch = \"sm90\"");
+    CHECK(ctx == NULL);
+
+    if (dcptopk_device_count() == 0) {
+        cfg = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
+        cfg.cache_mode = DCPTOPK_CACHE_OFF;
+        CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_NO_DEVICE);
+        CHECK_CONTAINS(dcptopk_last_error(NULL), "config->device = 0");
+        CHECK(ctx == NULL);
+    }
+    CHECK_EQ(dcptopk_context_seal(NULL), DCPTOPK_INVALID_ARGUMENT);
+    dcptopk_context_destroy(NULL);
+    CHECK_STR_EQ(dcptopk_context_arch(NULL), "");
+}
+
+TEST(bad_warmup_arguments_are_named)
+{
+    dcptopk_context *ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
+    CHECK(ctx != NULL);
+    CHECK_EQ(dcptopk_warmup(NULL, NULL, NULL, NULL, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_EQ(dcptopk_warmup(ctx, NULL, NULL, NULL, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "config is NULL");
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = 100;
+    CHECK_EQ(dcptopk_warmup(ctx, &c, NULL, NULL, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "config->topk = 100");
+    dcptopk_warmup_stats st = DCPTOPK_WARMUP_STATS_INIT;
+    st.struct_size = 2;
+    c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
+    CHECK_EQ(dcptopk_warmup(ctx, &c, NULL, NULL, &st),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "stats->struct_size = 2");
+    CHECK_EQ(dcptopk_warmup_keys(ctx, NULL, 2, NULL, NULL, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "keys is NULL");
+    dcptopk_key bad[2] = {pack_key(96), pack_key(100)};
+    CHECK_EQ(dcptopk_warmup_keys(ctx, bad, 2, NULL, NULL, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "keys[1]");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "key->local_topk = 100");
+    dcptopk_context_stats cs = DCPTOPK_CONTEXT_STATS_INIT;
+    CHECK_EQ(dcptopk_context_stats_get(NULL, &cs), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_EQ(dcptopk_context_stats_get(ctx, NULL), DCPTOPK_INVALID_ARGUMENT);
+    cs.struct_size = 1;
+    CHECK_EQ(dcptopk_context_stats_get(ctx, &cs), DCPTOPK_INVALID_ARGUMENT);
+    dc_launch_cfg lc = {{0, 1, 1}, {256, 1, 1}, 0, 0, NULL};
+    dcptopk_key k = pack_key(96);
+    CHECK_EQ(dc_launch(ctx, NULL, "x", &lc, NULL), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_EQ(dc_launch(NULL, &k, "x", &lc, NULL), DCPTOPK_INVALID_ARGUMENT);
+    dcptopk_context_destroy(ctx);
+}
+
+typedef struct thread_arg {
+    dcptopk_context *ctx;
+    dcptopk_result r;
+} thread_arg;
+
+static void *warm_thread(void *p)
+{
+    thread_arg *a = p;
+    dcptopk_key keys[4] = {pack_key(96), pack_key(128), pack_key(160),
+                           pack_key(192)};
+    a->r = dcptopk_warmup_keys(a->ctx, keys, 4, NULL, NULL, NULL);
+    return NULL;
+}
+
+TEST(threads_share_one_context_and_compile_once)
+{
+    dcptopk_context *ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
+    CHECK(ctx != NULL);
+    pthread_t th[4];
+    thread_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i].ctx = ctx;
+        args[i].r = DCPTOPK_INTERNAL;
+        CHECK(pthread_create(&th[i], NULL, warm_thread, &args[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(args[i].r, DCPTOPK_SUCCESS);
+    dcptopk_context_stats cs = DCPTOPK_CONTEXT_STATS_INIT;
+    CHECK_OK(dcptopk_context_stats_get(ctx, &cs));
+    CHECK_EQ(cs.compiles, 4);
+    CHECK_EQ(cs.modules, 4);
+    dcptopk_context_destroy(ctx);
+}
