@@ -47,4 +47,20 @@ DC_HIDDEN void dc_topn_config_keys(const dcptopk_merge_config *c,
                                    const char *arch, dcptopk_key *keys,
                                    size_t cap, size_t *count);
 
+/* The same launches with the code path forced (tests and benchmarks):
+ * variant = log2 of the CTAs per row (0..3), -1 = the automatic choice. A
+ * variant too small for the row length is raised to the smallest that fits
+ * (a CTA keeps at most 65536 columns in shared memory). */
+DC_HIDDEN dcptopk_result dc_topn_pack_launch_variant(
+    dcptopk_context *ctx, const dcptopk_merge_config *c,
+    const dcptopk_pack_args *a, int32_t variant);
+DC_HIDDEN dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
+                                                const dcptopk_merge_config *c,
+                                                const dc_push_args *a,
+                                                int32_t variant);
+/* The variant the automatic choice takes for `rows` rows of max_local_len
+ * columns on a GPU of sm_count SMs. */
+DC_HIDDEN int32_t dc_topn_variant(int64_t rows, int64_t max_local_len,
+                                  int32_t sm_count);
+
 #endif /* DCPTOPK_TOPN_H */

@@ -1,0 +1,46 @@
+// topn_pack.cu - the fused local top-N + pack: bf16 logits [T, S] -> packed
+// rows [T, N + N/32] (docs/CONTRACT.md, "Local top-N + pack").
+//
+// Grid: T * C CTAs, C = 2^DCPTOPK_VARIANT CTAs per row (C > 1: a thread-block
+// cluster of C, set at launch; its CTAs split the row and merge histograms
+// through distributed shared memory). Dynamic shared memory: `chunk` 16-bit
+// keys, chunk = columns per CTA (a multiple of 8, <= 65536). The selection
+// itself is in topn_select.cuh, shared with the push (push.cu).
+#define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
+#include "topn_select.cuh"
+
+#define N DCPTOPK_LOCAL_TOPK
+static_assert(N % 32 == 0 && N >= 32 && N <= 4096, "local_topk: multiple of 32, 32..4096");
+static_assert(DCPTOPK_VARIANT >= 0 && DCPTOPK_VARIANT <= 3, "variant: log2 of the cluster size");
+
+namespace {
+struct PackOut {
+    int32_t *row; // [N + N/32]
+    __device__ __forceinline__ void put(uint32_t pos, uint32_t word) const
+    {
+        row[pos] = (int32_t)word;
+    }
+    __device__ __forceinline__ void zero(uint32_t pos) const { row[pos] = 0; }
+    __device__ __forceinline__ void plane(uint32_t w, uint32_t bits) const
+    {
+        row[N + w] = (int32_t)bits;
+    }
+};
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
+dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
+                  long long max_local_len, const int32_t *__restrict__ row_ends,
+                  long long rows, int chunk, int32_t *__restrict__ out)
+{
+    extern __shared__ dc::u32x4 dc_topn_keys[];
+    __shared__ dc::TopnShared sh;
+    const long long t = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
+    // Uniform over the cluster: all its CTAs share t.
+    if (t >= rows)
+        return;
+    const int32_t E = dc::topn_row_bound(row_ends[t], max_local_len);
+    PackOut o;
+    o.row = out + t * (long long)(N + N / 32);
+    dc::topn_row<N>(logits + t * logits_stride, E, chunk, (uint16_t *)dc_topn_keys, sh, o);
+}

@@ -1,0 +1,493 @@
+// topn_select.cuh - exact local top-N of one bf16 row, packed: the selection
+// shared by topn_pack.cu (N := local_topk) and push.cu (N := topk).
+//
+// Contract (docs/CONTRACT.md, "Local top-N + pack"): the candidates of a row
+// are the columns l < E = min(row_end, max_local_len, 2^17) whose logit is not
+// NaN, ordered by (ord16 descending, l ascending); the first min(N, v) are
+// sent, in ascending local id order, then empty slots (word 0); plane word w
+// holds bit 16 of the local ids of slots 32w .. 32w+31.
+//
+// One row is processed by a group of C CTAs (C = 1, or a thread-block cluster
+// of C = 2, 4, 8 CTAs: the launcher sets the cluster size; the template knows
+// it as DC_TOPN_CLUSTER). CTA c owns the columns [c * chunk, (c + 1) * chunk)
+// of the row (chunk: a multiple of 8, from the launcher) and keeps them in
+// shared memory as ord16 keys, so HBM is read once. The selection is exact:
+//  1. while loading, a histogram of the top 11 key bits (2048 bins); the
+//     cluster sums its CTAs' histograms through distributed shared memory; a
+//     block scan finds the bin holding the N-th largest key;
+//  2. a 32-bin histogram of the low 5 bits of the keys in that bin gives the
+//     threshold key tau, the number of keys > tau, and each CTA's own counts
+//     of keys > tau and == tau (its base in the output);
+//  3. a stable compaction (block-wide prefix scans, ascending local id) writes
+//     every key > tau and the lowest-id (N - count_gt) keys == tau.
+// Since the slots are in ascending local id order, the slots whose id has bit
+// 16 set are a suffix [j0, count): the plane words follow from j0 = the number
+// of selected ids below 2^16, summed in CTA 0 of the group.
+//
+// NaN keys (ord16 0) are never counted nor selected; when v <= N every
+// non-NaN key is taken (tau = 0, no tie rule). Nothing depends on the value
+// distribution but the atomic contention of step 1, which a run-length merge
+// of equal bins in each thread's 8 consecutive keys keeps low on masked rows.
+#pragma once
+#include "common.cuh"
+
+#ifndef DC_TOPN_CLUSTER
+#error "define DC_TOPN_CLUSTER (1, 2, 4 or 8) before including topn_select.cuh"
+#endif
+static_assert(DC_TOPN_CLUSTER == 1 || DC_TOPN_CLUSTER == 2 || DC_TOPN_CLUSTER == 4 ||
+                  DC_TOPN_CLUSTER == 8,
+              "cluster size 1, 2, 4 or 8");
+static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
+              "256..1024 threads per CTA");
+
+#define DC_TOPN_BINS 2048          // 11 high key bits
+#define DC_TOPN_FINE 32            // 5 low key bits
+#define DC_TOPN_PER_THREAD 16      // consecutive keys per thread in a compaction tile
+#define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
+static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
+static_assert(DCPTOPK_THREADS * DC_TOPN_PER_THREAD < 65536, "tile counts fit 16 bits");
+
+namespace dc {
+
+struct alignas(16) u32x4 {
+    uint32_t x, y, z, w;
+};
+
+// ------------------------------------------------------- PTX helpers
+
+__device__ __forceinline__ u32x4 ldg_nc_v4(const void *p)
+{
+    u32x4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t ldg_nc_u16(const uint16_t *p)
+{
+    unsigned short v;
+    asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t smem_u32addr(const void *p)
+{
+    uint64_t a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (uint32_t)a;
+}
+
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+#if DC_TOPN_CLUSTER > 1
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+#else
+    return 0u;
+#endif
+}
+
+// Every thread of every CTA of the group; orders shared and global memory
+// (release / acquire at cluster scope). With one CTA: __syncthreads().
+__device__ __forceinline__ void group_sync()
+{
+#if DC_TOPN_CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+    __syncthreads();
+#endif
+}
+
+// Shared-memory word `p` (of this CTA's layout) in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t remote_ld(const uint32_t *p, uint32_t rank)
+{
+#if DC_TOPN_CLUSTER > 1
+    uint32_t a, v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+#else
+    (void)rank;
+    return *(volatile const uint32_t *)p;
+#endif
+}
+
+__device__ __forceinline__ void remote_add(uint32_t *p, uint32_t rank, uint32_t v)
+{
+#if DC_TOPN_CLUSTER > 1
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("red.shared::cluster.add.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+#else
+    (void)rank;
+    atomicAdd(p, v);
+#endif
+}
+
+// Two bf16 patterns of a 32-bit word -> two ord16 keys (NaN -> 0).
+__device__ __forceinline__ uint32_t ord16x2(uint32_t w)
+{
+    const uint32_t neg = (w >> 15) & 0x00010001u;
+    uint32_t k = w ^ ((neg * 0x7FFFu) | 0x80008000u);
+    const uint32_t nan = (((w & 0x7FFF7FFFu) + 0x007F007Fu) >> 15) & 0x00010001u;
+    return k & ~(nan * 0xFFFFu);
+}
+
+// --------------------------------------------------- block primitives
+
+struct TopnShared {
+    uint32_t hist_local[DC_TOPN_BINS]; // this CTA's 11-bit histogram
+#if DC_TOPN_CLUSTER > 1
+    uint32_t hist[DC_TOPN_BINS];       // the group's (sum over the cluster)
+#endif
+    uint32_t fine_local[DC_TOPN_FINE]; // this CTA's 5-bit histogram of the bin
+    uint32_t above_local;              // this CTA's keys above the bin
+    uint32_t lo_count;                 // CTA 0: selected ids < 2^16 (group)
+    uint32_t bin, above, total;        // the bin, keys above it, v (group)
+    uint32_t tau, need_eq, gt_base, eq_base, count;
+    uint32_t warp_sums[DC_TOPN_WARPS];
+};
+
+// Exclusive prefix sum over the CTA; *total = the sum. Two barriers; the
+// trailing one makes back-to-back calls safe.
+__device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *warp_sums,
+                                                         uint32_t *total)
+{
+    const uint32_t lane = lane_id(), warp = warp_id();
+    uint32_t x = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+        if (lane >= (uint32_t)d)
+            x += y;
+    }
+    if (lane == 31)
+        warp_sums[warp] = x;
+    __syncthreads();
+    uint32_t before = 0, sum = 0;
+#pragma unroll
+    for (int w = 0; w < DC_TOPN_WARPS; w++) {
+        const uint32_t s = warp_sums[w];
+        before += ((uint32_t)w < warp) ? s : 0u;
+        sum += s;
+    }
+    __syncthreads();
+    *total = sum;
+    return before + x - v;
+}
+
+// --------------------------------------------------------- the selection
+
+// Out: put(pos, word) for a selected candidate at slot pos; zero(pos) for an
+// empty slot; plane(w, bits) for plane word w. All three may be called by any
+// thread of the group, each slot / plane word exactly once.
+//
+// row: the row's first logit; E: its candidate bound (already clamped);
+// chunk: columns per CTA (multiple of 8); keys: dynamic shared memory of
+// chunk 16-bit words; n_sel: N.
+template <int NSEL, class Out>
+__device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32_t E, int32_t chunk,
+                                         uint16_t *keys, TopnShared &sh, const Out &out)
+{
+    static_assert(NSEL % 32 == 0 && NSEL >= 32 && NSEL <= 4096, "N: multiple of 32, <= 4096");
+    const uint32_t tid = threadIdx.x;
+    const uint32_t crank = cluster_rank();
+    const int32_t lo = (int32_t)crank * chunk;
+    int32_t len = E - lo;
+    len = len < 0 ? 0 : (len > chunk ? chunk : len);
+    const int32_t nvec = (len + 7) >> 3;       // 8-key vectors in smem
+    const int32_t nfull = len >> 3;            // full vectors in HBM
+
+    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+        sh.hist_local[i] = 0u;
+    if (tid < DC_TOPN_FINE)
+        sh.fine_local[tid] = 0u;
+    if (tid == 0) {
+        sh.above_local = 0u;
+        sh.lo_count = 0u;
+    }
+    __syncthreads();
+
+    // ---- 1. load (HBM read once), keys to smem, 11-bit histogram
+    const uint16_t *src = row + lo;
+    u32x4 *kv = (u32x4 *)keys;
+    constexpr int U = 4;
+    for (int32_t base = 0; base < nvec; base += U * DCPTOPK_THREADS) {
+        u32x4 r[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
+            if (v < nfull) {
+                r[u] = ldg_nc_v4(src + (int64_t)v * 8);
+            } else if (v < nvec) {
+                uint32_t h[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const int32_t c = v * 8 + e;
+                    // 0xFFFF is a NaN pattern: its key is 0 (never a candidate).
+                    h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
+                }
+                r[u].x = h[0] | (h[1] << 16);
+                r[u].y = h[2] | (h[3] << 16);
+                r[u].z = h[4] | (h[5] << 16);
+                r[u].w = h[6] | (h[7] << 16);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
+            if (v < nvec) {
+                u32x4 k;
+                k.x = ord16x2(r[u].x);
+                k.y = ord16x2(r[u].y);
+                k.z = ord16x2(r[u].z);
+                k.w = ord16x2(r[u].w);
+                kv[v] = k;
+                const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
+                uint32_t run_bin = 0xFFFFFFFFu, run = 0;
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+                    if (key == 0u)
+                        continue;
+                    const uint32_t b = key >> 5;
+                    if (b != run_bin) {
+                        if (run)
+                            atomicAdd(&sh.hist_local[run_bin], run);
+                        run_bin = b;
+                        run = 0;
+                    }
+                    run++;
+                }
+                if (run)
+                    atomicAdd(&sh.hist_local[run_bin], run);
+            }
+        }
+    }
+    group_sync();
+
+    // ---- the group's histogram; the bin of the N-th largest key
+    constexpr int BPT = DC_TOPN_BINS / DCPTOPK_THREADS; // bins per thread
+#if DC_TOPN_CLUSTER > 1
+    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
+        uint32_t s = 0;
+#pragma unroll
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
+            s += remote_ld(&sh.hist_local[i], c);
+        sh.hist[i] = s;
+    }
+    __syncthreads();
+    const uint32_t *hist = sh.hist;
+#else
+    const uint32_t *hist = sh.hist_local;
+#endif
+    {
+        // Thread i takes bins top - BPT*i .. top - BPT*i - BPT + 1 (descending).
+        const int32_t top = DC_TOPN_BINS - 1 - (int32_t)tid * BPT;
+        uint32_t h[BPT], s = 0;
+#pragma unroll
+        for (int j = 0; j < BPT; j++) {
+            h[j] = hist[top - j];
+            s += h[j];
+        }
+        uint32_t total;
+        uint32_t before = block_exclusive_scan(s, sh.warp_sums, &total);
+        if (total <= (uint32_t)NSEL) {
+            if (tid == 0) {
+                sh.bin = 0u;      // tau = 0: every non-NaN key is "> tau"
+                sh.above = 0u;
+                sh.total = total;
+            }
+        } else if (before < (uint32_t)NSEL && before + s >= (uint32_t)NSEL) {
+#pragma unroll
+            for (int j = 0; j < BPT; j++) {
+                if (before < (uint32_t)NSEL && before + h[j] >= (uint32_t)NSEL) {
+                    sh.bin = (uint32_t)(top - j);
+                    sh.above = before;
+                    sh.total = total;
+                }
+                before += h[j];
+            }
+        }
+        __syncthreads();
+    }
+    const uint32_t bin = sh.bin;
+    const uint32_t total = sh.total;
+    const uint32_t count = total < (uint32_t)NSEL ? total : (uint32_t)NSEL;
+
+    // Empty slots (CTA 0 of the group).
+    if (crank == 0)
+        for (uint32_t j = count + tid; j < (uint32_t)NSEL; j += DCPTOPK_THREADS)
+            out.zero(j);
+
+    // ---- 2. 5-bit histogram of the keys in the bin, keys above it (local)
+    {
+        uint32_t above = 0;
+        for (int32_t v = (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
+            const u32x4 k = kv[v];
+            const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+                const uint32_t b = key >> 5;
+                above += b > bin ? 1u : 0u;
+                if (b == bin && key != 0u)
+                    atomicAdd(&sh.fine_local[key & 31u], 1u);
+            }
+        }
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1)
+            above += __shfl_xor_sync(0xFFFFFFFFu, above, d);
+        if (lane_id() == 0 && above)
+            atomicAdd(&sh.above_local, above);
+    }
+    group_sync();
+
+    // ---- tau, need_eq and this CTA's bases (warp 0)
+    if (warp_id() == 0) {
+        const uint32_t lane = lane_id();
+        const uint32_t fb = 31u - lane; // lane i holds fine bin 31 - i
+        uint32_t f = 0;
+#pragma unroll
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
+            f += remote_ld(&sh.fine_local[fb], c);
+        uint32_t incl = f;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= (uint32_t)d)
+                incl += y;
+        }
+        const uint32_t excl = incl - f;
+        const uint32_t above = sh.above;
+        uint32_t x = 0, gt = total; // total <= N: tau = 0, all taken
+        if (total > (uint32_t)NSEL) {
+            const bool hit = above + excl < (uint32_t)NSEL && above + incl >= (uint32_t)NSEL;
+            const uint32_t m = __ballot_sync(0xFFFFFFFFu, hit);
+            const uint32_t src_lane = (uint32_t)(__ffs(m) - 1);
+            x = 31u - src_lane;
+            gt = above + __shfl_sync(0xFFFFFFFFu, excl, src_lane);
+        }
+        const uint32_t tau = total > (uint32_t)NSEL ? ((bin << 5) | x) : 0u;
+        // Per-CTA counts of keys > tau and == tau; lane c < C handles CTA c.
+        uint32_t gt_c = 0, eq_c = 0;
+        if (lane < DC_TOPN_CLUSTER) {
+            gt_c = remote_ld(&sh.above_local, lane);
+            if (total > (uint32_t)NSEL) {
+                for (uint32_t b = x + 1; b < DC_TOPN_FINE; b++)
+                    gt_c += remote_ld(&sh.fine_local[b], lane);
+                eq_c = remote_ld(&sh.fine_local[x], lane);
+            }
+        }
+        uint32_t gt_before = 0, eq_before = 0;
+#pragma unroll
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+            const uint32_t g = __shfl_sync(0xFFFFFFFFu, gt_c, c);
+            const uint32_t q = __shfl_sync(0xFFFFFFFFu, eq_c, c);
+            if (c < crank) {
+                gt_before += g;
+                eq_before += q;
+            }
+        }
+        if (lane == 0) {
+            sh.tau = tau;
+            sh.need_eq = total > (uint32_t)NSEL ? (uint32_t)NSEL - gt : 0u;
+            sh.gt_base = gt_before;
+            sh.eq_base = eq_before;
+        }
+    }
+    __syncthreads();
+
+    // ---- 3. stable compaction in ascending local id
+    const uint32_t tau = sh.tau;
+    const uint32_t need_eq = sh.need_eq;
+    uint32_t gt_run = sh.gt_base, eq_run = sh.eq_base;
+    uint32_t lo_sel = 0;
+    constexpr int32_t TILE = DCPTOPK_THREADS * DC_TOPN_PER_THREAD;
+    const int32_t nkeys = nvec * 8;
+    for (int32_t t0 = 0; t0 < nkeys; t0 += TILE) {
+        const int32_t v0 = (t0 >> 3) + (int32_t)tid * (DC_TOPN_PER_THREAD / 8);
+        uint32_t w8[DC_TOPN_PER_THREAD / 2];
+#pragma unroll
+        for (int q = 0; q < DC_TOPN_PER_THREAD / 8; q++) {
+            u32x4 k = {0u, 0u, 0u, 0u};
+            if (v0 + q < nvec)
+                k = kv[v0 + q];
+            w8[4 * q + 0] = k.x;
+            w8[4 * q + 1] = k.y;
+            w8[4 * q + 2] = k.z;
+            w8[4 * q + 3] = k.w;
+        }
+        uint32_t g = 0, q = 0;
+#pragma unroll
+        for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
+            const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+            g += key > tau ? 1u : 0u;
+            q += (key == tau && key != 0u) ? 1u : 0u;
+        }
+        uint32_t tile_total;
+        const uint32_t ex = block_exclusive_scan(g | (q << 16), sh.warp_sums, &tile_total);
+        if ((g | q) != 0u) {
+            uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
+            const int32_t l0 = lo + t0 + (int32_t)tid * DC_TOPN_PER_THREAD;
+#pragma unroll
+            for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
+                const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+                const uint32_t l = (uint32_t)(l0 + e);
+                bool take = false;
+                uint32_t pos = 0;
+                if (key > tau) {
+                    take = true;
+                    pos = gb + (qb < need_eq ? qb : need_eq);
+                    gb++;
+                } else if (key == tau && key != 0u) {
+                    take = qb < need_eq;
+                    pos = gb + qb;
+                    qb++;
+                }
+                if (take) {
+                    out.put(pos, pack_word(key, l));
+                    lo_sel += l < 65536u ? 1u : 0u;
+                }
+            }
+        }
+        gt_run += tile_total & 0xFFFFu;
+        eq_run += tile_total >> 16;
+    }
+    if (lo_sel)
+        remote_add(&sh.lo_count, 0u, lo_sel);
+    group_sync();
+
+    // ---- plane words: slots [j0, count) have bit 16 set (CTA 0)
+    if (crank == 0) {
+        const uint32_t j0 = sh.lo_count;
+        for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
+            const uint32_t a = w * 32u;
+            uint32_t bits = 0;
+            const uint32_t s0 = j0 > a ? j0 - a : 0u;
+            const uint32_t s1 = count > a ? (count - a > 32u ? 32u : count - a) : 0u;
+            if (s1 > s0) {
+                const uint32_t hi = s1 >= 32u ? 0xFFFFFFFFu : ((1u << s1) - 1u);
+                const uint32_t lo_m = (1u << s0) - 1u; // s0 < s1 <= 32, so s0 < 32
+                bits = hi & ~lo_m;
+            }
+            out.plane(w, bits);
+        }
+    }
+}
+
+// E of a row: min(row_end, max_local_len, 2^17), negative -> 0.
+__device__ __forceinline__ int32_t topn_row_bound(int32_t row_end, int64_t max_local_len)
+{
+    int64_t e = row_end < 0 ? 0 : row_end;
+    if (e > max_local_len)
+        e = max_local_len;
+    if (e > (1ll << DC_LOCAL_INDEX_BITS))
+        e = 1ll << DC_LOCAL_INDEX_BITS;
+    return (int32_t)e;
+}
+
+} // namespace dc
