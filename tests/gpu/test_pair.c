@@ -1,0 +1,768 @@
+/* test_pair.c - the pair merge on the GPU (dcptopk_pair_select,
+ * dcptopk_pair_pack) against the CPU reference, bit for bit: ids, owned rows
+ * and counts for W in {1,2,3,4,8,16}, K in {512,1024,2048,4096}, T in
+ * {1,4,6710}, every candidate family (normal, 30% invalid, all-invalid rows,
+ * +-inf/NaN/+-0, heavy ties, duplicated candidates), both layouts (identical
+ * outputs), padded rank strides, 8-byte aligned buffers, CUDA graph replay,
+ * the pack with and without row starts for interleave 1, 2, 4, and argument
+ * errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcptopk.h"
+#include "gen.h"
+#include "gpu_util.h"
+#include "harness.h"
+#include "runtime.h"
+
+#define SENTINEL 0x5A5A5A5A
+
+typedef struct pair_case {
+    int32_t w, k, s, b; /* world size, topk, interleave, block size       */
+    int64_t t;          /* rows                                          */
+    int family;         /* DC_PFAM_*, or -1: every candidate identical   */
+    uint64_t seed;
+    int64_t pad_rows;   /* rank_stride_rows = t + pad_rows                */
+    int misalign;       /* candidates 8-byte (not 16-byte) aligned       */
+    int32_t rank;
+    int64_t ref_rows;   /* rows checked against the reference (at both ends) */
+} pair_case;
+
+static dcptopk_merge_config pair_config(int32_t w, int32_t k, int32_t s,
+                                        int32_t b)
+{
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PAIR;
+    c.topk = k;
+    c.local_topk = k;
+    c.world_size = w;
+    c.block_size = b;
+    c.interleave = s;
+    c.emit_ids = 1;
+    c.exact = 0;
+    return c;
+}
+
+/* First difference of two [rows, stride] int32 arrays over `width` columns,
+ * or -1. */
+static int64_t first_diff(const int32_t *a, const int32_t *b, int64_t rows,
+                          int64_t stride, int64_t width, int64_t *col)
+{
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t i = 0; i < width; i++)
+            if (a[t * stride + i] != b[t * stride + i]) {
+                *col = i;
+                return t;
+            }
+    return -1;
+}
+
+/* The host inputs of a case: rank-major with padding rows (which hold
+ * candidates that would win, so a read past T shows), and row-major. */
+typedef struct pair_inputs {
+    int32_t *rank_major; /* [W, T + pad, K, 2] */
+    int32_t *row_major;  /* [T, W*K, 2]        */
+    int64_t t_alloc;
+} pair_inputs;
+
+static int make_inputs(const pair_case *pc, pair_inputs *in)
+{
+    int64_t wk = (int64_t)pc->w * pc->k, t = pc->t;
+    in->t_alloc = t + pc->pad_rows;
+    int32_t *gen = NULL;
+    if (pc->family >= 0) {
+        gen = dc_gen_pair_candidates(pc->family, pc->k, pc->w, pc->s, t,
+                                     pc->seed);
+        if (!gen)
+            return -1;
+    }
+    size_t rm = (size_t)pc->w * (size_t)in->t_alloc * (size_t)pc->k * 2;
+    in->rank_major = malloc(sizeof(int32_t) * (rm ? rm : 1));
+    in->row_major = malloc(sizeof(int32_t) * (size_t)(t ? t : 1) * (size_t)wk * 2);
+    if (!in->rank_major || !in->row_major) {
+        free(gen);
+        return -1;
+    }
+    for (int32_t r = 0; r < pc->w; r++)
+        for (int64_t row = 0; row < in->t_alloc; row++)
+            for (int32_t j = 0; j < pc->k; j++) {
+                int32_t *dst = in->rank_major +
+                               (((int64_t)r * in->t_alloc + row) * pc->k + j) * 2;
+                if (row >= t) {
+                    dst[0] = 0x7F800000; /* +inf, gid 7: would win */
+                    dst[1] = 7;
+                } else if (!gen) {
+                    dst[0] = 0x3F800000; /* every candidate 1.0f, gid 5 */
+                    dst[1] = 5;
+                } else {
+                    const int32_t *src =
+                        gen + (((int64_t)r * t + row) * pc->k + j) * 2;
+                    dst[0] = src[0];
+                    dst[1] = src[1];
+                }
+                if (row < t) {
+                    int32_t *rmj = in->row_major +
+                                   (row * wk + (int64_t)r * pc->k + j) * 2;
+                    rmj[0] = dst[0];
+                    rmj[1] = dst[1];
+                }
+            }
+    free(gen);
+    return 0;
+}
+
+/* Host rows map: requests -1..3 (-1 and 3 own nothing with 3 requests), a
+ * block table that drops the highest block indices. */
+typedef struct host_map {
+    int32_t *req_id, *table;
+    int64_t table_stride;
+    int32_t cols, num_reqs, stride_rows;
+} host_map;
+
+static int make_map(const pair_case *pc, host_map *m)
+{
+    int64_t t = pc->t ? pc->t : 1;
+    /* Local ids of the generated candidates are below 3K (l = 3j + 0..2). */
+    int32_t blocks = (3 * pc->k + pc->b - 1) / pc->b;
+    m->num_reqs = 3;
+    m->cols = blocks - blocks / 4;
+    m->table_stride = m->cols + 3;
+    m->stride_rows = pc->b + 5;
+    m->req_id = malloc(sizeof(int32_t) * (size_t)t);
+    m->table = malloc(sizeof(int32_t) * (size_t)(m->table_stride * m->num_reqs));
+    if (!m->req_id || !m->table)
+        return -1;
+    uint64_t st = pc->seed * 7 + 1;
+    for (int64_t i = 0; i < t; i++)
+        m->req_id[i] = (int32_t)(i % 5) - 1;
+    for (int64_t i = 0; i < m->table_stride * m->num_reqs; i++)
+        m->table[i] = (int32_t)(test_rand(&st) % 100000);
+    return 0;
+}
+
+typedef struct pair_outputs {
+    int32_t *ids, *rows, *counts;
+} pair_outputs;
+
+static int alloc_outputs(pair_outputs *o, int64_t t, int64_t stride)
+{
+    size_t n = (size_t)(t ? t : 1) * (size_t)stride;
+    o->ids = malloc(sizeof(int32_t) * n);
+    o->rows = malloc(sizeof(int32_t) * n);
+    o->counts = malloc(sizeof(int32_t) * (size_t)(t ? t : 1));
+    if (!o->ids || !o->rows || !o->counts)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        o->ids[i] = o->rows[i] = SENTINEL;
+    for (int64_t i = 0; i < (t ? t : 1); i++)
+        o->counts[i] = SENTINEL;
+    return 0;
+}
+
+static void free_outputs(pair_outputs *o)
+{
+    free(o->ids);
+    free(o->rows);
+    free(o->counts);
+}
+
+/* Reference on rows [t0, t0 + n) into ref (row-indexed like the full
+ * output). */
+static dcptopk_result ref_rows(const pair_case *pc, const pair_inputs *in,
+                               const host_map *m, int64_t t0, int64_t n,
+                               int64_t stride, pair_outputs *ref)
+{
+    dcptopk_merge_config c = pair_config(pc->w, pc->k, pc->s, pc->b);
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    a.candidates = in->rank_major + t0 * pc->k * 2;
+    a.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
+    a.rows = n;
+    a.rank_stride_rows = in->t_alloc;
+    a.rank = pc->rank;
+    a.ids_out = ref->ids + t0 * stride;
+    a.ids_out_stride = stride;
+    a.rows_map.req_id = m->req_id + t0;
+    a.rows_map.block_table = m->table;
+    a.rows_map.block_table_stride = m->table_stride;
+    a.rows_map.block_table_cols = m->cols;
+    a.rows_map.num_reqs = m->num_reqs;
+    a.rows_map.stride_rows = m->stride_rows;
+    a.rows_map.rows_out = ref->rows + t0 * stride;
+    a.rows_map.rows_out_stride = stride;
+    a.rows_map.counts_out = ref->counts + t0;
+    return dcptopk_ref_pair_select(&c, &a);
+}
+
+/* Device buffers of a case. */
+typedef struct dev_case {
+    uint64_t rank_major_alloc, row_major, req_id, table;
+    uint64_t ids[2], rows[2], counts[2];
+    const int32_t *rank_major;
+} dev_case;
+
+static void dev_free(dcptopk_context *ctx, dev_case *d)
+{
+    gpu_free(ctx, d->rank_major_alloc);
+    gpu_free(ctx, d->row_major);
+    gpu_free(ctx, d->req_id);
+    gpu_free(ctx, d->table);
+    for (int i = 0; i < 2; i++) {
+        gpu_free(ctx, d->ids[i]);
+        gpu_free(ctx, d->rows[i]);
+        gpu_free(ctx, d->counts[i]);
+    }
+}
+
+static dcptopk_pair_select_args gpu_args(const pair_case *pc,
+                                         const pair_inputs *in,
+                                         const host_map *m, const dev_case *d,
+                                         int layout, int64_t stride)
+{
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    a.layout = layout;
+    a.candidates = layout == DCPTOPK_LAYOUT_RANK_MAJOR
+                       ? d->rank_major
+                       : (const int32_t *)(uintptr_t)d->row_major;
+    a.rows = pc->t;
+    a.rank_stride_rows = layout == DCPTOPK_LAYOUT_RANK_MAJOR ? in->t_alloc : 0;
+    a.rank = pc->rank;
+    a.ids_out = (int32_t *)(uintptr_t)d->ids[layout];
+    a.ids_out_stride = stride;
+    a.rows_map.req_id = (const int32_t *)(uintptr_t)d->req_id;
+    a.rows_map.block_table = (const int32_t *)(uintptr_t)d->table;
+    a.rows_map.block_table_stride = m->table_stride;
+    a.rows_map.block_table_cols = m->cols;
+    a.rows_map.num_reqs = m->num_reqs;
+    a.rows_map.stride_rows = m->stride_rows;
+    a.rows_map.rows_out = (int32_t *)(uintptr_t)d->rows[layout];
+    a.rows_map.rows_out_stride = stride;
+    a.rows_map.counts_out = (int32_t *)(uintptr_t)d->counts[layout];
+    return a;
+}
+
+/* Uploads a case; 0 on success. */
+static int dev_setup(dcptopk_context *ctx, const pair_case *pc,
+                     const pair_inputs *in, const host_map *m,
+                     const pair_outputs *init, int64_t stride, dev_case *d)
+{
+    memset(d, 0, sizeof *d);
+    size_t rm = sizeof(int32_t) * (size_t)pc->w * (size_t)in->t_alloc *
+                (size_t)pc->k * 2;
+    size_t off = pc->misalign ? 8 : 0;
+    d->rank_major_alloc = gpu_alloc(ctx, rm + 16);
+    if (!d->rank_major_alloc ||
+        dc_memcpy_htod(ctx, d->rank_major_alloc + off, in->rank_major, rm))
+        return -1;
+    d->rank_major = (const int32_t *)(uintptr_t)(d->rank_major_alloc + off);
+    size_t t = (size_t)(pc->t ? pc->t : 1);
+    d->row_major = gpu_upload(ctx, in->row_major,
+                              sizeof(int32_t) * t * (size_t)pc->w *
+                                  (size_t)pc->k * 2);
+    d->req_id = gpu_upload(ctx, m->req_id, sizeof(int32_t) * t);
+    d->table = gpu_upload(ctx, m->table,
+                          sizeof(int32_t) *
+                              (size_t)(m->table_stride * m->num_reqs));
+    for (int i = 0; i < 2; i++) {
+        d->ids[i] = gpu_upload(ctx, init->ids, sizeof(int32_t) * t * (size_t)stride);
+        d->rows[i] = gpu_upload(ctx, init->rows, sizeof(int32_t) * t * (size_t)stride);
+        d->counts[i] = gpu_upload(ctx, init->counts, sizeof(int32_t) * t);
+        if (!d->ids[i] || !d->rows[i] || !d->counts[i])
+            return -1;
+    }
+    return d->row_major && d->req_id && d->table ? 0 : -1;
+}
+
+static int download(dcptopk_context *ctx, const dev_case *d, int layout,
+                    pair_outputs *o, int64_t t, int64_t stride)
+{
+    size_t n = (size_t)(t ? t : 1);
+    return gpu_download(ctx, o->ids, d->ids[layout],
+                        sizeof(int32_t) * n * (size_t)stride) ||
+           gpu_download(ctx, o->rows, d->rows[layout],
+                        sizeof(int32_t) * n * (size_t)stride) ||
+           gpu_download(ctx, o->counts, d->counts[layout],
+                        sizeof(int32_t) * n);
+}
+
+/* Compares rows [t0, t0 + n) of two outputs (ids, rows, counts, and the
+ * untouched columns past K). Prints the first difference; 0 when equal. */
+static int compare(const pair_case *pc, const char *what,
+                   const pair_outputs *got, const pair_outputs *want,
+                   int64_t t0, int64_t n, int64_t stride)
+{
+    int64_t col, t;
+    if ((t = first_diff(got->ids + t0 * stride, want->ids + t0 * stride, n,
+                        stride, stride, &col)) >= 0) {
+        fprintf(stderr,
+                "%s: W=%d K=%d S=%d T=%lld family %s: ids[%lld][%lld] = %d, "
+                "expected %d\n",
+                what, pc->w, pc->k, pc->s, (long long)pc->t,
+                pc->family >= 0 ? dc_pair_family_name(pc->family) : "identical",
+                (long long)(t0 + t), (long long)col,
+                got->ids[(t0 + t) * stride + col],
+                want->ids[(t0 + t) * stride + col]);
+        return -1;
+    }
+    if ((t = first_diff(got->rows + t0 * stride, want->rows + t0 * stride, n,
+                        stride, stride, &col)) >= 0) {
+        fprintf(stderr,
+                "%s: W=%d K=%d S=%d B=%d T=%lld rank %d family %s: "
+                "rows[%lld][%lld] = %d, expected %d\n",
+                what, pc->w, pc->k, pc->s, pc->b, (long long)pc->t, pc->rank,
+                pc->family >= 0 ? dc_pair_family_name(pc->family) : "identical",
+                (long long)(t0 + t), (long long)col,
+                got->rows[(t0 + t) * stride + col],
+                want->rows[(t0 + t) * stride + col]);
+        return -1;
+    }
+    if ((t = first_diff(got->counts + t0, want->counts + t0, n, 1, 1, &col)) >=
+        0) {
+        fprintf(stderr, "%s: W=%d K=%d T=%lld: counts[%lld] = %d, expected %d\n",
+                what, pc->w, pc->k, (long long)pc->t, (long long)(t0 + t),
+                got->counts[t0 + t], want->counts[t0 + t]);
+        return -1;
+    }
+    return 0;
+}
+
+/* One case: reference vs rank-major vs row-major. 0 when all agree. */
+static int run_case(dcptopk_context *ctx, const pair_case *pc)
+{
+    int rc = -1;
+    int64_t stride = pc->k + 32; /* columns past K must stay untouched */
+    pair_inputs in = {0};
+    host_map m = {0};
+    pair_outputs ref = {0}, got[2] = {{0}};
+    dev_case d;
+    memset(&d, 0, sizeof d);
+    dcptopk_merge_config c = pair_config(pc->w, pc->k, pc->s, pc->b);
+
+    if (make_inputs(pc, &in) || make_map(pc, &m) ||
+        alloc_outputs(&ref, pc->t, stride) ||
+        alloc_outputs(&got[0], pc->t, stride) ||
+        alloc_outputs(&got[1], pc->t, stride)) {
+        fprintf(stderr, "out of host memory\n");
+        goto out;
+    }
+    /* Reference on the first and the last ref_rows rows. */
+    int64_t n = pc->t < pc->ref_rows ? pc->t : pc->ref_rows;
+    int64_t t1 = pc->t - n > n ? pc->t - n : n;
+    if (ref_rows(pc, &in, &m, 0, n, stride, &ref) ||
+        ref_rows(pc, &in, &m, t1, pc->t - t1, stride, &ref)) {
+        fprintf(stderr, "reference: %s\n", dcptopk_last_error(NULL));
+        goto out;
+    }
+    if (dev_setup(ctx, pc, &in, &m, &ref, stride, &d)) {
+        fprintf(stderr, "device setup failed\n");
+        goto out;
+    }
+    for (int layout = 0; layout < 2; layout++) {
+        dcptopk_pair_select_args a = gpu_args(pc, &in, &m, &d, layout, stride);
+        if (dcptopk_pair_select(ctx, &c, &a)) {
+            fprintf(stderr, "dcptopk_pair_select(layout %d): %s\n", layout,
+                    dcptopk_last_error(ctx));
+            goto out;
+        }
+        if (download(ctx, &d, layout, &got[layout], pc->t, stride))
+            goto out;
+    }
+    if (compare(pc, "rank-major vs reference", &got[0], &ref, 0, n, stride) ||
+        compare(pc, "rank-major vs reference", &got[0], &ref, t1, pc->t - t1,
+                stride) ||
+        compare(pc, "row-major vs rank-major", &got[1], &got[0], 0, pc->t,
+                stride))
+        goto out;
+    rc = 0;
+out:
+    dev_free(ctx, &d);
+    free(in.rank_major);
+    free(in.row_major);
+    free(m.req_id);
+    free(m.table);
+    free_outputs(&ref);
+    free_outputs(&got[0]);
+    free_outputs(&got[1]);
+    return rc;
+}
+
+static pair_case small_case(int32_t w, int32_t k, int64_t t, int family,
+                            uint64_t seed)
+{
+    pair_case pc;
+    memset(&pc, 0, sizeof pc);
+    pc.w = w;
+    pc.k = k;
+    pc.s = (int32_t)(1 << (seed % 3));     /* interleave 1, 2, 4 */
+    pc.b = seed % 2 ? 64 : 16;
+    pc.t = t;
+    pc.family = family;
+    pc.seed = seed;
+    pc.pad_rows = seed % 2 ? 3 : 0;
+    pc.misalign = 0;
+    pc.rank = (int32_t)(seed % (uint64_t)w);
+    pc.ref_rows = t;
+    return pc;
+}
+
+static const int32_t worlds[] = {1, 2, 3, 4, 8, 16};
+static const int32_t topks[] = {512, 1024, 2048, 4096};
+
+/* Every (W, K) with T = 1 and T = 4, every family. */
+TEST(select_all_shapes_all_families)
+{
+    GPU_CTX(ctx);
+    uint64_t seed = 1;
+    for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++)
+        for (size_t ki = 0; ki < sizeof topks / sizeof topks[0]; ki++)
+            for (int f = 0; f < DC_PFAM_COUNT; f++) {
+                pair_case pc = small_case(worlds[wi], topks[ki], 1 + 3 * (f % 2),
+                                          f, seed++);
+                /* One key per (W, K) and layout: compiles stay few. */
+                pc.s = 1 << ((wi + ki) % 3);
+                pc.b = ki % 2 ? 64 : 16;
+                CHECK(run_case(ctx, &pc) == 0);
+            }
+    dcptopk_context_destroy(ctx);
+}
+
+/* Small K too (any multiple of 32), and rows with fewer than K valid. */
+TEST(select_small_topk)
+{
+    GPU_CTX(ctx);
+    static const int32_t ks[] = {32, 64, 96, 160};
+    uint64_t seed = 100;
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+        for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++) {
+            pair_case pc = small_case(worlds[wi], ks[ki], 5,
+                                      (int)(seed % DC_PFAM_COUNT), seed);
+            seed++;
+            CHECK(run_case(ctx, &pc) == 0);
+        }
+    dcptopk_context_destroy(ctx);
+}
+
+/* T = 6710 (the prefill shape) for a few (W, K); the reference checks 192
+ * rows at each end, the two layouts are compared on every row. */
+TEST(select_prefill_rows)
+{
+    GPU_CTX(ctx);
+    static const struct { int32_t w, k; int family; } shapes[] = {
+        {8, 2048, DC_PFAM_NORMAL},
+        {4, 1024, DC_PFAM_INVALID30},
+        {3, 512, DC_PFAM_TIES},
+        {2, 4096, DC_PFAM_DUPLICATES},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        pair_case pc = small_case(shapes[i].w, shapes[i].k, 6710,
+                                  shapes[i].family, 200 + i);
+        pc.ref_rows = 192;
+        CHECK(run_case(ctx, &pc) == 0);
+    }
+    dcptopk_context_destroy(ctx);
+}
+
+/* Every candidate identical (same score, same gid): the first K positions. */
+TEST(select_identical_candidates)
+{
+    GPU_CTX(ctx);
+    for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++) {
+        pair_case pc = small_case(worlds[wi], 512, 3, -1, 300 + wi);
+        pc.rank = 0;
+        CHECK(run_case(ctx, &pc) == 0);
+    }
+    dcptopk_context_destroy(ctx);
+}
+
+/* A candidate buffer that is 8-byte but not 16-byte aligned. */
+TEST(select_misaligned_buffer)
+{
+    GPU_CTX(ctx);
+    for (int f = 0; f < DC_PFAM_COUNT; f++) {
+        pair_case pc = small_case(f % 2 ? 8 : 3, f % 2 ? 2048 : 512, 7, f,
+                                  400 + (uint64_t)f);
+        pc.misalign = 1;
+        pc.pad_rows = 2;
+        CHECK(run_case(ctx, &pc) == 0);
+    }
+    dcptopk_context_destroy(ctx);
+}
+
+/* Ids only, and owned rows only (emit_ids = 0): the same values. */
+TEST(select_outputs_alone)
+{
+    GPU_CTX(ctx);
+    pair_case pc = small_case(4, 1024, 9, DC_PFAM_INVALID30, 501);
+    pair_inputs in = {0};
+    host_map m = {0};
+    pair_outputs ref = {0}, got = {0};
+    dev_case d;
+    int64_t stride = pc.k + 32;
+    CHECK(make_inputs(&pc, &in) == 0 && make_map(&pc, &m) == 0);
+    CHECK(alloc_outputs(&ref, pc.t, stride) == 0 &&
+          alloc_outputs(&got, pc.t, stride) == 0);
+    CHECK_OK(ref_rows(&pc, &in, &m, 0, pc.t, stride, &ref));
+    pair_outputs init = {0};
+    CHECK(alloc_outputs(&init, pc.t, stride) == 0);
+    CHECK(dev_setup(ctx, &pc, &in, &m, &init, stride, &d) == 0);
+
+    dcptopk_merge_config c = pair_config(pc.w, pc.k, pc.s, pc.b);
+    dcptopk_pair_select_args a = gpu_args(&pc, &in, &m, &d, 0, stride);
+    a.rows_map.rows_out = NULL;
+    a.rows_map.counts_out = NULL;
+    CHECK_OK(dcptopk_pair_select(ctx, &c, &a));
+    c.emit_ids = 0;
+    a = gpu_args(&pc, &in, &m, &d, 1, stride);
+    a.ids_out = NULL;
+    CHECK_OK(dcptopk_pair_select(ctx, &c, &a));
+    CHECK(gpu_download(ctx, got.ids, d.ids[0],
+                       sizeof(int32_t) * (size_t)(pc.t * stride)) == 0);
+    CHECK(gpu_download(ctx, got.rows, d.rows[1],
+                       sizeof(int32_t) * (size_t)(pc.t * stride)) == 0);
+    CHECK(gpu_download(ctx, got.counts, d.counts[1],
+                       sizeof(int32_t) * (size_t)pc.t) == 0);
+    CHECK(compare(&pc, "ids alone / rows alone", &got, &ref, 0, pc.t, stride) == 0);
+    /* The other outputs stayed untouched. */
+    CHECK(gpu_download(ctx, got.ids, d.ids[1],
+                       sizeof(int32_t) * (size_t)(pc.t * stride)) == 0);
+    CHECK_EQ(got.ids[0], SENTINEL);
+    CHECK(gpu_download(ctx, got.rows, d.rows[0],
+                       sizeof(int32_t) * (size_t)(pc.t * stride)) == 0);
+    CHECK_EQ(got.rows[0], SENTINEL);
+    dev_free(ctx, &d);
+    dcptopk_context_destroy(ctx);
+}
+
+/* Capture both layouts in a CUDA graph, replay it three times: the same
+ * outputs as the direct launches. */
+TEST(select_graph_replay)
+{
+    GPU_CTX(ctx);
+    pair_case pc = small_case(8, 2048, 37, DC_PFAM_SPECIAL, 601);
+    pair_inputs in = {0};
+    host_map m = {0};
+    pair_outputs ref = {0}, got = {0}, init = {0};
+    dev_case d;
+    int64_t stride = pc.k + 32;
+    CHECK(make_inputs(&pc, &in) == 0 && make_map(&pc, &m) == 0);
+    CHECK(alloc_outputs(&ref, pc.t, stride) == 0 &&
+          alloc_outputs(&got, pc.t, stride) == 0 &&
+          alloc_outputs(&init, pc.t, stride) == 0);
+    CHECK_OK(ref_rows(&pc, &in, &m, 0, pc.t, stride, &ref));
+    CHECK(dev_setup(ctx, &pc, &in, &m, &init, stride, &d) == 0);
+    dcptopk_merge_config c = pair_config(pc.w, pc.k, pc.s, pc.b);
+
+    void *stream = NULL, *exec = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    /* Load the modules first: a capture must not compile. */
+    dcptopk_key keys[8];
+    size_t nkeys = 0;
+    CHECK_OK(dcptopk_config_keys(&c, dcptopk_context_arch(ctx), keys, 8, &nkeys));
+    CHECK_OK(dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL));
+    CHECK_OK(dc_graph_begin(ctx, stream));
+    for (int layout = 0; layout < 2; layout++) {
+        dcptopk_pair_select_args a = gpu_args(&pc, &in, &m, &d, layout, stride);
+        a.stream = stream;
+        CHECK_OK(dcptopk_pair_select(ctx, &c, &a));
+    }
+    CHECK_OK(dc_graph_end(ctx, stream, &exec));
+    for (int rep = 0; rep < 3; rep++)
+        CHECK_OK(dc_graph_launch(ctx, exec, stream));
+    CHECK_OK(dc_stream_sync(ctx, stream));
+    for (int layout = 0; layout < 2; layout++) {
+        CHECK(download(ctx, &d, layout, &got, pc.t, stride) == 0);
+        CHECK(compare(&pc, "graph replay vs reference", &got, &ref, 0, pc.t,
+                      stride) == 0);
+    }
+    dc_graph_destroy(ctx, exec);
+    dc_stream_destroy(ctx, stream);
+    dev_free(ctx, &d);
+    dcptopk_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ pack */
+
+/* Pack of local ids with and without row starts / row ends, interleave 1, 2,
+ * 4, against the reference: negative ids, ids at or past row_end, columns
+ * outside the row, gids past int32, NaN / inf / -0.0 scores. */
+TEST(pack_matches_reference)
+{
+    GPU_CTX(ctx);
+    const int64_t rows = 37, stride = 3000;
+    for (int variant = 0; variant < 12; variant++) {
+        int32_t s = 1 << (variant % 3);
+        int use_starts = (variant / 3) % 2, use_ends = variant / 6;
+        int32_t w = variant % 2 ? 16 : 3, k = variant % 4 < 2 ? 512 : 1024;
+        dcptopk_merge_config c = pair_config(w, k, s, 0);
+        c.block_size = 16;
+        uint64_t st = 77 + (uint64_t)variant;
+        int64_t ids_stride = k + 8;
+        float *logits = malloc(sizeof(float) * (size_t)(rows * stride));
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(rows * ids_stride));
+        int32_t *starts = malloc(sizeof(int32_t) * (size_t)rows);
+        int32_t *ends = malloc(sizeof(int32_t) * (size_t)rows);
+        int32_t *want = malloc(sizeof(int32_t) * (size_t)(rows * k * 2));
+        int32_t *got = malloc(sizeof(int32_t) * (size_t)(rows * k * 2));
+        CHECK(logits && ids && starts && ends && want && got);
+        for (int64_t i = 0; i < rows * stride; i++) {
+            uint64_t x = test_rand(&st) % 100;
+            uint32_t bits = x < 3 ? 0x7FC00000u : x < 5 ? 0x7F800000u
+                            : x < 7 ? 0xFF800000u : x < 9 ? 0x80000000u
+                            : dc_f32_bits((float)(int)(test_rand(&st) % 2001) - 1000.0f);
+            memcpy(&logits[i], &bits, sizeof bits);
+        }
+        for (int64_t t = 0; t < rows; t++) {
+            starts[t] = (int32_t)(test_rand(&st) % 600) - 100;
+            ends[t] = (int32_t)(test_rand(&st) % 2600);
+            if (t == 5)
+                starts[t] = -(1 << 28); /* huge ids map into the row */
+            for (int64_t j = 0; j < ids_stride; j++) {
+                uint64_t x = test_rand(&st) % 100;
+                int32_t l = (int32_t)(test_rand(&st) % 2800);
+                if (x < 5)
+                    l = -1 - (int32_t)(test_rand(&st) % 5);
+                else if (x < 8)
+                    l = (1 << 28) + (int32_t)(test_rand(&st) % 100); /* gid > int32 for W >= 8 */
+                ids[t * ids_stride + j] = l;
+            }
+        }
+        dcptopk_pair_pack_args a = DCPTOPK_PAIR_PACK_ARGS_INIT;
+        a.logits = logits;
+        a.logits_stride = stride;
+        a.local_ids = ids;
+        a.local_ids_stride = ids_stride;
+        a.row_starts = use_starts ? starts : NULL;
+        a.row_ends = use_ends ? ends : NULL;
+        a.rows = rows;
+        a.rank = w - 1;
+        a.out = want;
+        CHECK_OK(dcptopk_ref_pair_pack(&c, &a));
+
+        uint64_t dl = gpu_upload(ctx, logits, sizeof(float) * (size_t)(rows * stride));
+        uint64_t di = gpu_upload(ctx, ids, sizeof(int32_t) * (size_t)(rows * ids_stride));
+        uint64_t ds = gpu_upload(ctx, starts, sizeof(int32_t) * (size_t)rows);
+        uint64_t de = gpu_upload(ctx, ends, sizeof(int32_t) * (size_t)rows);
+        uint64_t dout = gpu_alloc(ctx, sizeof(int32_t) * (size_t)(rows * k * 2));
+        CHECK(dl && di && ds && de && dout);
+        a.logits = (const float *)(uintptr_t)dl;
+        a.local_ids = (const int32_t *)(uintptr_t)di;
+        a.row_starts = use_starts ? (const int32_t *)(uintptr_t)ds : NULL;
+        a.row_ends = use_ends ? (const int32_t *)(uintptr_t)de : NULL;
+        a.out = (int32_t *)(uintptr_t)dout;
+        CHECK_OK(dcptopk_pair_pack(ctx, &c, &a));
+        CHECK(gpu_download(ctx, got, dout, sizeof(int32_t) * (size_t)(rows * k * 2)) == 0);
+        int64_t col;
+        int64_t t = first_diff(got, want, rows, (int64_t)k * 2, (int64_t)k * 2, &col);
+        CHECK_MSG(t < 0,
+                  "variant %d (W=%d K=%d S=%d starts %d ends %d): out[%lld][%lld] "
+                  "= 0x%08x, expected 0x%08x",
+                  variant, w, k, s, use_starts, use_ends, (long long)t,
+                  (long long)col, (unsigned)got[t * k * 2 + col],
+                  (unsigned)want[t * k * 2 + col]);
+        /* Some slots of each kind were exercised. */
+        int64_t invalid = 0;
+        for (int64_t i = 0; i < rows * k; i++)
+            invalid += want[2 * i + 1] < 0;
+        CHECK(invalid > 0 && invalid < rows * k);
+        gpu_free(ctx, dl);
+        gpu_free(ctx, di);
+        gpu_free(ctx, ds);
+        gpu_free(ctx, de);
+        gpu_free(ctx, dout);
+        free(logits);
+        free(ids);
+        free(starts);
+        free(ends);
+        free(want);
+        free(got);
+    }
+    dcptopk_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------- errors */
+
+TEST(bad_arguments_named)
+{
+    GPU_CTX(ctx);
+    dcptopk_merge_config c = pair_config(8, 2048, 1, 64);
+    uint64_t buf = gpu_alloc(ctx, 1 << 20);
+    CHECK(buf != 0);
+    int32_t *p = (int32_t *)(uintptr_t)buf;
+
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    a.candidates = p;
+    a.rows = 4;
+    a.ids_out = p + 200000; /* past the 512 KiB of candidates */
+    CHECK_OK(dcptopk_pair_select(ctx, &c, &a)); /* all (0.0, gid 0) */
+
+    a.ids_out = NULL;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->ids_out");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->rows_map.rows_out");
+    a.ids_out = p + 200000;
+
+    a.layout = 2;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->layout = 2");
+    a.layout = 0;
+
+    a.candidates = NULL;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->candidates");
+    a.candidates = p;
+
+    a.rank = 8;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->rank = 8");
+    a.rank = 0;
+
+    a.rank_stride_rows = 3;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->rank_stride_rows = 3");
+    a.rank_stride_rows = 0;
+
+    a.ids_out_stride = 100;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->ids_out_stride = 100");
+    a.ids_out_stride = 0;
+
+    dcptopk_merge_config bad = c;
+    bad.kind = DCPTOPK_MERGE_PACKED;
+    bad.local_topk = 384;
+    CHECK_EQ(dcptopk_pair_select(ctx, &bad, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "config->kind");
+    bad = c;
+    bad.topk = 100;
+    CHECK_EQ(dcptopk_pair_select(ctx, &bad, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "config->topk = 100");
+
+    a.rows_map.rows_out = p;
+    c.block_size = 0;
+    CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "block_size");
+
+    dcptopk_pair_pack_args pa = DCPTOPK_PAIR_PACK_ARGS_INIT;
+    c.block_size = 64;
+    pa.logits = (const float *)p;
+    pa.logits_stride = 16;
+    pa.local_ids = p;
+    pa.rows = 2;
+    pa.out = p + 200000;
+    pa.rank = -1;
+    CHECK_EQ(dcptopk_pair_pack(ctx, &c, &pa), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->rank = -1");
+    pa.rank = 0;
+    pa.local_ids = NULL;
+    CHECK_EQ(dcptopk_pair_pack(ctx, &c, &pa), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->local_ids");
+    pa.local_ids = p;
+    pa.logits_stride = 0;
+    CHECK_EQ(dcptopk_pair_pack(ctx, &c, &pa), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->logits_stride = 0");
+    pa.logits_stride = 16;
+    CHECK_OK(dcptopk_pair_pack(ctx, &c, &pa));
+
+    CHECK_EQ(dcptopk_pair_select(NULL, &c, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_OK(dc_stream_sync(ctx, NULL));
+    gpu_free(ctx, buf);
+    dcptopk_context_destroy(ctx);
+}
