@@ -1,0 +1,182 @@
+// rescue.cu - round 2 of the exact packed merge (docs/CONTRACT.md, "Rescue").
+//
+// Persistent grid: about one CTA per SM, looping over rows. A row whose
+// saturation word has an empty mask costs one load. Otherwise the CTA waits,
+// bounded by `timeout_ns` (%globaltimer), for flags[r * max_rows + t] ==
+// seq[t] + 1 of every saturated rank r (acquire loads: the pushes are peer
+// stores released by push.cu), then re-selects the top K of the unsaturated
+// ranks' round-1 words with ord16 >= tau16 plus the pushed lists (receive
+// slot s = popcount(mask & ((1 << r) - 1)) holds rank r's K + K/32 words),
+// overwrites the row's ids / rows / count and bumps seq[t].
+//
+// A wait that times out never traps (a trap kills the engine's CUDA
+// context): it records DCPTOPK_RESCUE_TIMEOUT (10) with the row, rank and
+// expected flag in status[0..3], leaves the row's round-1 outputs, and makes
+// every other wait of the launch give up at once. The host reads it with
+// dcptopk_workspace_check.
+#include "select_core.cuh"
+
+using namespace dcsel;
+
+constexpr int NSAT_MAX = SLOTS < WORLD ? SLOTS : WORLD;
+constexpr int RMAX = WORLD * LTOPK + NSAT_MAX * (TOPK - LTOPK);
+constexpr int KPT = (RMAX + THREADS - 1) / THREADS;
+constexpr uint32_t STATUS_TIMEOUT = 10u; // DCPTOPK_RESCUE_TIMEOUT
+
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint32_t ld_cg(const int32_t *p)
+{
+    uint32_t v;
+    asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t ld_volatile(const uint32_t *p)
+{
+    return *(const volatile uint32_t *)p;
+}
+
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+struct RowCtx {
+    const int32_t *g0;       // row t of rank 0's segment
+    long long rank_words;    // words between two ranks' segments
+    const int32_t *recv_row; // this rank's receive slots of row t
+    uint32_t mask;
+    uint32_t tau;
+    int total;
+    const int *seg;          // smem segment starts [WORLD + 1]
+};
+
+__device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
+{
+    if (flat >= c.total)
+        return 0ull;
+    int r = 0;
+#pragma unroll
+    for (int q = 1; q < WORLD; ++q)
+        r += flat >= c.seg[q];
+    const int j = flat - c.seg[r];
+    if ((c.mask >> r) & 1u) {
+        const int s = __popc(c.mask & ((1u << r) - 1u));
+        const int32_t *lst = c.recv_row + (long long)s * PUSH_WORDS;
+        return decode(ld_cg(lst + j), ld_cg(lst + TOPK + (j >> 5)), j, r);
+    }
+    const int32_t *sg = c.g0 + (long long)r * c.rank_words;
+    const uint32_t word = (uint32_t)sg[j];
+    if ((word >> 16) < c.tau)
+        return 0ull;
+    return decode(word, (uint32_t)sg[LTOPK + (j >> 5)], j, r);
+}
+
+template <bool REG>
+struct RescueKeys;
+
+template <>
+struct RescueKeys<true> {
+    uint64_t k[KPT];
+    __device__ __forceinline__ RescueKeys(const RowCtx &c)
+    {
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            k[i] = rescue_key(c, i * THREADS + (int)threadIdx.x);
+    }
+    __device__ __forceinline__ uint64_t get(int i) const { return k[i]; }
+};
+
+template <>
+struct RescueKeys<false> {
+    RowCtx c;
+    __device__ __forceinline__ RescueKeys(const RowCtx &cc) : c(cc) {}
+    __device__ __forceinline__ uint64_t get(int i) const
+    {
+        return rescue_key(c, i * THREADS + (int)threadIdx.x);
+    }
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+dcptopk_rescue(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
+               Out o, const uint32_t *__restrict__ sat, uint32_t *__restrict__ seq,
+               const int32_t *recv, const uint32_t *flags, long long max_rows, uint32_t *status,
+               unsigned long long timeout_ns)
+{
+    __shared__ Smem sm;
+    __shared__ int s_abort;
+    const int tid = threadIdx.x;
+    for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
+        const uint32_t word = sat[t];
+        const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
+        if (mask == 0u)
+            continue;
+        if (__popc(mask) > NSAT_MAX)
+            continue; // not a word the select writes: nothing was pushed
+        const uint32_t expected = seq[t] + 1u;
+        if (tid == 0) {
+            s_abort = 0;
+            int acc = 0;
+            for (int r = 0; r < WORLD; ++r) {
+                sm.seg[r] = acc;
+                acc += ((mask >> r) & 1u) ? TOPK : LTOPK;
+            }
+            sm.seg[WORLD] = acc;
+        }
+        __syncthreads();
+        if (tid < WORLD && ((mask >> tid) & 1u)) {
+            const uint32_t *f = flags + (long long)tid * max_rows + t;
+            const unsigned long long start = globaltimer();
+            while (ld_acquire_sys(f) != expected) {
+                if (ld_volatile(status) != 0u) {
+                    s_abort = 1;
+                    break;
+                }
+                if (globaltimer() - start > timeout_ns) {
+                    if (atomicCAS(status, 0u, STATUS_TIMEOUT) == 0u) {
+                        status[1] = (uint32_t)t;
+                        status[2] = (uint32_t)tid;
+                        status[3] = expected;
+                    }
+                    s_abort = 1;
+                    break;
+                }
+                asm volatile("nanosleep.u32 256;");
+            }
+        }
+        __threadfence();
+        __syncthreads();
+        const int skip = s_abort;
+        RowCtx c;
+        c.g0 = gathered + t * WORDS;
+        c.rank_words = rank_stride_rows * WORDS;
+        c.recv_row = recv + t * (long long)(SLOTS * PUSH_WORDS);
+        c.mask = mask;
+        c.tau = word & 0xFFFFu;
+        c.total = sm.seg[WORLD];
+        c.seg = sm.seg;
+        if (!skip) {
+            const RescueKeys<(KPT <= REG_MAX)> keys(c);
+            const Sel s = radix_select<KPT>(keys, sm);
+            emit<KPT>(keys, s, [&](int i) {
+                const int flat = i * THREADS + tid;
+                int r = 0;
+#pragma unroll
+                for (int q = 1; q < WORLD; ++q)
+                    r += flat >= sm.seg[q];
+                return r;
+            }, o, t, sm);
+            if (tid == 0)
+                seq[t] = expected;
+        }
+        __syncthreads(); // sm.seg and s_abort are rewritten for the next row
+    }
+}

@@ -1,0 +1,378 @@
+// select_core.cuh - the block-wide exact top-K selection shared by select.cu
+// (round 1) and rescue.cu (round 2), so that both emit bit-identical rows for
+// the same candidate set (docs/CONTRACT.md, "Select", "Owned rows").
+//
+// One CTA handles one row. Thread `tid` owns the keys of flat positions
+// p = i * THREADS + tid, i in [0, KPT): position order is (i, warp, lane).
+// A key is 1 + ((ord16 << GID_BITS) | (2^GID_BITS - 1 - gid)): the +1 keeps
+// 0 free for "empty slot" even for a caller's word whose ord16 is 0 and whose
+// gid is the largest one (the reference treats every non-zero word as a
+// candidate). Keys are unique unless a caller packed duplicate ids.
+//
+// The K-th largest key is found by an MSB-first radix select (9-bit digits,
+// one bin per thread); the selected set is then "key > thr_key", plus, only
+// when duplicates straddle the boundary, the first `need_eq` keys equal to
+// thr_key in position order. Outputs are written in ascending position order
+// through ballot prefix counts (no atomics, so the order never varies).
+//
+// Keys live in registers when a thread has at most REG_MAX of them (the
+// common shapes); otherwise they are decoded again from global memory at
+// every pass (large W * N or a large rescue; slower, same result).
+#pragma once
+#include "common.cuh"
+
+namespace dcsel {
+
+constexpr int THREADS = DCPTOPK_THREADS;
+constexpr int NW = THREADS / 32;
+constexpr int TOPK = DCPTOPK_TOPK;
+constexpr int LTOPK = DCPTOPK_LOCAL_TOPK;
+constexpr int WORLD = DCPTOPK_WORLD_SIZE;
+constexpr int ILV = DCPTOPK_INTERLEAVE;
+constexpr int BLOCK = DCPTOPK_BLOCK_SIZE;
+constexpr bool EMIT_IDS = DCPTOPK_EMIT_IDS != 0;
+#ifdef DCPTOPK_GID_BITS
+constexpr int GID_BITS = DCPTOPK_GID_BITS;
+#else
+constexpr int GID_BITS = 17 + (WORLD <= 1 ? 0 : WORLD <= 2 ? 1 : WORLD <= 4 ? 2 : WORLD <= 8 ? 3 : 4);
+#endif
+// One bit above ord16: the +1 of a key whose other bits are all ones.
+constexpr int KEY_BITS = 17 + GID_BITS;
+constexpr uint64_t GID_MASK = (1ull << GID_BITS) - 1ull;
+constexpr int RADIX = 9;
+constexpr int BINS = 1 << RADIX;
+constexpr int PASSES = (KEY_BITS + RADIX - 1) / RADIX;
+constexpr int CHUNK = 32; // rounds per ballot-scan chunk
+constexpr int REG_MAX = 32;
+constexpr int WORDS = LTOPK + LTOPK / 32;    // packed row words
+constexpr int PUSH_WORDS = TOPK + TOPK / 32; // pushed list words
+constexpr int SLOTS = (TOPK - 1) / LTOPK >= 1 ? (TOPK - 1) / LTOPK : 1;
+
+static_assert(THREADS == BINS, "one radix bin per thread");
+static_assert(CHUNK * NW == THREADS, "one ballot-scan entry per thread");
+static_assert(TOPK % 32 == 0 && LTOPK % 32 == 0, "K and N are multiples of 32");
+static_assert(WORLD >= 1 && WORLD <= 16, "1..16 ranks");
+static_assert(ILV >= 1 && (ILV & (ILV - 1)) == 0, "interleave is a power of two");
+static_assert(KEY_BITS <= 63, "keys fit in 64 bits");
+
+// Output of a row: ids and/or owned physical rows.
+struct RowsMap {
+    const int32_t *req_id;
+    const int32_t *block_table;
+    long long block_table_stride;
+    int32_t block_table_cols;
+    int32_t num_reqs;
+    int32_t stride_rows;
+    int32_t pad_;
+    int32_t *rows_out;
+    long long rows_out_stride;
+    int32_t *counts_out;
+};
+
+struct Out {
+    int32_t *ids;        // [T, ids_stride] or NULL
+    long long ids_stride;
+    RowsMap rm;
+    int32_t rank;
+};
+
+struct Smem {
+    int hist[BINS];
+    int scan[CHUNK * NW];
+    int warp_tot[NW];
+    int thr_bin;
+    int new_committed;
+    int done;
+    int eq_last;        // flat position of the last equal key taken
+    uint32_t notsat;    // exact select: bit r = rank r not saturated
+    uint32_t min16;     // exact select: smallest selected ord16
+    int seg[17];        // rescue: segment starts
+};
+
+// Decoded key of slot j of a packed row sent by `owner` (0 = empty).
+__device__ __forceinline__ uint64_t decode(uint32_t word, uint32_t plane, int j, int owner)
+{
+    if (word == 0u)
+        return 0ull;
+    const uint32_t l = (0xFFFFu - (word & 0xFFFFu)) | (((plane >> (j & 31)) & 1u) << 16);
+    const uint32_t gid = (uint32_t)dc::global_id((int32_t)l, owner, WORLD, ILV);
+    return (((uint64_t)(word >> 16) << GID_BITS) | (GID_MASK - (uint64_t)gid)) + 1ull;
+}
+
+__device__ __forceinline__ uint32_t key_ord16(uint64_t key)
+{
+    return (uint32_t)((key - 1ull) >> GID_BITS);
+}
+
+__device__ __forceinline__ uint32_t key_gid(uint64_t key)
+{
+    return (uint32_t)(GID_MASK - ((key - 1ull) & GID_MASK));
+}
+
+__device__ __forceinline__ uint32_t lanemask_lt()
+{
+    uint32_t m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// Inclusive block-wide sum; *total = the block's sum. Ends with a barrier,
+// so it may be called again at once.
+__device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        warp_tot[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        int v = lane < NW ? warp_tot[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, v, o);
+            if (lane >= o)
+                v += y;
+        }
+        if (lane < NW)
+            warp_tot[lane] = v;
+    }
+    __syncthreads();
+    if (w > 0)
+        x += warp_tot[w - 1];
+    *total = warp_tot[NW - 1];
+    __syncthreads();
+    return x;
+}
+
+// Calls f(i) for i in [0, KPT): fully unrolled for register-resident keys.
+template <int KPT, class F>
+__device__ __forceinline__ void for_chunk(int c0, F f)
+{
+    if constexpr (KPT <= REG_MAX) {
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            f(i);
+    } else {
+#pragma unroll 4
+        for (int ii = 0; ii < CHUNK; ++ii)
+            if (c0 + ii < KPT)
+                f(c0 + ii);
+    }
+}
+
+template <int KPT, class F>
+__device__ __forceinline__ void for_keys(F f)
+{
+    if constexpr (KPT <= REG_MAX) {
+        for_chunk<KPT>(0, f);
+    } else {
+#pragma unroll 1
+        for (int c0 = 0; c0 < KPT; c0 += CHUNK)
+            for_chunk<KPT>(c0, f);
+    }
+}
+
+// For every key with pred(i) true, calls emit(i, rank) with its rank among
+// those keys in position order. Returns the number of such keys. Every
+// thread of the block must call it (barriers inside).
+template <int KPT, class Pred, class Emit>
+__device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int base = 0;
+    auto chunk = [&](int c0) {
+        for_chunk<KPT>(c0, [&](int i) {
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, pred(i));
+            if (lane == 0)
+                sm.scan[(i - c0) * NW + w] = __popc(b);
+        });
+        __syncthreads();
+        const int n_entries = (KPT - c0 < CHUNK ? KPT - c0 : CHUNK) * NW;
+        const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
+        int total;
+        const int incl = block_incl_scan(v, sm.warp_tot, &total);
+        if ((int)threadIdx.x < n_entries)
+            sm.scan[threadIdx.x] = base + incl - v;
+        __syncthreads();
+        for_chunk<KPT>(c0, [&](int i) {
+            const bool p = pred(i);
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
+            if (p)
+                emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
+        });
+        base += total;
+        __syncthreads();
+    };
+    if constexpr (KPT <= REG_MAX) {
+        chunk(0);
+    } else {
+#pragma unroll 1
+        for (int c0 = 0; c0 < KPT; c0 += CHUNK)
+            chunk(c0);
+    }
+    return base;
+}
+
+// Result of the radix select: selected = key > thr_key, or key == thr_key
+// with flat position <= eq_last when need_eq > 0.
+struct Sel {
+    uint64_t thr_key;
+    int need_eq;
+    int eq_last;
+    int count; // number selected = min(K, non-empty keys)
+};
+
+template <int KPT, class Keys>
+__device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    Sel s;
+    s.thr_key = 0ull;
+    s.need_eq = 0;
+    s.eq_last = -1;
+    s.count = 0;
+    uint64_t prefix = 0ull;
+    int committed = 0;
+    bool fin = false;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        if (fin)
+            break;
+        const int hi = KEY_BITS - RADIX * p;
+        const int shift = hi > RADIX ? hi - RADIX : 0;
+        const int width = hi - shift;
+        sm.hist[tid] = 0;
+        __syncthreads();
+        for_keys<KPT>([&](int i) {
+            const uint64_t k = keys.get(i);
+            int bin = -1;
+            if (k != 0ull && (k >> hi) == prefix)
+                bin = (int)((k >> shift) & (uint64_t)(BINS - 1));
+            if (p == 0) {
+                // The top digit is crowded (sign and exponent): aggregate
+                // equal bins of a warp before the shared atomic.
+                const uint32_t peers = __match_any_sync(0xFFFFFFFFu, bin);
+                if (bin >= 0 && lane == __ffs(peers) - 1)
+                    atomicAdd(&sm.hist[bin], __popc(peers));
+            } else if (bin >= 0) {
+                atomicAdd(&sm.hist[bin], 1);
+            }
+        });
+        __syncthreads();
+        const int need = TOPK - committed;
+        const int b = BINS - 1 - tid;
+        const int cnt = sm.hist[b];
+        int total;
+        const int incl = block_incl_scan(cnt, sm.warp_tot, &total);
+        if (total < need) {
+            // Only in pass 0: fewer than K candidates, take them all.
+            s.count = total;
+            fin = true;
+            break;
+        }
+        if (cnt > 0 && incl >= need && incl - cnt < need) {
+            sm.thr_bin = b;
+            sm.new_committed = committed + incl - cnt;
+            sm.done = incl == need;
+        }
+        __syncthreads();
+        const int tb = sm.thr_bin;
+        const int nc = sm.new_committed;
+        const int dn = sm.done;
+        s.count = TOPK;
+        const uint64_t np = (prefix << width) | (uint64_t)tb;
+        if (dn) {
+            const uint64_t lo = np << shift;
+            s.thr_key = lo ? lo - 1ull : 0ull;
+            fin = true;
+        } else {
+            prefix = np;
+            committed = nc;
+            if (shift == 0) {
+                // Equal keys (duplicate ids) straddle the K-th place.
+                s.thr_key = prefix;
+                s.need_eq = TOPK - committed;
+                fin = true;
+            }
+        }
+    }
+    if (s.need_eq > 0) {
+        const uint64_t thr = s.thr_key;
+        const int need = s.need_eq;
+        if (tid == 0)
+            sm.eq_last = -1;
+        __syncthreads();
+        ballot_rank<KPT>(
+            sm, [&](int i) { return keys.get(i) == thr; },
+            [&](int i, int r) {
+                if (r == need - 1)
+                    sm.eq_last = i * THREADS + tid;
+            });
+        s.eq_last = sm.eq_last;
+        // s.thr_key keys above it are selected; equal ones up to eq_last.
+        s.thr_key = thr;
+        __syncthreads();
+    }
+    return s;
+}
+
+__device__ __forceinline__ bool selected(const Sel &s, uint64_t k, int flat)
+{
+    return k != 0ull && (k > s.thr_key || (s.need_eq > 0 && k == s.thr_key && flat <= s.eq_last));
+}
+
+// Writes the row's ids and/or owned rows (+ count) in ascending position
+// order. seg_of(i) is the rank whose segment holds key i.
+template <int KPT, class Keys, class Seg>
+__device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of, const Out &o,
+                                     long long t, Smem &sm)
+{
+    const int tid = threadIdx.x;
+    if constexpr (EMIT_IDS) {
+        if (o.ids) {
+            int32_t *ids = o.ids + t * o.ids_stride;
+            const int n = ballot_rank<KPT>(
+                sm, [&](int i) { return selected(s, keys.get(i), i * THREADS + tid); },
+                [&](int i, int r) { ids[r] = (int32_t)key_gid(keys.get(i)); });
+            for (int p = n + tid; p < TOPK; p += THREADS)
+                ids[p] = -1;
+        }
+    }
+    if constexpr (BLOCK > 0) {
+        if (o.rm.rows_out) {
+            const RowsMap &m = o.rm;
+            const int32_t req = m.req_id[t];
+            const bool req_ok = req >= 0 && req < m.num_reqs;
+            const int32_t *bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
+            int32_t *rows = m.rows_out + t * m.rows_out_stride;
+            auto local_of = [&](uint64_t k) -> uint32_t {
+                const uint32_t gid = key_gid(k);
+                return (gid / (uint32_t)(WORLD * ILV)) * ILV + gid % ILV;
+            };
+            const int n = ballot_rank<KPT>(
+                sm,
+                [&](int i) {
+                    const uint64_t k = keys.get(i);
+                    if (!req_ok || seg_of(i) != o.rank || !selected(s, k, i * THREADS + tid))
+                        return false;
+                    return (long long)(local_of(k) / (uint32_t)BLOCK) < (long long)m.block_table_cols;
+                },
+                [&](int i, int r) {
+                    const uint32_t l = local_of(keys.get(i));
+                    const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
+                    rows[r] = (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+                });
+            for (int p = n + tid; p < TOPK; p += THREADS)
+                rows[p] = -1;
+            if (tid == 0)
+                m.counts_out[t] = n;
+        }
+    }
+}
+
+} // namespace dcsel
