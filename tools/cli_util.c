@@ -1,0 +1,284 @@
+/* cli_util.c - error reporting, option parsing, number/size parsing and
+ * output helpers of the command-line tool. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fputs("dcptopk: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+int cli_exit_code(dcptopk_result r)
+{
+    switch (r) {
+    case DCPTOPK_SUCCESS:
+        return CLI_OK;
+    case DCPTOPK_INVALID_ARGUMENT:
+    case DCPTOPK_UNSUPPORTED:
+        return CLI_USAGE;
+    case DCPTOPK_NOT_FOUND:
+        return CLI_NOT_FOUND;
+    case DCPTOPK_NO_DEVICE:
+        return CLI_NO_DEVICE;
+    default:
+        return CLI_FAILURE;
+    }
+}
+
+static int lib_error(int code, dcptopk_result r, const char *what,
+                     const char *last_error)
+{
+    return cli_error(code, "%s: %s (%s)", what,
+                     last_error && last_error[0] ? last_error
+                                                 : dcptopk_result_message(r),
+                     dcptopk_result_name(r));
+}
+
+int cli_lib_error(dcptopk_result r, const char *what, const char *last_error)
+{
+    /* A NOT_FOUND from a call that is not a user's lookup (e.g. a template
+     * missing from the build) is a runtime failure. */
+    return lib_error(r == DCPTOPK_NOT_FOUND ? CLI_FAILURE : cli_exit_code(r), r,
+                     what, last_error);
+}
+
+int cli_lookup_error(dcptopk_result r, const char *what,
+                     const char *last_error)
+{
+    return lib_error(cli_exit_code(r), r, what, last_error);
+}
+
+/* ------------------------------------------------------------- options */
+
+cli_opt *cli_find(cli_opt *opts, const char *name)
+{
+    for (cli_opt *o = opts; o->name; o++)
+        if (strcmp(o->name, name) == 0)
+            return o;
+    return NULL;
+}
+
+int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
+              const char **pos, int max_pos, int *npos, int *help)
+{
+    int only_positional = 0;
+    *npos = 0;
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *w = argv[i];
+        if (!only_positional && strcmp(w, "--") == 0) {
+            only_positional = 1;
+            continue;
+        }
+        if (only_positional || w[0] != '-' || w[1] == '\0') {
+            if (*npos >= max_pos)
+                return cli_error(CLI_USAGE,
+                                 "unexpected argument '%s' for 'dcptopk %s' "
+                                 "(see 'dcptopk %s --help')",
+                                 w, cmd, cmd);
+            pos[(*npos)++] = w;
+            continue;
+        }
+        if (strcmp(w, "-h") == 0 || strcmp(w, "--help") == 0) {
+            *help = 1;
+            continue;
+        }
+        /* "--name=value" or "--name [value]". */
+        char name[64];
+        const char *eq = strchr(w, '=');
+        size_t len = eq ? (size_t)(eq - w) : strlen(w);
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, w, len);
+        name[len] = '\0';
+        cli_opt *o = cli_find(opts, name);
+        if (!o)
+            return cli_error(CLI_USAGE,
+                             "unknown option '%s' for 'dcptopk %s' (see "
+                             "'dcptopk %s --help')",
+                             w, cmd, cmd);
+        o->seen = 1;
+        if (!o->takes_value) {
+            if (eq)
+                return cli_error(CLI_USAGE,
+                                 "option %s takes no value (got '%s')", name,
+                                 w);
+            continue;
+        }
+        if (eq) {
+            o->value = eq + 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return cli_error(CLI_USAGE, "option %s needs a value", name);
+        const char *v = argv[i + 1];
+        if (v[0] == '-' && v[1] == '-')
+            return cli_error(CLI_USAGE,
+                             "option %s needs a value (got the option '%s')",
+                             name, v);
+        o->value = v;
+        i++;
+    }
+    return CLI_OK;
+}
+
+int cli_parse_i32(const char *opt, const char *text, int32_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || end == text)
+        return cli_error(CLI_USAGE, "%s = \"%s\": not an integer", opt, text);
+    if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+        return cli_error(CLI_USAGE, "%s = \"%s\": out of range", opt, text);
+    *out = (int32_t)v;
+    return CLI_OK;
+}
+
+int cli_parse_size(const char *opt, const char *text, int64_t *out)
+{
+    const char *p = text;
+    uint64_t v = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            goto range;
+        v = v * 10 + d;
+        p++;
+        digits++;
+    }
+    if (!digits)
+        goto bad;
+    int shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    case 't': case 'T': shift = 40; p++; break;
+    default: break;
+    }
+    if (shift && *p == 'i')
+        p++;
+    if (*p == 'B' || *p == 'b')
+        p++;
+    if (*p != '\0')
+        goto bad;
+    if (shift && v > ((uint64_t)INT64_MAX >> shift))
+        goto range;
+    v <<= shift;
+    if (v > (uint64_t)INT64_MAX)
+        goto range;
+    *out = (int64_t)v;
+    return CLI_OK;
+bad:
+    return cli_error(CLI_USAGE,
+                     "%s = \"%s\": expected a size in bytes such as 1048576, "
+                     "512K, 100M or 2G",
+                     opt, text);
+range:
+    return cli_error(CLI_USAGE, "%s = \"%s\": out of range", opt, text);
+}
+
+int cli_check_key_prefix(const char *what, const char *text)
+{
+    size_t n = strlen(text);
+    size_t hex = strspn(text, "0123456789abcdefABCDEF");
+    if (n < 4 || n > 32 || hex != n)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%s\": expected 4 to 32 hex digits of a cache "
+                         "key (see 'dcptopk cache ls')",
+                         what, text);
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- output */
+
+void cli_json_strn(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            /* Control bytes and bytes >= 0x80 are escaped one by one, so the
+             * output is valid JSON whatever the blob holds. */
+            if (c < 0x20 || c >= 0x7F)
+                fprintf(f, "\\u%04x", c);
+            else
+                fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    cli_json_strn(f, s, strlen(s));
+}
+
+const char *cli_human_bytes(int64_t bytes, char *buf, size_t size)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%" PRId64 " B", bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_time(int64_t unix_seconds, char *buf, size_t size)
+{
+    if (unix_seconds <= 0) {
+        snprintf(buf, size, "-");
+        return buf;
+    }
+    time_t t = (time_t)unix_seconds;
+    struct tm tm;
+    if (!localtime_r(&t, &tm) || !strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(buf, size, "%" PRId64, unix_seconds);
+    return buf;
+}
+
+int cli_stdout_tty(void) { return isatty(STDOUT_FILENO); }
+
+const char *cli_cache_path(const char *opt, char *buf, size_t size)
+{
+    if (opt)
+        return opt;
+    int n = dcptopk_cache_default_path(buf, size);
+    if (n < 0 || (size_t)n >= size)
+        return NULL;
+    return buf;
+}

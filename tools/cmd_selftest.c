@@ -1,0 +1,424 @@
+/* cmd_selftest.c - `dcptopk selftest` and `dcptopk devices`. The selftest
+ * prints the devices and the default config, checks the CPU reference merge
+ * (dcptopk_ref_packed_merge) against a brute-force top K written here from
+ * the contract, then runs the library's dcptopk_selftest: on a GPU the whole
+ * merge compared bit for bit with the reference, without one the reference
+ * against an independent sort. Each line says what it verified. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* The contract's ord16 (docs/CONTRACT.md), written out independently. */
+static uint32_t st_ord16(uint16_t b)
+{
+    if ((b & 0x7FFF) > 0x7F80)
+        return 0;
+    return (b & 0x8000) ? (uint32_t)(~b & 0xFFFF) : (uint32_t)(b | 0x8000);
+}
+
+static int32_t st_gid(int32_t l, int32_t owner, int32_t w, int32_t s)
+{
+    return (l / s) * w * s + owner * s + l % s;
+}
+
+/* xorshift64*: deterministic inputs. */
+static uint64_t st_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+typedef struct st_cand {
+    uint32_t ord;
+    int32_t gid;
+} st_cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const st_cand *x = a, *y = b;
+    if (x->ord != y->ord)
+        return x->ord > y->ord ? -1 : 1;
+    return (x->gid > y->gid) - (x->gid < y->gid);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_u32_desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x < y) - (x > y);
+}
+
+enum { ST_W = 4, ST_K = 64, ST_N = 32, ST_T = 8, ST_S = 200 };
+
+/* One case: fills logits with `gen`, runs the reference merge and compares
+ * with brute force. `distinct`: every logit of a row differs, so the selected
+ * id set is unique and is compared exactly; otherwise the selected score
+ * multiset is compared (ties at the boundary may resolve to either token).
+ * Returns an exit code; prints one result line. */
+static int st_case(const char *title, int distinct, int32_t interleave,
+                   uint64_t seed, int verbose)
+{
+    static uint16_t logits[ST_W][ST_T * ST_S];
+    static int32_t row_ends[ST_W][ST_T];
+    static int32_t ids[ST_W][ST_T * ST_K];
+    static uint8_t used[65536];
+    static const uint16_t tie_values[] = {0x3F80, 0x4000, 0x7F80, 0xFF80,
+                                          0x0000, 0x8000, 0x7FC0, 0xBF80};
+    uint64_t rng = seed;
+    static const int32_t ends[ST_T] = {ST_S, 150, 40, 33, 10, 1, 0, ST_S};
+
+    for (int t = 0; t < ST_T; t++) {
+        memset(used, 0, sizeof used);
+        for (int r = 0; r < ST_W; r++) {
+            row_ends[r][t] = ends[(t + r) % ST_T];
+            for (int l = 0; l < ST_S; l++) {
+                uint16_t b;
+                if (!distinct) {
+                    b = tie_values[st_rand(&rng) % 8];
+                } else {
+                    do {
+                        b = (uint16_t)st_rand(&rng);
+                        /* Row 0: rank 0 holds all the large values, so it is
+                         * saturated and the rescue round runs. */
+                        if (t == 0)
+                            b = r == 0 ? (uint16_t)(0x7000 | (b & 0x0EFF))
+                                       : (uint16_t)(b & 0x3FFF);
+                    } while ((b & 0x7FFF) > 0x7F80 || used[b]);
+                    used[b] = 1;
+                }
+                logits[r][t * ST_S + l] = b;
+            }
+        }
+    }
+
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PACKED;
+    c.topk = ST_K;
+    c.local_topk = ST_N;
+    c.world_size = ST_W;
+    c.block_size = 0;
+    c.interleave = interleave;
+    c.emit_ids = 1;
+    c.exact = 1;
+    const uint16_t *lp[ST_W];
+    const int32_t *rp[ST_W];
+    int32_t *ip[ST_W];
+    for (int r = 0; r < ST_W; r++) {
+        lp[r] = logits[r];
+        rp[r] = row_ends[r];
+        ip[r] = ids[r];
+    }
+    int64_t rescued = 0;
+    dcptopk_result res = dcptopk_ref_packed_merge(
+        &c, lp, ST_S, ST_S, rp, ST_T, ip, NULL, NULL, &rescued);
+    if (res != DCPTOPK_SUCCESS)
+        return cli_lib_error(res, "dcptopk_ref_packed_merge",
+                             dcptopk_last_error(NULL));
+
+    for (int t = 0; t < ST_T; t++) {
+        st_cand all[ST_W * ST_S];
+        int n = 0;
+        for (int r = 0; r < ST_W; r++)
+            for (int l = 0; l < row_ends[r][t] && l < ST_S; l++) {
+                uint32_t o = st_ord16(logits[r][t * ST_S + l]);
+                if (o)
+                    all[n++] = (st_cand){o, st_gid(l, r, ST_W, interleave)};
+            }
+        qsort(all, (size_t)n, sizeof all[0], cmp_cand);
+        int want = n < ST_K ? n : ST_K;
+
+        /* Every rank holds the same ids in the same order. */
+        for (int r = 1; r < ST_W; r++)
+            if (memcmp(ids[r] + t * ST_K, ids[0] + t * ST_K,
+                       ST_K * sizeof(int32_t)) != 0) {
+                printf("FAIL  %s: row %d: rank %d's ids differ from rank 0's\n",
+                       title, t, r);
+                return CLI_SELFTEST_FAIL;
+            }
+        const int32_t *got = ids[0] + t * ST_K;
+        int cnt = 0;
+        while (cnt < ST_K && got[cnt] >= 0)
+            cnt++;
+        for (int j = cnt; j < ST_K; j++)
+            if (got[j] != -1) {
+                printf("FAIL  %s: row %d: slot %d = %d after the -1 padding\n",
+                       title, t, j, got[j]);
+                return CLI_SELFTEST_FAIL;
+            }
+        if (cnt != want) {
+            printf("FAIL  %s: row %d: %d ids selected, brute force %d\n", title,
+                   t, cnt, want);
+            return CLI_SELFTEST_FAIL;
+        }
+        int32_t sel[ST_K], expect[ST_K];
+        uint32_t sel_ord[ST_K], exp_ord[ST_K];
+        for (int j = 0; j < cnt; j++) {
+            int32_t g = got[j];
+            int32_t owner = (g / interleave) % ST_W;
+            int32_t l = (g / (ST_W * interleave)) * interleave + g % interleave;
+            if (l >= row_ends[owner][t] || l >= ST_S ||
+                st_ord16(logits[owner][t * ST_S + l]) == 0) {
+                printf("FAIL  %s: row %d: id %d is not a candidate\n", title,
+                       t, g);
+                return CLI_SELFTEST_FAIL;
+            }
+            sel[j] = g;
+            sel_ord[j] = st_ord16(logits[owner][t * ST_S + l]);
+            expect[j] = all[j].gid;
+            exp_ord[j] = all[j].ord;
+        }
+        qsort(sel, (size_t)cnt, sizeof sel[0], cmp_i32);
+        for (int j = 1; j < cnt; j++)
+            if (sel[j] == sel[j - 1]) {
+                printf("FAIL  %s: row %d: id %d selected twice\n", title, t,
+                       sel[j]);
+                return CLI_SELFTEST_FAIL;
+            }
+        qsort(sel_ord, (size_t)cnt, sizeof sel_ord[0], cmp_u32_desc);
+        if (memcmp(sel_ord, exp_ord, (size_t)cnt * sizeof sel_ord[0]) != 0) {
+            printf("FAIL  %s: row %d: selected scores differ from the "
+                   "brute-force top %d\n",
+                   title, t, want);
+            return CLI_SELFTEST_FAIL;
+        }
+        if (distinct) {
+            qsort(expect, (size_t)cnt, sizeof expect[0], cmp_i32);
+            if (memcmp(sel, expect, (size_t)cnt * sizeof sel[0]) != 0) {
+                printf("FAIL  %s: row %d: selected ids differ from the "
+                       "brute-force top %d\n",
+                       title, t, want);
+                return CLI_SELFTEST_FAIL;
+            }
+        }
+        if (verbose)
+            printf("      row %d: %d selected\n", t, cnt);
+    }
+    printf("ok    %s: %d rows, W=%d K=%d N=%d S=%d, %lld rescued row%s; %s\n",
+           title, ST_T, ST_W, ST_K, ST_N, interleave, (long long)rescued,
+           rescued == 1 ? "" : "s",
+           distinct ? "id sets equal brute force" :
+                      "score multisets equal brute force, ids distinct");
+    return CLI_OK;
+}
+
+/* The library's dcptopk_selftest on one context; prints its summary. */
+static int st_library(int32_t device, const char *arch, const char *cache,
+                      const dcptopk_merge_config *c, const char *label,
+                      int64_t rows, uint64_t seed)
+{
+    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.device = device;
+    cfg.arch = arch;
+    cfg.cache_path = cache;
+    dcptopk_context *ctx = NULL;
+    dcptopk_result r = dcptopk_context_create(&cfg, &ctx);
+    if (r != DCPTOPK_SUCCESS)
+        return cli_lib_error(r, "creating the context",
+                             dcptopk_last_error(NULL));
+    dcptopk_selftest_report rep = DCPTOPK_SELFTEST_REPORT_INIT;
+    r = dcptopk_selftest(ctx, c, rows, seed, &rep);
+    int rc = CLI_OK;
+    if (r == DCPTOPK_SUCCESS) {
+        printf("ok    %s: %s\n", label, rep.summary);
+    } else if (r == DCPTOPK_INTERNAL && rep.mismatches > 0) {
+        printf("FAIL  %s: %s\n", label, rep.summary);
+        rc = CLI_SELFTEST_FAIL;
+    } else {
+        rc = cli_lib_error(r, "dcptopk_selftest", dcptopk_last_error(ctx));
+    }
+    dcptopk_context_destroy(ctx);
+    return rc;
+}
+
+int cmd_selftest(int argc, char **argv)
+{
+    cli_opt opts[] = {{"--device", 1, 0, NULL}, {"--cache", 1, 0, NULL},
+                      {"--rows", 1, 0, NULL},   {"--seed", 1, 0, NULL},
+                      {"--no-gpu", 0, 0, NULL}, {"--verbose", 0, 0, NULL},
+                      {NULL, 0, 0, NULL}};
+    const char *pos[1];
+    int npos, help, rc;
+    if ((rc = cli_parse("selftest", argc, argv, opts, pos, 1, &npos, &help)))
+        return rc;
+    if (help) {
+        printf(
+            "usage: dcptopk selftest [CONFIG] [--rows R] [--seed S] [--device D]\n"
+            "                        [--cache PATH] [--no-gpu] [--verbose]\n"
+            "\n"
+            "Prints the library version, the number of CUDA devices and the\n"
+            "default config, then runs three checks and says what each verified:\n"
+            "  1. CPU, in this tool: the reference packed merge\n"
+            "     (dcptopk_ref_packed_merge, exact mode, with saturated rows so\n"
+            "     the rescue round runs) against a brute-force top K written\n"
+            "     here: exact id sets on distinct scores, score multisets on\n"
+            "     heavy ties (+-inf, +-0, NaN), interleave 1 and 2.\n"
+            "  2. The library's dcptopk_selftest for CONFIG (a packed config\n"
+            "     with interleave 1; default deepseek-v3.2-dcp8), R rows\n"
+            "     (default 64) of seeded random logits per rank:\n"
+            "     - with a GPU (device D, default 0; unless --no-gpu): the\n"
+            "       whole two-round merge runs on the GPU in a loopback world\n"
+            "       and every output is compared bit for bit with the CPU\n"
+            "       reference (kernels are compiled or read from the cache);\n"
+            "     - without: the CPU reference against an independent sort.\n"
+            "\n"
+            "Exit code 6 when a comparison fails, 1 when a library call fails.\n");
+        return CLI_OK;
+    }
+    int32_t device = 0;
+    cli_opt *d = cli_find(opts, "--device");
+    if (d->seen) {
+        if ((rc = cli_parse_i32("--device", d->value, &device)))
+            return rc;
+        if (device < 0)
+            return cli_error(CLI_USAGE, "--device = %d: must be >= 0", device);
+    }
+    int32_t rows = 64;
+    cli_opt *ro = cli_find(opts, "--rows");
+    if (ro->seen) {
+        if ((rc = cli_parse_i32("--rows", ro->value, &rows)))
+            return rc;
+        if (rows < 1 || rows > 4096)
+            return cli_error(CLI_USAGE, "--rows = %d: must be in 1..4096",
+                             rows);
+    }
+    int64_t seed = 1;
+    cli_opt *so = cli_find(opts, "--seed");
+    if (so->seen && (rc = cli_parse_size("--seed", so->value, &seed)))
+        return rc;
+    const char *cache = cli_find(opts, "--cache")->value;
+    if (cache && !cache[0])
+        return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
+    int verbose = cli_find(opts, "--verbose")->seen;
+
+    const char *name = npos ? pos[0] : dcptopk_merge_config_name(0);
+    dcptopk_merge_config cfg;
+    dcptopk_result r = dcptopk_merge_config_named(name ? name : "", &cfg);
+    if (r == DCPTOPK_NOT_FOUND)
+        return cli_error(CLI_NOT_FOUND, "config '%s': %s (see 'dcptopk "
+                         "configs')", name, dcptopk_last_error(NULL));
+    if (r != DCPTOPK_SUCCESS)
+        return cli_lib_error(r, "reading the config", dcptopk_last_error(NULL));
+    if (cfg.kind != DCPTOPK_MERGE_PACKED || cfg.interleave != 1)
+        return cli_error(CLI_USAGE, "CONFIG = \"%s\": the selftest covers "
+                         "packed configs with interleave 1", name);
+
+    int ndev = dcptopk_device_count();
+    int use_gpu = ndev > 0 && !cli_find(opts, "--no-gpu")->seen;
+    if (use_gpu && device >= ndev)
+        return cli_error(CLI_USAGE, "--device = %d: only %d device%s (0..%d)",
+                         device, ndev, ndev == 1 ? "" : "s", ndev - 1);
+
+    printf("dcptopk %s\n", dcptopk_version_string());
+    printf("devices: %d%s\n", ndev, ndev ? "" : " (no CUDA driver or device)");
+    dcptopk_merge_config def;
+    const char *def_name = dcptopk_merge_config_name(0);
+    if (def_name && dcptopk_merge_config_named(def_name, &def) == 0)
+        printf("default config: %s (%s K=%d N=%d W=%d B=%d S=%d%s%s)\n",
+               def_name, def.kind == DCPTOPK_MERGE_PAIR ? "pair" : "packed",
+               def.topk, def.local_topk, def.world_size, def.block_size,
+               def.interleave, def.emit_ids ? " ids" : "",
+               def.exact ? " exact" : "");
+
+    int fails = 0;
+    printf("1. CPU reference vs a brute-force top K (in the tool):\n");
+    rc = st_case("distinct scores", 1, 1, 0x9E3779B97F4A7C15ULL, verbose);
+    if (rc == CLI_SELFTEST_FAIL)
+        fails++;
+    else if (rc)
+        return rc;
+    rc = st_case("heavy ties, interleave 2", 0, 2, 0xD1B54A32D192ED03ULL,
+                 verbose);
+    if (rc == CLI_SELFTEST_FAIL)
+        fails++;
+    else if (rc)
+        return rc;
+
+    char label[128];
+    if (use_gpu) {
+        printf("2. dcptopk_selftest on device %d, config %s:\n", device, name);
+        snprintf(label, sizeof label, "GPU merge vs reference");
+        rc = st_library(device, NULL, cache, &cfg, label, rows,
+                        (uint64_t)seed);
+    } else {
+        printf("2. dcptopk_selftest without a GPU (%s), config %s:\n",
+               ndev ? "--no-gpu" : "no CUDA device", name);
+        snprintf(label, sizeof label, "CPU reference vs sort");
+        rc = st_library(-1, "sm_90a", cache, &cfg, label, rows,
+                        (uint64_t)seed);
+        printf("      (no GPU kernel was run: GPU results were not verified)\n");
+    }
+    if (rc == CLI_SELFTEST_FAIL)
+        fails++;
+    else if (rc)
+        return rc;
+
+    if (fails) {
+        printf("selftest FAILED (%d check%s)\n", fails, fails == 1 ? "" : "s");
+        return CLI_SELFTEST_FAIL;
+    }
+    printf("selftest passed\n");
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- devices */
+
+int cmd_devices(int argc, char **argv)
+{
+    cli_opt opts[] = {{"--json", 0, 0, NULL}, {NULL, 0, 0, NULL}};
+    const char *pos[1];
+    int npos, help, rc;
+    if ((rc = cli_parse("devices", argc, argv, opts, pos, 0, &npos, &help)))
+        return rc;
+    if (help) {
+        printf("usage: dcptopk devices [--json]\n"
+               "\n"
+               "Lists the CUDA devices and the arch dcptopk compiles for on\n"
+               "each (a context is created on each device to find out).\n"
+               "Prints 0 devices, and exits 0, when there is no driver or GPU.\n");
+        return CLI_OK;
+    }
+    int json = cli_find(opts, "--json")->seen;
+    int n = dcptopk_device_count();
+    if (json)
+        printf("{\"count\":%d,\"devices\":[", n);
+    else
+        printf("devices: %d%s\n", n, n ? "" : " (no CUDA driver or device)");
+    for (int i = 0; i < n; i++) {
+        dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+        cfg.device = i;
+        cfg.cache_mode = DCPTOPK_CACHE_OFF;
+        dcptopk_context *ctx = NULL;
+        dcptopk_result r = dcptopk_context_create(&cfg, &ctx);
+        const char *arch = r == DCPTOPK_SUCCESS ? dcptopk_context_arch(ctx)
+                                                : NULL;
+        if (json) {
+            printf("%s{\"ordinal\":%d,\"arch\":", i ? "," : "", i);
+            cli_json_str(stdout, arch);
+            printf(",\"error\":");
+            cli_json_str(stdout, r == DCPTOPK_SUCCESS
+                                     ? NULL
+                                     : dcptopk_last_error(NULL));
+            printf("}");
+        } else if (r == DCPTOPK_SUCCESS) {
+            printf("  %d: %s\n", i, arch ? arch : "?");
+        } else {
+            printf("  %d: unusable: %s\n", i, dcptopk_last_error(NULL));
+        }
+        dcptopk_context_destroy(ctx);
+    }
+    if (json)
+        printf("]}\n");
+    return CLI_OK;
+}
