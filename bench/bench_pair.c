@@ -1,0 +1,313 @@
+/* bench_pair.c - the pair merge on the GPU: dcptopk_pair_select on the
+ * rank-major all-gather output read in place and on the row-major layout,
+ * and dcptopk_pair_pack, for the prefill (T = 6710) and decode (T = 64)
+ * shapes.
+ *
+ * Timing: CUDA events around each call; before every timed call a 256 MiB
+ * memset flushes the 60 MiB L2, so each call reads cold data; 3 warm-up
+ * calls, then the median (and min) of `runs` calls. Scores are N(0,1) fp32,
+ * gids distinct per rank (gid = l * W + r). Prints a table and one
+ * `JSON {...}` line per measurement.
+ *
+ * Usage: bench_pair [runs (default 30)] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcptopk.h"
+#include "runtime.h"
+
+#define FLUSH_BYTES (256u << 20)
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rng_normal(void)
+{
+    double u1 = ((double)(rng_next() >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (double)(rng_next() >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fast N(0,1): linear interpolation between 2^16 sorted Box-Muller samples
+ * (an empirical inverse CDF); distinct values, a few ns each, so that the
+ * GPU machine does not spend its time in log() and cos(). */
+#define QN 65536
+static float quantiles[QN];
+
+static void quantiles_init(void)
+{
+    for (int i = 0; i < QN; i++)
+        quantiles[i] = rng_normal();
+    qsort(quantiles, QN, sizeof quantiles[0], cmp_float);
+}
+
+static float fast_normal(void)
+{
+    uint64_t x = rng_next();
+    uint32_t i = (uint32_t)(x % (QN - 1));
+    float u = (float)(x >> 40) * (1.0f / 16777216.0f);
+    float v = quantiles[i] + (quantiles[i + 1] - quantiles[i]) * u;
+    return v != 0.0f ? v : 1e-7f; /* never zero */
+}
+
+#define DIE_IF(cond, ...)                                                      \
+    do {                                                                       \
+        if (cond) {                                                            \
+            fprintf(stderr, "bench_pair: " __VA_ARGS__);                      \
+            fprintf(stderr, " (%s)\n", dcptopk_last_error(ctx));               \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+typedef struct bench_ctx {
+    dcptopk_context *ctx;
+    void *stream, *ev0, *ev1;
+    uint64_t flush;
+    int runs;
+} bench_ctx;
+
+typedef dcptopk_result (*bench_fn)(void *user);
+
+/* Median and min in microseconds of `runs` timed calls, each after an L2
+ * flush. */
+static void time_it(bench_ctx *b, bench_fn fn, void *user, double *median,
+                    double *min)
+{
+    dcptopk_context *ctx = b->ctx;
+    float *ms = malloc(sizeof *ms * (size_t)b->runs);
+    DIE_IF(!ms, "out of memory");
+    for (int i = 0; i < 3; i++)
+        DIE_IF(fn(user), "warm-up call failed");
+    for (int i = 0; i < b->runs; i++) {
+        DIE_IF(dc_memset_async(ctx, b->flush, (uint8_t)i, FLUSH_BYTES, b->stream),
+               "flush");
+        DIE_IF(dc_event_record(ctx, b->ev0, b->stream), "event");
+        DIE_IF(fn(user), "timed call failed");
+        DIE_IF(dc_event_record(ctx, b->ev1, b->stream), "event");
+        DIE_IF(dc_stream_sync(ctx, b->stream), "sync");
+        DIE_IF(dc_event_elapsed_ms(ctx, b->ev0, b->ev1, &ms[i]), "elapsed");
+    }
+    qsort(ms, (size_t)b->runs, sizeof *ms, cmp_float);
+    *median = 1000.0 * (b->runs % 2 ? ms[b->runs / 2]
+                                     : 0.5 * (ms[b->runs / 2 - 1] + ms[b->runs / 2]));
+    *min = 1000.0 * ms[0];
+    free(ms);
+}
+
+typedef struct select_job {
+    dcptopk_context *ctx;
+    dcptopk_merge_config config;
+    dcptopk_pair_select_args args;
+} select_job;
+
+static dcptopk_result run_select(void *user)
+{
+    select_job *j = user;
+    return dcptopk_pair_select(j->ctx, &j->config, &j->args);
+}
+
+typedef struct pack_job {
+    dcptopk_context *ctx;
+    dcptopk_merge_config config;
+    dcptopk_pair_pack_args args;
+} pack_job;
+
+static dcptopk_result run_pack(void *user)
+{
+    pack_job *j = user;
+    return dcptopk_pair_pack(j->ctx, &j->config, &j->args);
+}
+
+static void report(const char *what, const char *layout, int32_t w, int32_t k,
+                   int64_t t, double bytes, double median, double min)
+{
+    printf("%-12s %-10s W=%-2d K=%-4d T=%-5lld %9.1f us  (min %8.1f)  %7.0f GB/s\n",
+           what, layout, w, k, (long long)t, median, min, bytes / median / 1e3);
+    printf("JSON {\"bench\":\"%s\",\"layout\":\"%s\",\"W\":%d,\"K\":%d,\"T\":%lld,"
+           "\"median_us\":%.2f,\"min_us\":%.2f,\"bytes\":%.0f,\"GBps\":%.1f}\n",
+           what, layout, w, k, (long long)t, median, min, bytes,
+           bytes / median / 1e3);
+    fflush(stdout);
+}
+
+static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
+{
+    dcptopk_context *ctx = b->ctx;
+    int64_t wk = (int64_t)w * k;
+    size_t n = (size_t)t * (size_t)wk * 2; /* int32 words */
+    int32_t *rank_major = malloc(sizeof(int32_t) * n);
+    int32_t *row_major = malloc(sizeof(int32_t) * n);
+    DIE_IF(!rank_major || !row_major, "out of host memory");
+    for (int32_t r = 0; r < w; r++)
+        for (int64_t row = 0; row < t; row++)
+            for (int32_t j = 0; j < k; j++) {
+                float s = fast_normal();
+                int32_t l = j * 3 + (int32_t)(rng_next() % 3);
+                int32_t *p = rank_major + (((int64_t)r * t + row) * k + j) * 2;
+                memcpy(&p[0], &s, sizeof s);
+                p[1] = l * w + r;
+                int32_t *q = row_major + (row * wk + (int64_t)r * k + j) * 2;
+                q[0] = p[0];
+                q[1] = p[1];
+            }
+    uint64_t d_rank = 0, d_row = 0, d_ids = 0;
+    DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * n, &d_rank), "alloc");
+    DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * n, &d_row), "alloc");
+    DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * (size_t)t * (size_t)k, &d_ids),
+           "alloc");
+    DIE_IF(dc_memcpy_htod(ctx, d_rank, rank_major, sizeof(int32_t) * n), "copy");
+    DIE_IF(dc_memcpy_htod(ctx, d_row, row_major, sizeof(int32_t) * n), "copy");
+    free(rank_major);
+    free(row_major);
+
+    select_job job;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PAIR;
+    c.topk = k;
+    c.local_topk = k;
+    c.world_size = w;
+    c.block_size = 64;
+    c.interleave = 1;
+    c.emit_ids = 1;
+    c.exact = 0;
+    job.config = c;
+    double bytes = (double)n * 4 + (double)t * k * 4; /* read + ids written */
+    double med[2], mn[2];
+    for (int layout = 0; layout < 2; layout++) {
+        dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+        a.candidates = (const int32_t *)(uintptr_t)(layout ? d_row : d_rank);
+        a.layout = layout;
+        a.rows = t;
+        a.ids_out = (int32_t *)(uintptr_t)d_ids;
+        a.stream = b->stream;
+        job.args = a;
+        time_it(b, run_select, &job, &med[layout], &mn[layout]);
+        report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
+               bytes, med[layout], mn[layout]);
+    }
+    printf("JSON {\"bench\":\"pair_select_ratio\",\"W\":%d,\"K\":%d,\"T\":%lld,"
+           "\"rank_major_over_row_major\":%.3f}\n",
+           w, k, (long long)t, med[0] / med[1]);
+    dc_mem_free(ctx, d_rank);
+    dc_mem_free(ctx, d_row);
+    dc_mem_free(ctx, d_ids);
+}
+
+static void bench_pack(bench_ctx *b, int32_t w, int32_t k, int64_t t,
+                       int64_t local_len)
+{
+    dcptopk_context *ctx = b->ctx;
+    size_t nl = (size_t)t * (size_t)local_len, ni = (size_t)t * (size_t)k;
+    float *logits = malloc(sizeof(float) * nl);
+    int32_t *ids = malloc(sizeof(int32_t) * ni);
+    DIE_IF(!logits || !ids, "out of host memory");
+    for (size_t i = 0; i < nl; i++)
+        logits[i] = fast_normal();
+    for (int64_t row = 0; row < t; row++)
+        for (int32_t j = 0; j < k; j++)
+            ids[row * k + j] = (int32_t)(rng_next() % (uint64_t)local_len);
+    uint64_t d_logits = 0, d_ids = 0, d_out = 0;
+    DIE_IF(dc_mem_alloc(ctx, sizeof(float) * nl, &d_logits), "alloc");
+    DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * ni, &d_ids), "alloc");
+    DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * ni * 2, &d_out), "alloc");
+    DIE_IF(dc_memcpy_htod(ctx, d_logits, logits, sizeof(float) * nl), "copy");
+    DIE_IF(dc_memcpy_htod(ctx, d_ids, ids, sizeof(int32_t) * ni), "copy");
+    free(logits);
+    free(ids);
+
+    pack_job job;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PAIR;
+    c.topk = k;
+    c.local_topk = k;
+    c.world_size = w;
+    c.block_size = 64;
+    c.interleave = 1;
+    c.emit_ids = 1;
+    c.exact = 0;
+    job.config = c;
+    dcptopk_pair_pack_args a = DCPTOPK_PAIR_PACK_ARGS_INIT;
+    a.logits = (const float *)(uintptr_t)d_logits;
+    a.logits_stride = local_len;
+    a.local_ids = (const int32_t *)(uintptr_t)d_ids;
+    a.rows = t;
+    a.rank = 0;
+    a.out = (int32_t *)(uintptr_t)d_out;
+    a.stream = b->stream;
+    job.args = a;
+    double med, mn;
+    time_it(b, run_pack, &job, &med, &mn);
+    /* ids read + gathered scores (one 32-byte sector each, at worst) + out */
+    report("pair_pack", "-", w, k, t, (double)ni * (4 + 4 + 8), med, mn);
+    dc_mem_free(ctx, d_logits);
+    dc_mem_free(ctx, d_ids);
+    dc_mem_free(ctx, d_out);
+}
+
+int main(int argc, char **argv)
+{
+    bench_ctx b;
+    memset(&b, 0, sizeof b);
+    b.runs = argc > 1 ? atoi(argv[1]) : 30;
+    if (b.runs < 1)
+        b.runs = 30;
+    quantiles_init();
+    if (dcptopk_device_count() == 0) {
+        printf("bench_pair: no CUDA device, nothing measured\n");
+        return 77;
+    }
+    dcptopk_context_config cc = DCPTOPK_CONTEXT_CONFIG_INIT;
+    cc.device = 0;
+    cc.cache_mode = DCPTOPK_CACHE_OFF;
+    dcptopk_context *ctx = NULL;
+    DIE_IF(dcptopk_context_create(&cc, &ctx), "context");
+    b.ctx = ctx;
+    DIE_IF(dc_stream_create(ctx, &b.stream), "stream");
+    DIE_IF(dc_event_create(ctx, &b.ev0) || dc_event_create(ctx, &b.ev1), "event");
+    DIE_IF(dc_mem_alloc(ctx, FLUSH_BYTES, &b.flush), "flush buffer");
+
+    printf("pair merge on %s, median of %d runs, L2 flushed before each\n",
+           dcptopk_context_arch(ctx), b.runs);
+    static const struct { int32_t w, k; int64_t t; } shapes[] = {
+        {8, 2048, 6710}, {4, 2048, 6710}, {2, 2048, 6710}, {16, 2048, 6710},
+        {8, 1024, 6710}, {8, 4096, 6710}, {8, 512, 6710},
+        {8, 2048, 64},   {4, 2048, 64},   {2, 2048, 64},
+    };
+    const char *only = getenv("BENCH_PAIR_ONLY"); /* "W,K,T" */
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "%d,%d,%lld", shapes[i].w, shapes[i].k,
+                 (long long)shapes[i].t);
+        if (only && only[0] && strcmp(only, tag) != 0)
+            continue;
+        bench_select(&b, shapes[i].w, shapes[i].k, shapes[i].t);
+    }
+    if (!only || !only[0])
+        bench_pack(&b, 8, 2048, 6710, 16384);
+
+    dc_mem_free(ctx, b.flush);
+    dc_event_destroy(ctx, b.ev0);
+    dc_event_destroy(ctx, b.ev1);
+    dc_stream_destroy(ctx, b.stream);
+    dcptopk_context_destroy(ctx);
+    return 0;
+}
