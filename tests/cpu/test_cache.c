@@ -1,0 +1,1303 @@
+/*
+ * test_cache.c - the SQLite compile cache (cache/): key derivation, hits and
+ * misses, 8 processes warming the same keys, a claimant killed mid-compile,
+ * stale claims, corrupted blobs and files, read-only and full stores, the
+ * size cap, schema mismatches, compile failures.
+ *
+ * Every test works in its own directory under /tmp. Expected blobs come from
+ * blob_for() below, never from the cache.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cache.h"
+#include "harness.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static char tmp_root[256];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag,
+                    struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    chmod(p, 0700);
+    return remove(p);
+}
+
+static void cleanup(void)
+{
+    if (tmp_root[0]) {
+        chmod(tmp_root, 0700);
+        nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+}
+
+/* A fresh directory for this test; removed at exit. */
+static const char *test_dir(void)
+{
+    static int registered;
+    cleanup(); /* the previous test's, when all run in one process */
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/dcptopk-cache-test-XXXXXX");
+    if (!mkdtemp(tmp_root)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    if (!registered)
+        atexit(cleanup);
+    registered = 1;
+    return tmp_root;
+}
+
+static void path_in(char *buf, size_t size, const char *dir, const char *name)
+{
+    snprintf(buf, size, "%s/%s", dir, name);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The bytes a compile of `tag` produces: deterministic, `size` long. */
+static void blob_for(const char *tag, int which, size_t size,
+                     unsigned char *out)
+{
+    uint64_t x = 1469598103934665603ull ^ (uint64_t)which;
+    for (const char *p = tag; *p; p++)
+        x = (x ^ (unsigned char)*p) * 1099511628211ull;
+    for (size_t i = 0; i < size; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out[i] = (unsigned char)x;
+    }
+}
+
+typedef struct job {
+    const char *tag;
+    size_t cubin_size;   /* 0 = 4096                                  */
+    int sleep_ms;        /* inside the callback                       */
+    const char *log;     /* appended "<tag> <pid>\n" with O_APPEND    */
+    int fail;            /* return DCPTOPK_NVRTC_ERROR                */
+    int notify_fd;       /* >= 0: write one byte when compiling starts */
+    int released;
+    unsigned char *buf[3];
+} job;
+
+static dcptopk_result job_compile(void *user, dc_cache_blobs *out, char *err,
+                                  size_t err_size)
+{
+    job *j = user;
+    if (j->notify_fd >= 0) {
+        char b = 'c';
+        if (write(j->notify_fd, &b, 1) != 1)
+            abort();
+    }
+    if (j->log) {
+        int fd = open(j->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            char line[128];
+            int n = snprintf(line, sizeof line, "%s %d\n", j->tag,
+                             (int)getpid());
+            if (write(fd, line, (size_t)n) != n)
+                abort();
+            close(fd);
+        }
+    }
+    if (j->sleep_ms)
+        sleep_ms(j->sleep_ms);
+    if (j->fail) {
+        snprintf(err, err_size, "test compile of %s failed", j->tag);
+        return DCPTOPK_NVRTC_ERROR;
+    }
+    size_t sizes[3] = {j->cubin_size ? j->cubin_size : 4096, 777, 1234};
+    for (int i = 0; i < 3; i++) {
+        j->buf[i] = malloc(sizes[i]);
+        blob_for(j->tag, i, sizes[i], j->buf[i]);
+    }
+    out->cubin = j->buf[0];
+    out->cubin_size = sizes[0];
+    out->ptx = j->buf[1];
+    out->ptx_size = sizes[1];
+    out->source = (const char *)j->buf[2];
+    out->source_size = sizes[2];
+    out->compile_ms = 0.0;
+    return DCPTOPK_SUCCESS;
+}
+
+static void job_release(void *user, dc_cache_blobs *b)
+{
+    job *j = user;
+    (void)b;
+    for (int i = 0; i < 3; i++) {
+        free(j->buf[i]);
+        j->buf[i] = NULL;
+    }
+    j->released++;
+}
+
+static job job_of(const char *tag)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.tag = tag;
+    j.notify_fd = -1;
+    return j;
+}
+
+static dc_hash key_of(const char *tag)
+{
+    dc_hasher *h = dc_hasher_new();
+    dc_hasher_str(h, "tag", tag);
+    dc_hash k = dc_hasher_digest(h);
+    dc_hasher_free(h);
+    return k;
+}
+
+static const dc_cache_meta test_meta = {"select", "topk=2048,local_topk=384",
+                                        "sm_90a", "13.0", "0.1.0"};
+
+/* Whether a hit holds exactly the bytes a compile of `tag` makes. */
+static int hit_is(const dc_cache_hit *hit, const char *tag, size_t cubin_size)
+{
+    if (!cubin_size)
+        cubin_size = 4096;
+    unsigned char *want = malloc(cubin_size > 777 ? cubin_size : 777);
+    int ok = hit->cubin_size == cubin_size && hit->ptx_size == 777;
+    if (ok) {
+        blob_for(tag, 0, cubin_size, want);
+        ok = memcmp(hit->cubin, want, cubin_size) == 0 &&
+             ((const char *)hit->cubin)[cubin_size] == '\0';
+    }
+    if (ok) {
+        blob_for(tag, 1, 777, want);
+        ok = memcmp(hit->ptx, want, 777) == 0 &&
+             ((const char *)hit->ptx)[777] == '\0';
+    }
+    free(want);
+    return ok;
+}
+
+/* get_or_compile of `tag`; returns the result, *compiled set. */
+static dcptopk_result get(dc_cache *c, job *j, dc_cache_hit *hit,
+                          int *compiled)
+{
+    char err[1024] = "";
+    dcptopk_result r =
+        dc_cache_get_or_compile(c, key_of(j->tag), &test_meta, job_compile,
+                                job_release, j, hit, compiled, err, sizeof err);
+    if (r != DCPTOPK_SUCCESS)
+        fprintf(stderr, "get_or_compile(%s): %s: %s\n", j->tag,
+                dcptopk_result_name(r), err);
+    return r;
+}
+
+static dc_cache *open_cache(const char *path, dc_cache_open_mode mode)
+{
+    dc_cache *c = NULL;
+    char err[1024] = "";
+    if (dc_cache_open(path, mode, &c, err, sizeof err) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "dc_cache_open(%s): %s\n", path, err);
+        return NULL;
+    }
+    return c;
+}
+
+/* Runs one SQL statement on the file directly (as a user with sqlite3 would).
+ * Returns the first column of the first row as an integer (or -1). */
+static int64_t sql_on(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int64_t v = -1;
+    if (sqlite3_open(path, &db) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -2;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        else if (s != SQLITE_DONE) {
+            fprintf(stderr, "sql_on(%s): %s\n", sql, sqlite3_errmsg(db));
+            v = -3;
+        }
+    } else {
+        fprintf(stderr, "sql_on(%s): %s\n", sql, sqlite3_errmsg(db));
+        v = -3;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* stderr capture, to count warnings. */
+static int saved_stderr = -1;
+static char capture_path[512];
+
+static void capture_begin(const char *dir)
+{
+    path_in(capture_path, sizeof capture_path, dir, "stderr.txt");
+    fflush(stderr);
+    saved_stderr = dup(2);
+    int fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+
+/* Ends the capture, echoes what was captured, returns the number of
+ * "dcptopk: warning:" lines. */
+static int capture_end(char *text, size_t size)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    FILE *f = fopen(capture_path, "r");
+    int warnings = 0;
+    size_t used = 0;
+    char line[4096];
+    if (text && size)
+        text[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        fputs(line, stderr);
+        if (strncmp(line, "dcptopk: warning:", 17) == 0)
+            warnings++;
+        if (text && used + strlen(line) + 1 < size) {
+            memcpy(text + used, line, strlen(line) + 1);
+            used += strlen(line);
+        }
+    }
+    if (f)
+        fclose(f);
+    return warnings;
+}
+
+static int count_lines_with(const char *file, const char *needle)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static int count_files_with(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, needle))
+            n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* ------------------------------------------------------------------- keys */
+
+/* Writes the canonical serialisation by hand: (u64le name length, name,
+ * u64le value length, value) per field. */
+static size_t ser_field(unsigned char *buf, size_t at, const char *name,
+                        const void *value, size_t n)
+{
+    uint64_t lens[2] = {strlen(name), n};
+    const void *parts[2] = {name, value};
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < 8; i++)
+            buf[at++] = (unsigned char)(lens[p] >> (8 * i));
+        memcpy(buf + at, parts[p], lens[p]);
+        at += lens[p];
+    }
+    return at;
+}
+
+TEST(key_matches_hand_serialisation)
+{
+    unsigned char buf[512];
+    size_t at = 0;
+    unsigned char ver[8] = {DC_CACHE_SCHEMA_VERSION, 0, 0, 0, 0, 0, 0, 0};
+    at = ser_field(buf, at, "dcptopk.cache.schema", ver, 8);
+    at = ser_field(buf, at, "template", "abc", 3);
+    unsigned char i64[8] = {0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    at = ser_field(buf, at, "topk", i64, 8); /* -2 */
+    at = ser_field(buf, at, "empty", "", 0);
+    XXH128_hash_t want = XXH3_128bits(buf, at);
+
+    dc_hasher *h = dc_hasher_new();
+    CHECK(h != NULL);
+    dc_hasher_str(h, "template", "abc");
+    dc_hasher_i64(h, "topk", -2);
+    dc_hasher_bytes(h, "empty", NULL, 0);
+    dc_hash got = dc_hasher_digest(h);
+    dc_hasher_free(h);
+    CHECK(got.hi == want.high64);
+    CHECK(got.lo == want.low64);
+
+    char hex[33], expect[33];
+    dc_hash_hex(got, hex);
+    snprintf(expect, sizeof expect, "%016llx%016llx",
+             (unsigned long long)want.high64, (unsigned long long)want.low64);
+    CHECK_STR_EQ(hex, expect);
+    dc_hash back;
+    CHECK_EQ(dc_hash_parse(hex, &back), 0);
+    CHECK(back.hi == got.hi && back.lo == got.lo);
+    expect[0] = 'G';
+    CHECK_NE(dc_hash_parse(expect, &back), 0);
+    CHECK_NE(dc_hash_parse("abcd", &back), 0);
+    char longer[40];
+    snprintf(longer, sizeof longer, "%s0", hex);
+    CHECK_NE(dc_hash_parse(longer, &back), 0);
+}
+
+TEST(key_fields_do_not_alias)
+{
+    /* ("ab","c") vs ("a","bc") and field order must give different keys. */
+    dc_hasher *a = dc_hasher_new(), *b = dc_hasher_new();
+    dc_hasher_str(a, "ab", "c");
+    dc_hasher_str(b, "a", "bc");
+    dc_hash ha = dc_hasher_digest(a), hb = dc_hasher_digest(b);
+    CHECK(ha.hi != hb.hi || ha.lo != hb.lo);
+    dc_hasher_free(a);
+    dc_hasher_free(b);
+    a = dc_hasher_new();
+    b = dc_hasher_new();
+    dc_hasher_i64(a, "x", 1);
+    dc_hasher_i64(a, "y", 2);
+    dc_hasher_i64(b, "y", 2);
+    dc_hasher_i64(b, "x", 1);
+    ha = dc_hasher_digest(a);
+    hb = dc_hasher_digest(b);
+    CHECK(ha.hi != hb.hi || ha.lo != hb.lo);
+    /* The digest does not consume the state: same value twice. */
+    dc_hash again = dc_hasher_digest(a);
+    CHECK(again.hi == ha.hi && again.lo == ha.lo);
+    dc_hasher_free(a);
+    dc_hasher_free(b);
+}
+
+/* --------------------------------------------------------- hit and miss */
+
+TEST(hit_and_miss)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "sub/dir/c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    CHECK_EQ(dc_cache_is_readonly(c), 0);
+    CHECK_STR_EQ(dc_cache_path(c), path);
+
+    uint64_t before = dc_cache_process_compiles();
+    job j = job_of("alpha");
+    dc_cache_hit hit;
+    int compiled = -1;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    CHECK_EQ(j.released, 1);
+    CHECK(hit_is(&hit, "alpha", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(dc_cache_process_compiles() - before, 1);
+
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "alpha", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+
+    /* Another handle (as another process would) hits too. */
+    c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "alpha", 0));
+    dc_cache_hit_free(&hit);
+    job k = job_of("beta");
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "beta", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(dc_cache_process_compiles() - before, 2);
+
+    /* What is in the file, read with plain SQLite. */
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 2);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+    char hex[33], sql[256];
+    dc_hash_hex(key_of("alpha"), hex);
+    snprintf(sql, sizeof sql, "SELECT hits FROM entries WHERE key='%s'", hex);
+    CHECK_EQ(sql_on(path, sql), 2);
+    snprintf(sql, sizeof sql,
+             "SELECT size FROM entries WHERE key='%s' AND kernel='select' AND "
+             "arch='sm_90a' AND nvrtc_version='13.0' AND lib_version='0.1.0' "
+             "AND fields='topk=2048,local_topk=384'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 4096 + 777 + 1234);
+}
+
+TEST(memory_mode)
+{
+    dc_cache *c = open_cache(NULL, DC_CACHE_MEMORY);
+    CHECK(c != NULL);
+    CHECK_EQ(dc_cache_is_memory(c), 1);
+    job j = job_of("mem");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "mem", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+TEST(compile_failure_releases_claim)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("broken");
+    j.fail = 1;
+    dc_cache_hit hit;
+    int compiled = -1;
+    char err[256] = "";
+    dcptopk_result r = dc_cache_get_or_compile(
+        c, key_of("broken"), &test_meta, job_compile, job_release, &j, &hit,
+        &compiled, err, sizeof err);
+    CHECK_EQ(r, DCPTOPK_NVRTC_ERROR);
+    CHECK_CONTAINS(err, "test compile of broken failed");
+    CHECK_EQ(compiled, 0);
+    CHECK_EQ(j.released, 1);
+    CHECK(hit.cubin == NULL && hit.ptx == NULL);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 0);
+    /* The next call compiles again, without waiting on a claim. */
+    j.fail = 0;
+    double t0 = now_s();
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK(now_s() - t0 < 2.0);
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "broken", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+/* ------------------------------------------------------ 8 processes at once */
+
+#define NPROC 8
+#define NKEYS 4
+
+TEST(eight_processes_compile_each_key_once)
+{
+    const char *dir = test_dir();
+    char path[512], log[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    path_in(log, sizeof log, dir, "compiles.log");
+    static const char *const tags[NKEYS] = {"k0", "k1", "k2", "k3"};
+    int go[2];
+    CHECK_EQ(pipe(go), 0);
+    pid_t kids[NPROC];
+    for (int p = 0; p < NPROC; p++) {
+        kids[p] = fork();
+        CHECK(kids[p] >= 0);
+        if (kids[p] == 0) {
+            /* Child: wait for the start signal, then warm every key in a
+             * rotated order; exit 0 only if every hit has the right bytes. */
+            close(go[1]);
+            char b;
+            if (read(go[0], &b, 1) != 0)
+                _exit(10);
+            dc_cache *c = open_cache(path, DC_CACHE_RW);
+            if (!c || dc_cache_is_memory(c) || dc_cache_is_readonly(c))
+                _exit(11);
+            char out[512];
+            snprintf(out, sizeof out, "%s/child%d.txt", dir, p);
+            FILE *f = fopen(out, "w");
+            for (int i = 0; i < NKEYS; i++) {
+                const char *tag = tags[(i + p) % NKEYS];
+                job j = job_of(tag);
+                j.sleep_ms = 100;
+                j.log = log;
+                dc_cache_hit hit;
+                int compiled;
+                if (get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS)
+                    _exit(12);
+                if (!hit_is(&hit, tag, 0))
+                    _exit(13);
+                fprintf(f, "%s %016llx\n", tag,
+                        (unsigned long long)XXH3_64bits(hit.cubin,
+                                                        hit.cubin_size));
+                dc_cache_hit_free(&hit);
+            }
+            fclose(f);
+            dc_cache_close(c);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* every child starts now */
+    for (int p = 0; p < NPROC; p++) {
+        int status = 0;
+        CHECK_EQ(waitpid(kids[p], &status, 0), kids[p]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child %d: status 0x%x", p, status);
+    }
+    /* Exactly one compile per key, over all processes. */
+    for (int i = 0; i < NKEYS; i++) {
+        char needle[16];
+        snprintf(needle, sizeof needle, "%s ", tags[i]);
+        CHECK_MSG(count_lines_with(log, needle) == 1,
+                  "key %s compiled %d times", tags[i],
+                  count_lines_with(log, needle));
+    }
+    CHECK_EQ(count_lines_with(log, " "), NKEYS);
+    /* Every process read identical bytes for each key. */
+    for (int i = 0; i < NKEYS; i++) {
+        char first[128] = "";
+        for (int p = 0; p < NPROC; p++) {
+            char out[512], line[128];
+            snprintf(out, sizeof out, "%s/child%d.txt", dir, p);
+            FILE *f = fopen(out, "r");
+            CHECK(f != NULL);
+            int found = 0;
+            while (fgets(line, sizeof line, f)) {
+                if (strncmp(line, tags[i], strlen(tags[i])) != 0 ||
+                    line[strlen(tags[i])] != ' ')
+                    continue;
+                found = 1;
+                if (!first[0])
+                    snprintf(first, sizeof first, "%s", line);
+                CHECK_STR_EQ(line, first);
+            }
+            fclose(f);
+            CHECK(found);
+        }
+    }
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), NKEYS);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    CHECK_EQ(sql_on(path, "SELECT sum(hits) FROM entries") <=
+                 NPROC * NKEYS - NKEYS,
+             1);
+}
+
+/* ------------------------------------------------------------ dead claims */
+
+/* Forks a child that claims `tag` and blocks inside its compile callback.
+ * Returns its pid once it is compiling. */
+static pid_t child_claiming(const char *path, const char *tag)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        dc_cache *c = open_cache(path, DC_CACHE_RW);
+        if (!c)
+            _exit(20);
+        job j = job_of(tag);
+        j.notify_fd = p[1];
+        j.sleep_ms = 60000;
+        dc_cache_hit hit;
+        int compiled;
+        get(c, &j, &hit, &compiled);
+        _exit(21);
+    }
+    close(p[1]);
+    char b = 0;
+    ssize_t n = read(p[0], &b, 1);
+    close(p[0]);
+    if (n != 1) {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        return -1;
+    }
+    return pid;
+}
+
+TEST(claimant_killed_mid_compile)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    /* A long claim timeout: the takeover must come from seeing the
+     * claimant dead, not from the timeout. */
+    setenv("DCPTOPK_CACHE_CLAIM_TIMEOUT", "60", 1);
+    pid_t kid = child_claiming(path, "orphan");
+    CHECK(kid > 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 1);
+    CHECK_EQ(sql_on(path, "SELECT pid FROM claims"), kid);
+    CHECK_EQ(kill(kid, SIGKILL), 0);
+    int status = 0;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK(WIFSIGNALED(status));
+
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("orphan");
+    dc_cache_hit hit;
+    int compiled;
+    double t0 = now_s();
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    double took = now_s() - t0;
+    CHECK_MSG(took < 3.0, "took %.2f s", took);
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "orphan", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    dc_cache_close(c);
+    unsetenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
+}
+
+TEST(live_claimant_waited_for_then_stale_claim_taken_over)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    setenv("DCPTOPK_CACHE_CLAIM_TIMEOUT", "1.5", 1);
+    /* The child stays alive (stopped) holding the claim: we wait for the
+     * timeout, then take over. */
+    pid_t kid = child_claiming(path, "slow");
+    CHECK(kid > 0);
+    kill(kid, SIGSTOP);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("slow");
+    dc_cache_hit hit;
+    int compiled;
+    double t0 = now_s();
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    double took = now_s() - t0;
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    CHECK_OK(r);
+    CHECK_MSG(took >= 1.0 && took < 6.0, "took %.2f s", took);
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "slow", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    unsetenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
+}
+
+TEST(claim_of_another_host_goes_stale)
+{
+    const char *dir = test_dir();
+    char path[512], sql[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    setenv("DCPTOPK_CACHE_CLAIM_TIMEOUT", "1", 1);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    char hex[33];
+    dc_hash_hex(key_of("remote"), hex);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    /* pid 1 exists here, but on "elsewhere" we cannot know: wait. */
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims(key, pid, host, token, started) VALUES('%s',"
+             " 1, 'elsewhere.invalid', 7, %lld)",
+             hex, now_ms);
+    CHECK_EQ(sql_on(path, sql), -1);
+    job j = job_of("remote");
+    dc_cache_hit hit;
+    int compiled;
+    double t0 = now_s();
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    double took = now_s() - t0;
+    CHECK_MSG(took >= 0.8 && took < 5.0, "took %.2f s", took);
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    unsetenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
+}
+
+/* --------------------------------------------------------------- damage */
+
+TEST(corrupted_blob_is_deleted_and_recompiled)
+{
+    const char *dir = test_dir();
+    char path[512], sql[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("victim");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    char hex[33];
+    dc_hash_hex(key_of("victim"), hex);
+    /* Same length, different bytes. */
+    snprintf(sql, sizeof sql,
+             "UPDATE entries SET cubin = zeroblob(4096) WHERE key='%s'", hex);
+    CHECK_EQ(sql_on(path, sql), -1);
+
+    capture_begin(dir);
+    uint64_t before = dc_cache_process_compiles();
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_OK(r);
+    CHECK_EQ(compiled, 1);
+    CHECK_EQ(dc_cache_process_compiles() - before, 1);
+    CHECK(hit_is(&hit, "victim", 0)); /* never the zero bytes */
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "checksum");
+    CHECK_CONTAINS(text, hex);
+    /* The row was replaced by a good one: a hit now. */
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "victim", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+static void write_garbage(const char *path, long offset, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0)
+        return;
+    char *g = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        g[i] = (char)("garbage!"[i % 8] ^ (char)(i >> 3));
+    if (pwrite(fd, g, n, offset) != (ssize_t)n)
+        perror("pwrite");
+    free(g);
+    close(fd);
+}
+
+TEST(corrupted_file_is_moved_aside)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("first");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    write_garbage(path, 0, 16384);
+
+    capture_begin(dir);
+    c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, ".corrupt-");
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    CHECK_EQ(dc_cache_is_readonly(c), 0);
+    CHECK_EQ(count_files_with(dir, "c.sqlite.corrupt-"), 1);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "first", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+}
+
+TEST(malformed_pages_found_later_are_recovered)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    static const char *const tags[] = {"m0", "m1", "m2", "m3", "m4"};
+    dc_cache_hit hit;
+    int compiled;
+    for (int i = 0; i < 5; i++) {
+        job j = job_of(tags[i]);
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        dc_cache_hit_free(&hit);
+    }
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "PRAGMA wal_checkpoint(TRUNCATE)"), 0);
+    /* Keep page 1 (header and schema), destroy the rest. */
+    int64_t page = sql_on(path, "PRAGMA page_size");
+    struct stat st;
+    CHECK_EQ(stat(path, &st), 0);
+    CHECK(st.st_size > 2 * page);
+    write_garbage(path, (long)page, (size_t)(st.st_size - page));
+
+    c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    capture_begin(dir);
+    job j = job_of("m2");
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_OK(r);
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "m2", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, ".corrupt-");
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+TEST(other_schema_version_is_moved_aside)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    CHECK_EQ(sql_on(path, "CREATE TABLE entries(x)"), -1);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version=99"), -1);
+    capture_begin(dir);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "schema");
+    CHECK_EQ(count_files_with(dir, "c.sqlite.old-"), 1);
+    job j = job_of("new");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+}
+
+/* ------------------------------------------------------------ read-only */
+
+TEST(readonly_mode_never_writes)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("stored");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+
+    capture_begin(dir);
+    c = open_cache(path, DC_CACHE_RO);
+    int warnings = capture_end(NULL, 0);
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 0);
+    CHECK_EQ(dc_cache_is_readonly(c), 1);
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "stored", 0));
+    dc_cache_hit_free(&hit);
+    job k = job_of("unstored");
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    CHECK(hit_is(&hit, "unstored", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    CHECK_EQ(compiled, 1); /* still not stored */
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+    CHECK_EQ(sql_on(path, "SELECT hits FROM entries"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+}
+
+/* In a child that cannot write `dir` (as root, by becoming nobody), opens
+ * the cache read-write and checks the fallback. Exit codes tell what went
+ * wrong. */
+static int readonly_child(const char *dir, const char *path, int has_file,
+                          const char *errfile)
+{
+    if (geteuid() == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            return 77;
+    }
+    /* Make sure the directory really is unwritable now. */
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/probe", dir);
+    int fd = open(probe, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+        return 78;
+    }
+    int efd = open(errfile, O_WRONLY | O_TRUNC);
+    if (efd < 0)
+        return 30;
+    dup2(efd, 2);
+    close(efd);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    if (!c)
+        return 31;
+    if (has_file && (!dc_cache_is_readonly(c) || dc_cache_is_memory(c)))
+        return 32;
+    if (!has_file && !dc_cache_is_memory(c))
+        return 33;
+    job j = job_of("shipped");
+    dc_cache_hit hit;
+    int compiled;
+    if (get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS)
+        return 34;
+    if (compiled != !has_file || !hit_is(&hit, "shipped", 0))
+        return 35;
+    dc_cache_hit_free(&hit);
+    job k = job_of("new-here");
+    if (get(c, &k, &hit, &compiled) != DCPTOPK_SUCCESS || compiled != 1 ||
+        !hit_is(&hit, "new-here", 0))
+        return 36;
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    return 0;
+}
+
+TEST(readonly_directory_falls_back)
+{
+    const char *dir = test_dir();
+    char rodir[512], path[600], missing[600], errfile[512];
+    path_in(rodir, sizeof rodir, dir, "ro");
+    path_in(errfile, sizeof errfile, dir, "child-stderr.txt");
+    snprintf(path, sizeof path, "%s/c.sqlite", rodir);
+    snprintf(missing, sizeof missing, "%s/none/c.sqlite", rodir);
+    CHECK_EQ(mkdir(rodir, 0755), 0);
+    /* The child may not create files in `dir`: make its stderr file now. */
+    int efd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    CHECK(efd >= 0);
+    close(efd);
+    CHECK_EQ(chmod(errfile, 0666), 0);
+    /* A shipped cache with one entry, in WAL mode (the hard case: readers
+     * need the -shm file, which they cannot create here). */
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("shipped");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(count_files_with(rodir, "-shm"), 0);
+    CHECK_EQ(chmod(path, 0444), 0);
+    CHECK_EQ(chmod(rodir, 0555), 0);
+    CHECK_EQ(chmod(dir, 0755), 0);
+    if (geteuid() == 0 && getenv("DCPTOPK_TEST_NO_SETUID"))
+        SKIP("running as root and DCPTOPK_TEST_NO_SETUID is set");
+    for (int has_file = 1; has_file >= 0; has_file--) {
+        pid_t kid = fork();
+        CHECK(kid >= 0);
+        if (kid == 0)
+            _exit(readonly_child(rodir, has_file ? path : missing, has_file,
+                                 errfile));
+        int status = 0;
+        CHECK_EQ(waitpid(kid, &status, 0), kid);
+        CHECK(WIFEXITED(status));
+        int code = WEXITSTATUS(status);
+        if (code == 77)
+            SKIP("running as root without the right to become nobody "
+                 "(setuid failed): cannot make a directory unwritable");
+        if (code == 78)
+            SKIP("the directory stays writable even after chmod 0555 and "
+                 "setuid(nobody)");
+        FILE *ef = fopen(errfile, "r");
+        char line[1024];
+        while (ef && fgets(line, sizeof line, ef))
+            fprintf(stderr, "child (has_file=%d): %s", has_file, line);
+        if (ef)
+            fclose(ef);
+        CHECK_MSG(code == 0, "child (has_file=%d) failed with code %d",
+                  has_file, code);
+        CHECK_EQ(count_lines_with(errfile, "dcptopk: warning:"), 1);
+        CHECK_EQ(count_lines_with(errfile,
+                                  has_file ? "read-only" : "in memory"),
+                 1);
+    }
+    CHECK_EQ(count_files_with(rodir, "corrupt"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+}
+
+/* ---------------------------------------------------------------- full */
+
+TEST(full_store_still_returns_the_blobs)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    int64_t pages = sql_on(path, "PRAGMA page_count");
+    CHECK(pages > 0);
+    CHECK_EQ(dc_cache_test_set_max_pages(c, pages + 2), SQLITE_OK);
+    capture_begin(dir);
+    job j = job_of("huge");
+    j.cubin_size = 1 << 20;
+    dc_cache_hit hit;
+    int compiled;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    job k = job_of("huge2");
+    k.cubin_size = 1 << 20;
+    dc_cache_hit hit2;
+    int compiled2;
+    dcptopk_result r2 = get(c, &k, &hit2, &compiled2);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_OK(r);
+    CHECK_OK(r2);
+    CHECK_EQ(compiled, 1);
+    CHECK_EQ(compiled2, 1);
+    CHECK(hit_is(&hit, "huge", 1 << 20));
+    CHECK(hit_is(&hit2, "huge2", 1 << 20));
+    dc_cache_hit_free(&hit);
+    dc_cache_hit_free(&hit2);
+    CHECK_EQ(warnings, 1); /* one per handle, not one per store */
+    CHECK_CONTAINS(text, "full");
+    CHECK_EQ(j.released, 1);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    /* Space again: the same key stores fine. */
+    c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "huge", 1 << 20));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+/* ------------------------------------------------------------- size cap */
+
+TEST(size_cap_evicts_least_recently_used)
+{
+    const char *dir = test_dir();
+    char path[512], sql[256], hex[33];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    const int64_t entry = 4096 + 777 + 1234;
+    char cap[64];
+    snprintf(cap, sizeof cap, "%lld", (long long)(3 * entry + entry / 2));
+    setenv("DCPTOPK_CACHE_MAX_BYTES", cap, 1);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_MAX_BYTES");
+    CHECK(c != NULL);
+    static const char *const tags[] = {"A", "B", "C", "D", "E"};
+    dc_cache_hit hit;
+    int compiled;
+    for (int i = 0; i < 3; i++) {
+        job j = job_of(tags[i]);
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        dc_cache_hit_free(&hit);
+        sleep_ms(5);
+    }
+    job a = job_of("A");
+    CHECK_OK(get(c, &a, &hit, &compiled)); /* A is now the most recent */
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+    sleep_ms(5);
+    job d = job_of("D");
+    CHECK_OK(get(c, &d, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 3);
+    CHECK(sql_on(path, "SELECT sum(size) FROM entries") <= 3 * entry + entry / 2);
+    static const char *const kept[] = {"A", "C", "D"};
+    for (int i = 0; i < 3; i++) {
+        dc_hash_hex(key_of(kept[i]), hex);
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM entries WHERE key='%s'", hex);
+        CHECK_MSG(sql_on(path, sql) == 1, "%s was evicted", kept[i]);
+    }
+    dc_hash_hex(key_of("B"), hex);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM entries WHERE key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 0);
+
+    /* An entry larger than the cap: kept alone, never itself evicted. */
+    job e = job_of("E");
+    e.cubin_size = 64 * 1024;
+    CHECK_OK(get(c, &e, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+    CHECK_OK(get(c, &e, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+
+    /* Explicit prune. */
+    c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    int64_t removed = -1;
+    char err[512];
+    CHECK_OK(dc_cache_prune(c, 0, NULL, &removed, err, sizeof err));
+    CHECK_EQ(removed, 1);
+    CHECK_EQ(dc_cache_prune(c, -1, NULL, &removed, err, sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err, "max_bytes = -1");
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 0);
+}
+
+TEST(invalidate_removes_one_entry)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("gone");
+    job k = job_of("stays");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    CHECK_OK(dc_cache_invalidate(c, key_of("gone")));
+    CHECK_EQ(dc_cache_invalidate(c, key_of("gone")), DCPTOPK_NOT_FOUND);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
+
+TEST(invalid_arguments)
+{
+    char err[512] = "";
+    dc_cache *c = NULL;
+    CHECK_EQ(dc_cache_open("/tmp/x", (dc_cache_open_mode)7, &c, err,
+                           sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err, "mode = 7");
+    CHECK_EQ(dc_cache_open("", DC_CACHE_RW, &c, err, sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err, "path = \"\"");
+    CHECK_EQ(dc_cache_open("/tmp/x", DC_CACHE_RW, NULL, err, sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    c = open_cache(NULL, DC_CACHE_MEMORY);
+    CHECK(c != NULL);
+    dc_cache_hit hit;
+    CHECK_EQ(dc_cache_get_or_compile(c, key_of("x"), NULL, NULL, NULL, NULL,
+                                     &hit, NULL, err, sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err, "compile = NULL");
+    CHECK_EQ(dc_cache_get_or_compile(NULL, key_of("x"), NULL, job_compile,
+                                     NULL, NULL, &hit, NULL, err, sizeof err),
+             DCPTOPK_INVALID_ARGUMENT);
+    dc_cache_close(c);
+    dc_cache_close(NULL);
+    dc_cache_hit_free(NULL);
+}
+
+TEST(default_path_from_environment)
+{
+    char buf[512];
+    const char *saved_dir = getenv("DCPTOPK_CACHE_DIR");
+    char keep[512] = "";
+    if (saved_dir)
+        snprintf(keep, sizeof keep, "%s", saved_dir);
+    setenv("DCPTOPK_CACHE_DIR", "/a/b", 1);
+    CHECK_EQ(dc_cache_default_path(buf, sizeof buf),
+             (int)strlen("/a/b/dcptopk.sqlite"));
+    CHECK_STR_EQ(buf, "/a/b/dcptopk.sqlite");
+    unsetenv("DCPTOPK_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "/x", 1);
+    dc_cache_default_path(buf, sizeof buf);
+    CHECK_STR_EQ(buf, "/x/dcptopk/dcptopk.sqlite");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/h", 1);
+    dc_cache_default_path(buf, sizeof buf);
+    CHECK_STR_EQ(buf, "/h/.cache/dcptopk/dcptopk.sqlite");
+    unsetenv("HOME");
+    CHECK_EQ(dc_cache_default_path(buf, sizeof buf), -1);
+    /* Opening the default with nowhere to go: memory, one warning. */
+    const char *dir = test_dir();
+    capture_begin(dir);
+    dc_cache *c = open_cache(NULL, DC_CACHE_RW);
+    int warnings = capture_end(NULL, 0);
+    CHECK(c != NULL);
+    CHECK_EQ(dc_cache_is_memory(c), 1);
+    CHECK_EQ(warnings, 1);
+    dc_cache_close(c);
+    /* And with a directory: created. */
+    char sub[512];
+    path_in(sub, sizeof sub, dir, "made/here");
+    setenv("DCPTOPK_CACHE_DIR", sub, 1);
+    c = open_cache(NULL, DC_CACHE_RW);
+    CHECK(c != NULL);
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    CHECK_CONTAINS(dc_cache_path(c), "made/here/dcptopk.sqlite");
+    dc_cache_close(c);
+    if (keep[0])
+        setenv("DCPTOPK_CACHE_DIR", keep, 1);
+    else
+        unsetenv("DCPTOPK_CACHE_DIR");
+}
+
+TEST(quiet_log_silences_warnings)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    write_garbage(path, 0, 8192);
+    setenv("DCPTOPK_LOG", "quiet", 1);
+    capture_begin(dir);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    int warnings = capture_end(NULL, 0);
+    unsetenv("DCPTOPK_LOG");
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 0);
+    CHECK_EQ(count_files_with(dir, "c.sqlite.corrupt-"), 1);
+    dc_cache_close(c);
+}
