@@ -296,7 +296,7 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
                           "local top-N (use pack_indices to pack given ids)",
                           (const void *)a->local_ids);
     }
-    if (a->rows > 0 && (r = check_ptr(ctx, "args->out", a->out, 16)))
+    if (a->rows > 0 && (r = check_ptr(ctx, "args->out", a->out, 4)))
         return r;
     return DCPTOPK_SUCCESS;
 }
@@ -320,7 +320,7 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
         return r;
     if ((r = check_rank(ctx, a->rank, c)))
         return r;
-    if (a->rows > 0 && (r = check_ptr(ctx, "args->gathered", a->gathered, 16)))
+    if (a->rows > 0 && (r = check_ptr(ctx, "args->gathered", a->gathered, 4)))
         return r;
     if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride)))
         return r;

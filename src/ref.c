@@ -250,6 +250,8 @@ typedef struct dc_row_out {
     int32_t *ids;              /* [k] or NULL */
     const dcptopk_rows_map *map; /* rows_out NULL = none */
     int64_t t;
+    int32_t prefix_shift; /* key >> prefix_shift = its 16-bit score prefix */
+    uint32_t *hist;       /* 65536 counters (scratch) */
 } dc_row_out;
 
 /* Physical row of local id l on this rank, or -1 when it is not mapped (the
@@ -278,6 +280,24 @@ static int mapped_row(const dcptopk_rows_map *m, int64_t t, int64_t l,
 static int64_t select_and_emit(dc_cand *cands, int64_t count,
                                const dc_row_out *o, uint64_t *lowest)
 {
+    /* Only to keep the sort short: a candidate whose 16-bit key prefix (the
+     * score's ord16, or ord32's top half) is below the k-th largest prefix h
+     * is beaten by at least k others, so it cannot be selected. */
+    if (count > o->k) {
+        uint32_t *hist = o->hist;
+        memset(hist, 0, sizeof *hist * 65536);
+        for (int64_t i = 0; i < count; i++)
+            hist[(cands[i].key >> o->prefix_shift) & 0xFFFFu]++;
+        int64_t above = 0;
+        uint32_t h = 65535;
+        while (above + hist[h] < o->k)
+            above += hist[h--];
+        int64_t kept = 0;
+        for (int64_t i = 0; i < count; i++)
+            if (((cands[i].key >> o->prefix_shift) & 0xFFFFu) >= h)
+                cands[kept++] = cands[i];
+        count = kept;
+    }
     qsort(cands, (size_t)count, sizeof *cands, cmp_key_desc);
     int64_t sel = count < o->k ? count : o->k;
     *lowest = sel ? cands[sel - 1].key : 0;
@@ -329,7 +349,8 @@ static int64_t add_packed(dc_cand *cands, int64_t count, const int32_t *row,
 }
 
 static dc_row_out select_row_out(const dcptopk_merge_config *c,
-                                 const dcptopk_select_args *a, int64_t t)
+                                 const dcptopk_select_args *a, int64_t t,
+                                 uint32_t *hist)
 {
     dc_row_out o;
     o.k = c->topk;
@@ -340,6 +361,8 @@ static dc_row_out select_row_out(const dcptopk_merge_config *c,
                 : NULL;
     o.map = a->rows_map.rows_out ? &a->rows_map : NULL;
     o.t = t;
+    o.prefix_shift = dc_gid_bits(c->world_size);
+    o.hist = hist;
     return o;
 }
 
@@ -362,15 +385,19 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
         return r;
     int32_t w = c.world_size, n = c.local_topk;
     dc_cand *cands = malloc(sizeof *cands * (size_t)(w * n));
-    if (!cands)
+    uint32_t *hist = malloc(sizeof *hist * 65536);
+    if (!cands || !hist) {
+        free(cands);
+        free(hist);
         return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%d candidates", w * n);
+    }
     int32_t bits = dc_gid_bits(w);
     for (int64_t t = 0; t < args->rows; t++) {
         int64_t count = 0, pos = 0;
         for (int32_t owner = 0; owner < w; owner++)
             count = add_packed(cands, count, gathered_row(&c, args, owner, t),
                                n, owner, &c, 0, &pos);
-        dc_row_out o = select_row_out(&c, args, t);
+        dc_row_out o = select_row_out(&c, args, t, hist);
         uint64_t lowest;
         int64_t sel = select_and_emit(cands, count, &o, &lowest);
         if (!c.exact || !sat_out)
@@ -390,6 +417,7 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
         }
         sat_out[t] = (mask << 16) | tau16;
     }
+    free(hist);
     free(cands);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
@@ -440,8 +468,12 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "push[%d] is NULL (%d saturated ranks)", s, slots);
     dc_cand *cands = malloc(sizeof *cands * (size_t)w * (size_t)k);
-    if (!cands)
+    uint32_t *hist = malloc(sizeof *hist * 65536);
+    if (!cands || !hist) {
+        free(cands);
+        free(hist);
         return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%d candidates", w * k);
+    }
     int64_t count = 0, pos = 0;
     for (int32_t owner = 0; owner < w; owner++) {
         if (mask & (1u << owner)) {
@@ -454,9 +486,10 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
                                n, owner, &c, tau16, &pos);
         }
     }
-    dc_row_out o = select_row_out(&c, args, t);
+    dc_row_out o = select_row_out(&c, args, t, hist);
     uint64_t lowest;
     select_and_emit(cands, count, &o, &lowest);
+    free(hist);
     free(cands);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
@@ -601,9 +634,13 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
     int32_t w = c.world_size, k = c.topk, s = c.interleave;
     int64_t wk = (int64_t)w * k;
     dc_cand *cands = malloc(sizeof *cands * (size_t)wk);
-    if (!cands)
+    uint32_t *hist = malloc(sizeof *hist * 65536);
+    if (!cands || !hist) {
+        free(cands);
+        free(hist);
         return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%lld candidates",
                        (long long)wk);
+    }
     int64_t rank_stride = args->rank_stride_rows ? args->rank_stride_rows
                                                  : args->rows;
     for (int64_t t = 0; t < args->rows; t++) {
@@ -636,9 +673,12 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
                     : NULL;
         o.map = args->rows_map.rows_out ? &args->rows_map : NULL;
         o.t = t;
+        o.prefix_shift = 48; /* the top half of ord32 */
+        o.hist = hist;
         uint64_t lowest;
         select_and_emit(cands, count, &o, &lowest);
     }
+    free(hist);
     free(cands);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
