@@ -6,6 +6,7 @@
  * against an independent sort. Each line says what it verified. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,10 +294,16 @@ int cmd_selftest(int argc, char **argv)
             return cli_error(CLI_USAGE, "--rows = %d: must be in 1..4096",
                              rows);
     }
-    int64_t seed = 1;
+    uint64_t seed = 1;
     cli_opt *so = cli_find(opts, "--seed");
-    if (so->seen && (rc = cli_parse_size("--seed", so->value, &seed)))
-        return rc;
+    if (so->seen) {
+        char *end = NULL;
+        errno = 0;
+        seed = strtoull(so->value, &end, 0);
+        if (!so->value[0] || *end || errno || so->value[0] == '-')
+            return cli_error(CLI_USAGE, "--seed = \"%s\": expected an unsigned "
+                             "64-bit integer", so->value);
+    }
     const char *cache = cli_find(opts, "--cache")->value;
     if (cache && !cache[0])
         return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
@@ -350,13 +357,13 @@ int cmd_selftest(int argc, char **argv)
         printf("2. dcptopk_selftest on device %d, config %s:\n", device, name);
         snprintf(label, sizeof label, "GPU merge vs reference");
         rc = st_library(device, NULL, cache, &cfg, label, rows,
-                        (uint64_t)seed);
+                        seed);
     } else {
         printf("2. dcptopk_selftest without a GPU (%s), config %s:\n",
                ndev ? "--no-gpu" : "no CUDA device", name);
         snprintf(label, sizeof label, "CPU reference vs sort");
         rc = st_library(-1, "sm_90a", cache, &cfg, label, rows,
-                        (uint64_t)seed);
+                        seed);
         printf("      (no GPU kernel was run: GPU results were not verified)\n");
     }
     if (rc == CLI_SELFTEST_FAIL)

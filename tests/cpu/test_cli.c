@@ -262,6 +262,7 @@ TEST(every_subcommand_has_help)
     static const char *const cmds[][2] = {
         {"warmup", NULL},   {"configs", NULL},  {"keys", NULL},
         {"render", NULL},   {"cache", NULL},    {"selftest", NULL},
+        {"devices", NULL},
         {"cache", "path"},  {"cache", "ls"},    {"cache", "show"},
         {"cache", "stats"}, {"cache", "verify"}, {"cache", "prune"},
         {"cache", "rm"},    {"cache", "clear"}, {"cache", "export"},
@@ -324,6 +325,7 @@ TEST(bad_arguments_are_named)
         {{"render", "select(topk=abc)"}, 2, "abc"},
         {{"render", "pack_indices(bogus=1)@sm_90"}, 2, "bogus"},
         {{"selftest", "--device", "zz"}, 2, "zz"},
+        {{"selftest", "--seed", "-1"}, 2, "--seed"},
         {{"cache"}, 2, "subcommand"},
         {{"cache", "frob"}, 2, "frob"},
         {{"cache", "ls", "--json=1"}, 2, "--json"},
@@ -718,6 +720,22 @@ TEST(warmup_without_gpu_needs_arch)
     remove_dir(dir);
 }
 
+TEST(devices_counts_the_library_devices)
+{
+    char dir[4096];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    int n = dcptopk_device_count();
+    CHECK_RUN(RUN(dir, "devices"), 0);
+    CHECK_CONTAINS(res.out, fmt_n("devices: ", n, ""));
+    CHECK_RUN(RUN(dir, "devices", "--json"), 0);
+    CHECK_MSG(json_shape_ok(res.out, '{'), "%s", res.out);
+    CHECK_CONTAINS(res.out, fmt_n("{\"count\":", n, ",\"devices\":["));
+    CHECK_EQ(count_substr(res.out, "\"ordinal\":"), n);
+    CHECK_RUN(RUN(dir, "devices", "--all"), 2);
+    CHECK_CONTAINS(res.err, "--all");
+    remove_dir(dir);
+}
+
 TEST(selftest_checks_the_reference)
 {
     char dir[4096];
@@ -731,6 +749,15 @@ TEST(selftest_checks_the_reference)
     CHECK_CONTAINS(res.out, "ok    CPU reference vs sort");
     CHECK_CONTAINS(res.out, "GPU results were not verified");
     CHECK_CONTAINS(res.out, "selftest passed");
+    CHECK_RUN(RUN(dir, "selftest", "deepseek-v3.2-dcp8-pair"), 2);
+    CHECK_CONTAINS(res.err, "deepseek-v3.2-dcp8-pair");
+    CHECK_RUN(RUN(dir, "selftest", "nope"), 4);
+    CHECK_CONTAINS(res.err, "nope");
+    CHECK_RUN(RUN(dir, "selftest", "--rows", "0"), 2);
+    CHECK_CONTAINS(res.err, "--rows = 0");
+    CHECK_RUN(RUN(dir, "selftest", "--no-gpu", "topk512-dcp8", "--rows", "8"),
+              0);
+    CHECK_CONTAINS(res.out, "config topk512-dcp8");
     /* The first case has saturated rows: the rescue round ran. */
     const char *line = strstr(res.out, "ok    distinct scores");
     const char *end = strchr(line, '\n');
