@@ -80,7 +80,14 @@ dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
 
     const char *names[64];
     const char *texts[64];
-    size_t nh = u->header_count < 64 ? u->header_count : 64;
+    size_t nh = u->header_count;
+    if (nh > 64) {
+        snprintf(err, err_size,
+                 "%s: %zu headers (*.cuh), more than the 64 the renderer "
+                 "passes to NVRTC",
+                 key_text, nh);
+        return DCPTOPK_UNSUPPORTED;
+    }
     for (size_t i = 0; i < nh; i++) {
         names[i] = u->headers[i].name;
         texts[i] = u->headers[i].data;
