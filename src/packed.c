@@ -485,8 +485,13 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     return dc_push_launch(ctx, c, &pa);
 }
 
-/* Round 2: the rescue (persistent grid). */
-static dcptopk_result launch_rescue(dcptopk_context *ctx,
+/* Round 2: the rescue (persistent grid). Not static: bench/bench_packed.c
+ * times it on its own. */
+dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
+                                       const dcptopk_merge_config *c,
+                                       dcptopk_workspace *ws,
+                                       const dcptopk_select_args *a);
+dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     dcptopk_workspace *ws,
                                     const dcptopk_select_args *a)
@@ -530,7 +535,7 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
     if ((r = launch_select(ctx, &c, ws, args)))
         return r;
     if (c.exact)
-        r = launch_rescue(ctx, &c, ws, args);
+        r = dc_packed_rescue_launch(ctx, &c, ws, args);
     return r;
 }
 
@@ -699,7 +704,7 @@ dcptopk_result dcptopk_loopback_merge(dcptopk_loopback *lb,
             return r;
     if (c->exact)
         for (int32_t p = 0; p < w; p++)
-            if ((r = launch_rescue(ctx, c, lb->ws[p], &sa[p])))
+            if ((r = dc_packed_rescue_launch(ctx, c, lb->ws[p], &sa[p])))
                 return r;
     return DCPTOPK_SUCCESS;
 }

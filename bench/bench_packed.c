@@ -1,0 +1,376 @@
+/* bench_packed.c - timings of the packed merge on the GPU: the select (W=8,
+ * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64
+ * with no saturated row; T=6710 with 1%, 10%, 100% of rows saturated) and
+ * the whole two-round loopback merge at T=64 (decode) and T=6710 (prefill).
+ *
+ * CUDA events around each call, 5 warm-up calls, the median of 25; inputs
+ * rotate over buffers larger than the 60 MiB L2 and are never zeros. Prints a
+ * table and one `JSON {...}` line per row. bench/torch_packed.py times
+ * torch.topk on the same shapes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcptopk.h"
+#include "runtime.h"
+
+dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
+                                       const dcptopk_merge_config *c,
+                                       dcptopk_workspace *ws,
+                                       const dcptopk_select_args *a);
+
+#define WARMUP 5
+#define ITERS 25
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ~N(0,1) as bf16 bits (sum of 4 uniforms, scaled). */
+static uint16_t rnd_bf16(void)
+{
+    float s = 0;
+    for (int i = 0; i < 4; i++)
+        s += (float)(rnd() >> 40) / (float)(1ull << 24);
+    s = (s - 2.0f) * 1.7320508f;
+    uint32_t u;
+    memcpy(&u, &s, 4);
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+static uint32_t ord16(uint16_t b)
+{
+    return (b & 0x8000) ? (uint32_t)(~b & 0xFFFF) : (uint32_t)(b | 0x8000);
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define DIE(...)                                                               \
+    do {                                                                       \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, ": %s\n", dcptopk_last_error(ctx));                    \
+        exit(1);                                                               \
+    } while (0)
+
+typedef dcptopk_result (*bench_fn)(void *user, int iter);
+
+/* Median of ITERS event-timed calls, in microseconds. */
+static double time_us(dcptopk_context *ctx, void *stream, bench_fn fn,
+                      void *user, void (*between)(void *user, int iter))
+{
+    void *e0, *e1;
+    float ms[ITERS];
+    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
+        DIE("events");
+    for (int i = 0; i < WARMUP + ITERS; i++) {
+        if (between)
+            between(user, i);
+        if (dc_event_record(ctx, e0, stream) || fn(user, i) ||
+            dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
+            DIE("call %d", i);
+        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
+            DIE("elapsed");
+    }
+    dc_event_destroy(ctx, e0);
+    dc_event_destroy(ctx, e1);
+    qsort(ms, ITERS, sizeof ms[0], cmp_f);
+    return 1000.0 * ms[ITERS / 2];
+}
+
+static void report(const char *name, const char *shape, double us,
+                   double floor_us)
+{
+    printf("%-34s %-36s %9.1f us", name, shape, us);
+    if (floor_us > 0)
+        printf("  (floor %.1f us, x%.2f)", floor_us, us / floor_us);
+    printf("\n");
+    printf("JSON {\"bench\": \"%s\", \"shape\": \"%s\", \"us\": %.2f, "
+           "\"floor_us\": %.2f}\n",
+           name, shape, us, floor_us);
+    fflush(stdout);
+}
+
+/* ----------------------------------------------------------- select */
+
+#define NBUF 3
+
+typedef struct sel_bench {
+    dcptopk_context *ctx;
+    dcptopk_merge_config c;
+    dcptopk_workspace *ws;
+    dcptopk_select_args a[NBUF];
+} sel_bench;
+
+static dcptopk_result run_select(void *user, int iter)
+{
+    sel_bench *b = user;
+    return dcptopk_select(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+}
+
+static dcptopk_result run_rescue(void *user, int iter)
+{
+    sel_bench *b = user;
+    return dc_packed_rescue_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+}
+
+/* Host packed rows of one rank segment: N distinct local ids, ascending,
+ * normal bf16 keys (no rank saturated: every rank has words below tau). */
+static void fill_packed(int32_t *g, int64_t rows, int32_t n, int64_t len)
+{
+    const int32_t words = n + n / 32;
+    for (int64_t t = 0; t < rows; t++) {
+        int32_t *row = g + t * words;
+        memset(row, 0, (size_t)words * 4);
+        int64_t step = len / n;
+        for (int32_t j = 0; j < n; j++) {
+            int64_t l = j * step + (int64_t)(rnd() % (uint64_t)step);
+            uint16_t v = rnd_bf16();
+            row[j] = (int32_t)((ord16(v) << 16) | (0xFFFFu - ((uint32_t)l & 0xFFFFu)));
+            if ((l >> 16) & 1)
+                row[n + j / 32] |= (int32_t)(1u << (j % 32));
+        }
+    }
+}
+
+static void bench_select(dcptopk_context *ctx, void *stream)
+{
+    const int32_t W = 8, K = 2048, N = 384;
+    const int64_t T = 6710;
+    const int32_t words = N + N / 32;
+    const size_t gbytes = (size_t)W * T * words * 4;
+    int32_t *h = malloc(gbytes);
+    sel_bench b;
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = K;
+    c.local_topk = N;
+    c.world_size = W;
+    c.block_size = 0;
+    c.emit_ids = 1;
+    c.exact = 0;
+    b.c = c;
+    uint64_t dg[NBUF], dids[NBUF];
+    for (int i = 0; i < NBUF; i++) {
+        fill_packed(h, (int64_t)W * T, N, 16384);
+        if (dc_mem_alloc(ctx, gbytes, &dg[i]) ||
+            dc_memcpy_htod(ctx, dg[i], h, gbytes) ||
+            dc_mem_alloc(ctx, (size_t)T * K * 4, &dids[i]))
+            DIE("select buffers");
+        dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
+        a.gathered = (const int32_t *)(uintptr_t)dg[i];
+        a.rows = T;
+        a.ids_out = (int32_t *)(uintptr_t)dids[i];
+        a.stream = stream;
+        b.a[i] = a;
+    }
+    double us = time_us(ctx, stream, run_select, &b, NULL);
+    /* floor: 85 MB read + 55 MB ids written at 4.3 TB/s */
+    double floor_us = ((double)gbytes + (double)T * K * 4) / 4.3e6;
+    report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+
+    /* Exact select: + saturation words + push + rescue (no saturated row). */
+    uint64_t recv = 0, flags = 0, lg = 0, re = 0;
+    dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
+    b.c.exact = 1;
+    if (dcptopk_workspace_layout_get(&b.c, T, &lay) ||
+        dc_mem_alloc(ctx, lay.recv_bytes, &recv) ||
+        dc_mem_alloc(ctx, lay.flags_bytes, &flags) ||
+        dc_mem_alloc(ctx, (size_t)T * 2048 * 2, &lg) ||
+        dc_mem_alloc(ctx, (size_t)T * 4, &re))
+        DIE("workspace buffers");
+    uint64_t pr[8], pf[8];
+    for (int i = 0; i < 8; i++) {
+        pr[i] = recv;
+        pf[i] = flags;
+    }
+    if (dcptopk_workspace_create(ctx, &b.c, T, 0, pr, pf, &b.ws))
+        DIE("workspace");
+    for (int i = 0; i < NBUF; i++) {
+        b.a[i].logits = (const uint16_t *)(uintptr_t)lg;
+        b.a[i].logits_stride = 2048;
+        b.a[i].max_local_len = 2048;
+        b.a[i].row_ends = (const int32_t *)(uintptr_t)re;
+    }
+    us = time_us(ctx, stream, run_select, &b, NULL);
+    report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
+           floor_us);
+    if (dcptopk_workspace_check(b.ws, stream))
+        DIE("check");
+
+    /* Rescue alone, no saturated row, T = 64 (sat words are zero: the exact
+     * select above wrote them for T rows; rows 0..63 of a clean workspace). */
+    dcptopk_workspace_destroy(b.ws);
+    if (dcptopk_workspace_create(ctx, &b.c, T, 0, pr, pf, &b.ws))
+        DIE("workspace");
+    for (int i = 0; i < NBUF; i++)
+        b.a[i].rows = 64;
+    us = time_us(ctx, stream, run_rescue, &b, NULL);
+    report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
+
+    /* Rescue with 1%, 10%, 100% of T = 6710 rows saturated (rank 3, tau16
+     * in the middle of the keys); flags always 1 and seq reset to 0 before
+     * each call, so every wait succeeds at once. */
+    uint32_t *ones = malloc((size_t)W * T * 4), *sat = malloc((size_t)T * 4);
+    for (int64_t i = 0; i < (int64_t)W * T; i++)
+        ones[i] = 1;
+    int32_t *lists = malloc(lay.recv_bytes);
+    const int32_t slots = (K - 1) / N, kw = K + K / 32;
+    for (int64_t t = 0; t < T; t++)
+        for (int s = 0; s < slots; s++)
+            fill_packed(lists + (t * slots + s) * kw, 1, K, 65536);
+    if (dc_memcpy_htod(ctx, flags, ones, (size_t)W * T * 4) ||
+        dc_memcpy_htod(ctx, recv, lists, lay.recv_bytes))
+        DIE("rescue inputs");
+    for (int i = 0; i < NBUF; i++)
+        b.a[i].rows = T;
+    const int pct[3] = {1, 10, 100};
+    for (int p = 0; p < 3; p++) {
+        for (int64_t t = 0; t < T; t++)
+            sat[t] = (t * 100 / T) < 0 ? 0
+                     : ((t % 100) < pct[p]) ? ((1u << 3) << 16) | 0xBF00u
+                                            : 0u;
+        if (dc_memcpy_htod(ctx, dcptopk_workspace_saturation(b.ws), sat, (size_t)T * 4))
+            DIE("sat");
+        double us2 = 0;
+        /* seq must be 0 before each call: the workspace is recreated per
+         * measurement instead (seq words are its own allocation). */
+        void *e0, *e1;
+        float ms[ITERS];
+        dc_event_create(ctx, &e0);
+        dc_event_create(ctx, &e1);
+        for (int i = 0; i < WARMUP + ITERS; i++) {
+            /* seq lives right before sat in the workspace allocation. */
+            if (dc_memset_async(ctx, dcptopk_workspace_saturation(b.ws) - (uint64_t)T * 4,
+                                0, (size_t)T * 4, stream))
+                DIE("seq reset");
+            if (dc_event_record(ctx, e0, stream) || run_rescue(&b, i) ||
+                dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
+                DIE("rescue %d%%", pct[p]);
+            if (i >= WARMUP)
+                dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]);
+        }
+        dc_event_destroy(ctx, e0);
+        dc_event_destroy(ctx, e1);
+        qsort(ms, ITERS, sizeof ms[0], cmp_f);
+        us2 = 1000.0 * ms[ITERS / 2];
+        if (dcptopk_workspace_check(b.ws, stream))
+            DIE("rescue status");
+        char shape[64];
+        snprintf(shape, sizeof shape, "W=8 K=2048 N=384 T=6710 %d%% sat", pct[p]);
+        report("rescue", shape, us2, 0);
+    }
+    dcptopk_workspace_destroy(b.ws);
+    free(ones);
+    free(sat);
+    free(lists);
+    free(h);
+}
+
+/* ----------------------------------------------------------- loopback */
+
+typedef struct lb_bench {
+    dcptopk_loopback *lb;
+    const uint16_t *lg[NBUF][16];
+    const int32_t *re[16];
+    int32_t *ids[16];
+    int64_t stride, rows;
+    void *stream;
+} lb_bench;
+
+static dcptopk_result run_lb(void *user, int iter)
+{
+    lb_bench *b = user;
+    return dcptopk_loopback_merge(b->lb, b->lg[iter % NBUF], b->stride, b->re,
+                                  b->rows, b->ids, NULL, b->stream);
+}
+
+static void bench_loopback(dcptopk_context *ctx, void *stream, int64_t T,
+                           int64_t S)
+{
+    const int32_t W = 8, K = 2048, N = 384;
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = K;
+    c.local_topk = N;
+    c.world_size = W;
+    c.block_size = 0;
+    c.emit_ids = 1;
+    c.exact = 1;
+    lb_bench b;
+    memset(&b, 0, sizeof b);
+    b.stride = S;
+    b.rows = T;
+    b.stream = stream;
+    if (dcptopk_loopback_create(ctx, &c, T, S, &b.lb))
+        DIE("loopback");
+    const size_t lbytes = (size_t)T * S * 2;
+    uint16_t *h = malloc(lbytes);
+    int32_t *ends = malloc((size_t)T * 4);
+    for (int64_t t = 0; t < T; t++)
+        ends[t] = (int32_t)S;
+    /* Rotate: NBUF x W logits buffers (>= 3 x L2 at T = 6710). */
+    int nb = lbytes * W >= (64u << 20) ? NBUF : NBUF;
+    for (int i = 0; i < nb; i++)
+        for (int r = 0; r < W; r++) {
+            for (size_t e = 0; e < (size_t)T * S; e++)
+                h[e] = rnd_bf16();
+            uint64_t d;
+            if (dc_mem_alloc(ctx, lbytes, &d) || dc_memcpy_htod(ctx, d, h, lbytes))
+                DIE("logits");
+            b.lg[i][r] = (const uint16_t *)(uintptr_t)d;
+        }
+    for (int r = 0; r < W; r++) {
+        uint64_t d, e;
+        if (dc_mem_alloc(ctx, (size_t)T * K * 4, &d) ||
+            dc_mem_alloc(ctx, (size_t)T * 4, &e) ||
+            dc_memcpy_htod(ctx, e, ends, (size_t)T * 4))
+            DIE("ids");
+        b.ids[r] = (int32_t *)(uintptr_t)d;
+        b.re[r] = (const int32_t *)(uintptr_t)e;
+    }
+    double us = time_us(ctx, stream, run_lb, &b, NULL);
+    if (dcptopk_loopback_check(b.lb, stream))
+        DIE("loopback check");
+    char shape[96];
+    snprintf(shape, sizeof shape, "W=8 K=2048 N=384 T=%lld S=%lld x8 ranks",
+             (long long)T, (long long)S);
+    report("loopback merge (8 ranks, 1 GPU)", shape, us, 0);
+    dcptopk_loopback_destroy(b.lb);
+    free(h);
+    free(ends);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    if (dcptopk_device_count() == 0) {
+        printf("no CUDA device: nothing to measure\n");
+        return 0;
+    }
+    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+    dcptopk_context *ctx = NULL;
+    if (dcptopk_context_create(&cfg, &ctx)) {
+        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
+        return 1;
+    }
+    void *stream = NULL;
+    if (dc_stream_create(ctx, &stream))
+        DIE("stream");
+    printf("%-34s %-36s %12s\n", "workload", "shape", "median");
+    bench_select(ctx, stream);
+    bench_loopback(ctx, stream, 64, 16384);
+    bench_loopback(ctx, stream, 6710, 4096);
+    dc_stream_destroy(ctx, stream);
+    dcptopk_context_destroy(ctx);
+    return 0;
+}
