@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench/device.sh - the batch run on the GPU machine, in one command: checks
+# the carried build, runs the GPU tests, compute-sanitizer (memcheck, racecheck,
+# synccheck) on small shapes, the benchmarks and the torch.topk baselines, and
+# prints a short table last. Logs and JSON go to $OUT.
+#
+#   bench/device.sh [BUILD_DIR (default build-release)] [STAGES (default "tests sanitize bench torch")]
+#
+# The build is made on the build machine (the GPU machine has no SQLite or
+# xxHash headers) and carried; its CTest files hold the build machine's absolute
+# paths, so /work/main is linked to this checkout when it does not exist.
+set -uo pipefail
+build="${1:-build-release}"
+stages="${2:-tests sanitize bench torch}"
+OUT="${OUT:-/tmp/dcptopk-device}"
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 DCPTOPK_CACHE_DIR="$OUT/cache-dir"
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+summary="$OUT/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader \
+    | tee "$OUT/gpu.txt"
+note "commit ${DCPTOPK_COMMIT:-unknown}, $(date -u +%F), $(head -1 "$OUT/gpu.txt")"
+
+if [[ " $stages " == *" tests "* ]]; then
+    (cd "$build" && timeout 400 ctest -L gpu --output-on-failure -j1) >"$OUT/gpu-tests.log" 2>&1
+    note "gpu tests: rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
+    grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -20
+fi
+
+if [[ " $stages " == *" sanitize "* ]]; then
+    cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    small=(
+        "test_pack_indices pack_indices_matches_contract"
+        "test_topn pack_small"
+        "test_topn push_small"
+        "test_pair select_small_topk"
+        "test_packed select_duplicates_and_junk"
+        "test_loopback merge_saturated_and_nan"
+    )
+    for tool in memcheck racecheck synccheck; do
+        fails=0
+        for t in "${small[@]}"; do
+            set -- $t
+            log="$OUT/san-$tool.log"
+            echo "== $tool $1 $2" >>"$log"
+            DCPTOPK_SMALL=1 timeout 150 "$cs" --tool "$tool" --error-exitcode 99 \
+                "$build/tests/$1" "$2" >>"$log" 2>&1
+            rc=$?
+            [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "   rc=$rc" >>"$log"; }
+        done
+        note "compute-sanitizer $tool: ${#small[@]} tests, $fails failing ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/san-$tool.log") clean summaries)"
+    done
+fi
+
+if [[ " $stages " == *" bench "* ]]; then
+    : >"$OUT/bench.jsonl"
+    for b in bench_warmup bench_pair bench_topn bench_packed; do
+        [ -x "$build/bench/$b" ] || { note "$b: not built"; continue; }
+        timeout 300 "$build/bench/$b" >"$OUT/$b.log" 2>&1
+        note "$b: rc=$?"
+        grep '^JSON ' "$OUT/$b.log" | sed 's/^JSON //' >>"$OUT/bench.jsonl"
+    done
+fi
+
+if [[ " $stages " == *" torch "* ]]; then
+    for p in torch_pair torch_topn torch_packed; do
+        timeout 300 python3 "bench/$p.py" >"$OUT/$p.log" 2>&1
+        note "$p: rc=$?"
+        grep '^JSON ' "$OUT/$p.log" | sed 's/^JSON //' >>"$OUT/bench.jsonl"
+    done
+fi
+
+echo "================ summary"
+cat "$summary"
+[ -s "$OUT/bench.jsonl" ] && python3 bench/summarize.py "$OUT/bench.jsonl"
+exit 0
