@@ -727,6 +727,8 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
     }
     c->claim_timeout_s = claim_timeout_s();
     c->max_bytes = max_bytes_env();
+    c->mode = mode;
+    c->pid = getpid();
 
     if (mode == DC_CACHE_MEMORY) {
         snprintf(c->path, sizeof c->path, ":memory:");
@@ -802,11 +804,38 @@ done:
     return DCPTOPK_SUCCESS;
 }
 
+void dc_cache_after_fork(dc_cache *c)
+{
+    if (!c || c->pid == getpid())
+        return;
+    c->pid = getpid();
+    /* An in-memory database is private memory: the child's copy is its
+     * own. A file connection is abandoned (leaked on purpose). */
+    if (c->memory)
+        return;
+    c->db = NULL;
+    c->wal = c->immutable = 0;
+    if (c->mode == DC_CACHE_RO || c->readonly) {
+        int foreign = 0;
+        if (open_readonly_file(c, &foreign) != SQLITE_OK || foreign) {
+            if (open_memory(c) != SQLITE_OK) {
+                sqlite3_close(c->db);
+                c->db = NULL;
+            }
+        }
+        c->readonly = 1;
+    } else {
+        open_readwrite(c);
+    }
+}
+
 void dc_cache_close(dc_cache *c)
 {
     if (!c)
         return;
-    if (c->db)
+    /* A handle inherited through fork() is freed without touching the
+     * parent's connection. */
+    if (c->db && c->pid == getpid())
         sqlite3_close_v2(c->db);
     free(c);
 }
@@ -1208,6 +1237,7 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
 {
     if (compiled)
         *compiled = 0;
+    dc_cache_after_fork(c);
     if (!c || !c->db) {
         dc_cache_set_err(err, err_size, "cache = %p: not an open cache",
                          (void *)c);

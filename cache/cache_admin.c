@@ -48,6 +48,7 @@ static void fill_entry(sqlite3_stmt *st, dcptopk_cache_entry *e)
 
 static int check_handle(dc_cache *c, char *err, size_t err_size)
 {
+    dc_cache_after_fork(c);
     if (c && c->db)
         return 0;
     dc_cache_set_err(err, err_size, "cache = %p: not an open cache",

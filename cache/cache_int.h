@@ -5,6 +5,8 @@
 #ifndef DCPTOPK_CACHE_INT_H
 #define DCPTOPK_CACHE_INT_H
 
+#include <sys/types.h>
+
 #include <sqlite3.h>
 
 #include "cache.h"
@@ -22,7 +24,14 @@ struct dc_cache {
     int warned_store;             /* the one store-failure warning done    */
     double claim_timeout_s;       /* DCPTOPK_CACHE_CLAIM_TIMEOUT           */
     int64_t max_bytes;            /* DCPTOPK_CACHE_MAX_BYTES, 0 = no cap   */
+    dc_cache_open_mode mode;      /* as asked at open                      */
+    pid_t pid;                    /* the process that opened db            */
 };
+
+/* A connection must never be used across fork(): in a child, abandons the
+ * inherited one (without closing it: closing could disturb the parent's
+ * locks) and opens the file again. Call first in every entry point. */
+void dc_cache_after_fork(dc_cache *c);
 
 void dc_cache_set_err(char *err, size_t err_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1301,3 +1301,41 @@ TEST(quiet_log_silences_warnings)
     CHECK_EQ(count_files_with(dir, "c.sqlite.corrupt-"), 1);
     dc_cache_close(c);
 }
+
+TEST(handle_inherited_through_fork_reopens)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job p = job_of("parent");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &p, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        job j = job_of("parent");
+        if (get(c, &j, &hit, &compiled) || compiled || !hit_is(&hit, "parent", 0))
+            _exit(1);
+        dc_cache_hit_free(&hit);
+        job k = job_of("child");
+        if (get(c, &k, &hit, &compiled) || !compiled)
+            _exit(2);
+        dc_cache_hit_free(&hit);
+        dc_cache_close(c);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x",
+              status);
+    job k = job_of("child");
+    CHECK_OK(get(c, &k, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "child", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+}
