@@ -50,10 +50,13 @@ constexpr int kScan = kIters * kWarps;       // per-(iteration, warp) counters
 // the same rule from W and K for the dynamic shared memory size).
 constexpr int kSmemKeyBytes = 131072;
 constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
-// Three CTAs per SM when the keys take 64 KiB or less.
+// Three CTAs per SM when the keys take 64 KiB or less (3 x (64 + 8.25 + 1
+// reserved) KiB <= 228 KiB).
 constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
 // Vectors loaded per batch of the load phase (registers in flight).
 constexpr int kLoadBatch = 4;
+// Iterations per batch of the emit passes (global loads in flight).
+constexpr int kEmitBatch = kB > 0 ? 2 : 4; // the rows map needs more registers
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
@@ -74,12 +77,23 @@ enum : uint32_t {
                          // `need` in position order with (P, S)
 };
 
+// The selection rule the radix passes decide on (read from shared memory by
+// every thread afterwards: it costs no registers).
+struct Decision {
+    uint32_t mode, mask, pre, prim, mask2, pre2, need;
+};
+
 struct Shared {
     uint32_t hist[kHistWords]; // histogram; afterwards the scan counters
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
-    uint32_t mode, mask, pre, prim, mask2, pre2, need;
+    Decision dec;
 };
+// Bytes reserved for Shared at the start of the dynamic shared memory; the
+// keys follow. The launcher adds the same constant (src/pair.c).
+constexpr int kSharedBytes = 8448;
+static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
+static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
 __device__ __forceinline__ uint32_t lanemask_lt()
 {
@@ -91,14 +105,14 @@ __device__ __forceinline__ uint32_t lanemask_lt()
 __device__ __forceinline__ void ld_nc_v4(const int32_t *p, int32_t &a, int32_t &b,
                                          int32_t &c, int32_t &d)
 {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+    asm("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
                  : "l"(p));
 }
 
 __device__ __forceinline__ void ld_nc_v2(const int32_t *p, int32_t &a, int32_t &b)
 {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.s32 {%0, %1}, [%2];"
+    asm("ld.global.nc.L1::no_allocate.v2.s32 {%0, %1}, [%2];"
                  : "=r"(a), "=r"(b)
                  : "l"(p));
 }
@@ -106,7 +120,7 @@ __device__ __forceinline__ void ld_nc_v2(const int32_t *p, int32_t &a, int32_t &
 __device__ __forceinline__ int32_t ld_nc(const int32_t *p)
 {
     int32_t a;
-    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(a) : "l"(p));
+    asm("ld.global.nc.s32 %0, [%1];" : "=r"(a) : "l"(p));
     return a;
 }
 
@@ -351,7 +365,7 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
     __syncthreads();
 }
 
-// Radix select; leaves the decision in sh.mode and friends. The first
+// Radix select; leaves the decision in sh.dec. The first
 // histogram is already in sh.hist.
 __device__ void radix_select(Shared &sh, const Row &row)
 {
@@ -365,7 +379,7 @@ __device__ void radix_select(Shared &sh, const Row &row)
         if (q == 0 && sh.total <= need) {
             // Fewer than K + 1 valid candidates: every valid one.
             if (threadIdx.x == 0)
-                sh.mode = kModeAllValid;
+                sh.dec.mode = kModeAllValid;
             __syncthreads();
             return;
         }
@@ -375,9 +389,9 @@ __device__ void radix_select(Shared &sh, const Row &row)
         mask |= digit_mask(q) << digit_shift(q);
         if (cnt == need) {
             if (threadIdx.x == 0) {
-                sh.mode = kModePrimary;
-                sh.mask = mask;
-                sh.pre = pre;
+                sh.dec.mode = kModePrimary;
+                sh.dec.mask = mask;
+                sh.dec.pre = pre;
             }
             __syncthreads();
             return;
@@ -397,29 +411,25 @@ __device__ void radix_select(Shared &sh, const Row &row)
         mask2 |= digit_mask(q) << digit_shift(q);
         if (cnt == need) {
             if (threadIdx.x == 0) {
-                sh.mode = kModeSecondary;
-                sh.prim = prim;
-                sh.mask2 = mask2;
-                sh.pre2 = pre2;
+                sh.dec.mode = kModeSecondary;
+                sh.dec.prim = prim;
+                sh.dec.mask2 = mask2;
+                sh.dec.pre2 = pre2;
             }
             __syncthreads();
             return;
         }
     }
     if (threadIdx.x == 0) {
-        sh.mode = kModeDuplicates;
-        sh.prim = prim;
-        sh.mask2 = mask2;
-        sh.pre2 = pre2;
-        sh.need = need;
+        sh.dec.mode = kModeDuplicates;
+        sh.dec.prim = prim;
+        sh.dec.mask2 = mask2;
+        sh.dec.pre2 = pre2;
+        sh.dec.need = need;
     }
     __syncthreads();
 }
 
-// Selection state, copied to registers.
-struct Decision {
-    uint32_t mode, mask, pre, prim, mask2, pre2, need;
-};
 
 // Selection flag of a candidate with primary key k at position p; *gid is
 // loaded when the decision needs it (then *have = true). For duplicates,
@@ -462,6 +472,13 @@ struct RowsMap {
     int32_t rank;
 };
 
+// Local id of a (valid, non-negative) gid on its owner.
+__device__ __forceinline__ uint32_t local_of(int32_t gid)
+{
+    const uint32_t g = (uint32_t)gid;
+    return (g / (kW * kS)) * kS + g % kS;
+}
+
 __device__ __forceinline__ bool owned(const RowsMap &m, int32_t gid, uint32_t &l)
 {
     if (m.req < 0)
@@ -469,16 +486,22 @@ __device__ __forceinline__ bool owned(const RowsMap &m, int32_t gid, uint32_t &l
     const uint32_t g = (uint32_t)gid;
     if ((g / kS) % kW != (uint32_t)m.rank)
         return false;
-    l = (g / (kW * kS)) * kS + g % kS;
+    l = local_of(gid);
     return (long long)(l / (uint32_t)(kB > 0 ? kB : 1)) < (long long)m.bt_cols;
 }
 
-__device__ __forceinline__ int32_t physical_row(const RowsMap &m, uint32_t l)
+// Block table entry of an owned local id (its block index is in range).
+__device__ __forceinline__ int32_t table_entry(const RowsMap &m, uint32_t l)
 {
     constexpr uint32_t b = kB > 0 ? kB : 1;
-    const uint32_t entry =
-        (uint32_t)m.block_table[(long long)m.req * m.bt_stride + (long long)(l / b)];
-    return (int32_t)(entry * (uint32_t)m.stride_rows + l % b);
+    return m.block_table[(long long)m.req * m.bt_stride + (long long)(l / b)];
+}
+
+// entry * stride_rows + l % B, wrapping like 32-bit unsigned arithmetic.
+__device__ __forceinline__ int32_t physical_row(const RowsMap &m, int32_t entry, uint32_t l)
+{
+    constexpr uint32_t b = kB > 0 ? kB : 1;
+    return (int32_t)((uint32_t)entry * (uint32_t)m.stride_rows + l % b);
 }
 
 } // namespace ps
@@ -493,8 +516,11 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
                     int32_t *__restrict__ counts_out)
 {
     using namespace ps;
-    __shared__ Shared sh;
-    extern __shared__ __align__(16) uint32_t dyn_keys[];
+    // All shared memory is dynamic (the launcher asks for kSharedBytes plus
+    // the keys), so that the runtime opts in past 48 KiB from one number.
+    extern __shared__ __align__(16) uint32_t dyn_smem[];
+    Shared &sh = *reinterpret_cast<Shared *>(dyn_smem);
+    uint32_t *dyn_keys = dyn_smem + kSharedBytes / 4;
 
     const long long t = blockIdx.x;
     if (t >= rows)
@@ -520,14 +546,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
 
     radix_select(sh, row);
 
-    Decision d;
-    d.mode = sh.mode;
-    d.mask = sh.mask;
-    d.pre = sh.pre;
-    d.prim = sh.prim;
-    d.mask2 = sh.mask2;
-    d.pre2 = sh.pre2;
-    d.need = sh.need;
+    const Decision &d = sh.dec;
     __syncthreads(); // the histogram becomes the scan counters below
 
     const bool want_ids = kEmitIds && ids_out != nullptr;
@@ -573,66 +592,92 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     }
 
     // Pass A: count selected (and owned) candidates per (iteration, warp).
-    // Pass B: write them. Both evaluate the same flags.
+    // Pass B: write them. Both evaluate the same flags. Iterations go in
+    // batches so that the global loads of a batch (gids of the selected
+    // candidates, block table entries) are in flight together rather than
+    // one L2 round trip per iteration.
 #pragma unroll 1
     for (int pass = 0; pass < 2; pass++) {
+        const bool load_gids = want_rows || (pass == 1 && want_ids);
 #pragma unroll 1
-        for (int i = 0; i < kIters; i++) {
-            const uint32_t v = (uint32_t)i * kThreads + tid;
-            const bool in = in_range(i, v);
-            uint32_t k0 = 0, k1 = 0;
-            int32_t g0 = -1, g1 = -1;
-            bool h0 = false, h1 = false, e0 = false, e1 = false, f0 = false, f1 = false;
-            if (in) {
-                vec_keys(row, v, k0, k1);
-                f0 = decide(d, row, k0, 2 * v, g0, h0, e0);
-                f1 = decide(d, row, k1, 2 * v + 1, g1, h1, e1);
+        for (int i0 = 0; i0 < kIters; i0 += kEmitBatch) {
+            bool f[kEmitBatch][2], h[kEmitBatch][2], o[kEmitBatch][2];
+            int32_t g[kEmitBatch][2], entry[kEmitBatch][2];
+#pragma unroll
+            for (int b = 0; b < kEmitBatch; b++) {
+                const int i = i0 + b;
+                const uint32_t v = (uint32_t)i * kThreads + tid;
+                bool e0 = false, e1 = false;
+                f[b][0] = f[b][1] = h[b][0] = h[b][1] = false;
+                o[b][0] = o[b][1] = false;
+                g[b][0] = g[b][1] = -1;
+                if (i < kIters && in_range(i, v)) {
+                    uint32_t k0, k1;
+                    vec_keys(row, v, k0, k1);
+                    f[b][0] = decide(d, row, k0, 2 * v, g[b][0], h[b][0], e0);
+                    f[b][1] = decide(d, row, k1, 2 * v + 1, g[b][1], h[b][1], e1);
+                }
+                if (d.mode == kModeDuplicates && i < kIters) {
+                    const uint32_t b0 = __ballot_sync(0xFFFFFFFFu, e0);
+                    const uint32_t b1 = __ballot_sync(0xFFFFFFFFu, e1);
+                    const uint32_t r0 =
+                        dcnt[i * kWarps + warp] + __popc(b0 & lt) + __popc(b1 & lt);
+                    f[b][0] = f[b][0] || (e0 && r0 < d.need);
+                    f[b][1] = f[b][1] || (e1 && r0 + (e0 ? 1u : 0u) < d.need);
+                }
             }
-            if (d.mode == kModeDuplicates) {
-                const uint32_t b0 = __ballot_sync(0xFFFFFFFFu, e0);
-                const uint32_t b1 = __ballot_sync(0xFFFFFFFFu, e1);
-                const uint32_t r0 = dcnt[i * kWarps + warp] + __popc(b0 & lt) + __popc(b1 & lt);
-                f0 = f0 || (e0 && r0 < d.need);
-                f1 = f1 || (e1 && r0 + (e0 ? 1u : 0u) < d.need);
-            }
-            bool o0 = false, o1 = false;
-            uint32_t l0 = 0, l1 = 0;
-            if (want_rows || (pass == 1 && want_ids)) {
-                if (f0 && !h0)
-                    g0 = gid_at(row, 2 * v);
-                if (f1 && !h1)
-                    g1 = gid_at(row, 2 * v + 1);
+            if (load_gids) {
+#pragma unroll
+                for (int b = 0; b < kEmitBatch; b++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++)
+                        if (f[b][j] && !h[b][j])
+                            g[b][j] = gid_at(row, 2 * ((uint32_t)(i0 + b) * kThreads + tid) + j);
             }
             if (want_rows) {
-                o0 = f0 && owned(m, g0, l0);
-                o1 = f1 && owned(m, g1, l1);
+#pragma unroll
+                for (int b = 0; b < kEmitBatch; b++)
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        uint32_t lj = 0;
+                        o[b][j] = f[b][j] && owned(m, g[b][j], lj);
+                        if (pass == 1 && o[b][j])
+                            entry[b][j] = table_entry(m, lj);
+                    }
             }
-            const uint32_t s0 = __ballot_sync(0xFFFFFFFFu, f0);
-            const uint32_t s1 = __ballot_sync(0xFFFFFFFFu, f1);
-            const uint32_t w0 = __ballot_sync(0xFFFFFFFFu, o0);
-            const uint32_t w1 = __ballot_sync(0xFFFFFFFFu, o1);
-            if (pass == 0) {
-                if (lane == 0)
-                    cnt[i * kWarps + warp] =
-                        (uint32_t)(__popc(s0) + __popc(s1)) |
-                        ((uint32_t)(__popc(w0) + __popc(w1)) << 16);
-            } else {
+#pragma unroll
+            for (int b = 0; b < kEmitBatch; b++) {
+                const int i = i0 + b;
+                if (i >= kIters)
+                    break;
+                const uint32_t s0 = __ballot_sync(0xFFFFFFFFu, f[b][0]);
+                const uint32_t s1 = __ballot_sync(0xFFFFFFFFu, f[b][1]);
+                const uint32_t w0 = __ballot_sync(0xFFFFFFFFu, o[b][0]);
+                const uint32_t w1 = __ballot_sync(0xFFFFFFFFu, o[b][1]);
+                if (pass == 0) {
+                    if (lane == 0)
+                        cnt[i * kWarps + warp] =
+                            (uint32_t)(__popc(s0) + __popc(s1)) |
+                            ((uint32_t)(__popc(w0) + __popc(w1)) << 16);
+                    continue;
+                }
                 const uint32_t base = cnt[i * kWarps + warp];
                 if (want_ids) {
                     int32_t *out = ids_out + t * ids_stride;
                     const uint32_t at = (base & 0xFFFFu) + __popc(s0 & lt) + __popc(s1 & lt);
-                    if (f0)
-                        out[at] = g0;
-                    if (f1)
-                        out[at + (f0 ? 1u : 0u)] = g1;
+                    if (f[b][0])
+                        out[at] = g[b][0];
+                    if (f[b][1])
+                        out[at + (f[b][0] ? 1u : 0u)] = g[b][1];
                 }
                 if (want_rows) {
                     int32_t *out = rows_out + t * rows_stride;
                     const uint32_t at = (base >> 16) + __popc(w0 & lt) + __popc(w1 & lt);
-                    if (o0)
-                        out[at] = physical_row(m, l0);
-                    if (o1)
-                        out[at + (o0 ? 1u : 0u)] = physical_row(m, l1);
+                    if (o[b][0])
+                        out[at] = physical_row(m, entry[b][0], local_of(g[b][0]));
+                    if (o[b][1])
+                        out[at + (o[b][0] ? 1u : 0u)] =
+                            physical_row(m, entry[b][1], local_of(g[b][1]));
                 }
             }
         }
