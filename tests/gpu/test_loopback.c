@@ -182,7 +182,7 @@ static int64_t lb_compare(lb_case *k, const dc_world *w, const char *what)
              (const int32_t *)sat_r[r], (size_t)k->rows, 1},
         };
         for (int o = 0; o < 4 && ret >= 0; o++) {
-            if (!gpu_download(k->ctx, buf, outs[o].d, outs[o].n * 4)) {
+            if (gpu_download(k->ctx, buf, outs[o].d, outs[o].n * 4)) {
                 ret = -1;
                 break;
             }
@@ -409,7 +409,7 @@ TEST(rescue_timeout_reported)
     CHECK_EQ(r, DCPTOPK_RESCUE_TIMEOUT);
     CHECK_CONTAINS(dcptopk_last_error(ctx), "rank 1");
     uint32_t sat[3];
-    CHECK(gpu_download(ctx, sat, dcptopk_workspace_saturation(ws), sizeof sat));
+    CHECK(gpu_download(ctx, sat, dcptopk_workspace_saturation(ws), sizeof sat) == 0);
     CHECK_EQ(sat[0] >> 16, 2u);
     /* The status was cleared, and the context still runs kernels: a plain
      * select equals the reference. */
@@ -425,7 +425,7 @@ TEST(rescue_timeout_reported)
     a.row_ends = NULL;
     r = dcptopk_select(ctx, &c, NULL, &a);
     CHECK_MSG(r == 0, "select after timeout: %s", dcptopk_last_error(ctx));
-    CHECK(gpu_download(ctx, got, d_ids, sizeof got));
+    CHECK(gpu_download(ctx, got, d_ids, sizeof got) == 0);
     CHECK_EQ(memcmp(ref, got, sizeof got), 0);
     dcptopk_workspace_destroy(ws);
     gpu_free(ctx, d_g);

@@ -106,9 +106,9 @@ static void check_select(dcptopk_context *ctx, const dcptopk_merge_config *c,
     a.rows_map.counts_out = (int32_t *)(uintptr_t)d_cnt;
     r = dcptopk_select(ctx, c, NULL, &a);
     CHECK_MSG(r == DCPTOPK_SUCCESS, "select: %s", dcptopk_last_error(ctx));
-    CHECK(gpu_download(ctx, ids_gpu, d_ids, out_n * 4));
-    CHECK(gpu_download(ctx, rows_gpu, d_rows, out_n * 4));
-    CHECK(gpu_download(ctx, cnt_gpu, d_cnt, (size_t)rows * 4));
+    CHECK(gpu_download(ctx, ids_gpu, d_ids, out_n * 4) == 0);
+    CHECK(gpu_download(ctx, rows_gpu, d_rows, out_n * 4) == 0);
+    CHECK(gpu_download(ctx, cnt_gpu, d_cnt, (size_t)rows * 4) == 0);
     int d;
     d = first_diff(ids_ref, ids_gpu, out_n);
     CHECK_MSG(d < 0, "%s K=%d N=%d W=%d T=%lld rank %d: ids differ at row %d "
@@ -308,7 +308,7 @@ TEST(select_strides)
     a.ids_out = (int32_t *)(uintptr_t)d_ids;
     dcptopk_result r = dcptopk_select(ctx, &c, NULL, &a);
     CHECK_MSG(r == 0, "select: %s", dcptopk_last_error(ctx));
-    CHECK(gpu_download(ctx, got, d_ids, (size_t)rows * ids_stride * 4));
+    CHECK(gpu_download(ctx, got, d_ids, (size_t)rows * ids_stride * 4) == 0);
     CHECK_EQ(first_diff(ref, got, (size_t)rows * ids_stride), -1);
     gpu_free(ctx, d_g);
     gpu_free(ctx, d_ids);
@@ -357,7 +357,7 @@ TEST(pack_indices_matches_reference)
     a.out = (int32_t *)(uintptr_t)d_o;
     dcptopk_result r = dcptopk_pack_indices(ctx, &c, &a);
     CHECK_MSG(r == 0, "pack_indices: %s", dcptopk_last_error(ctx));
-    CHECK(gpu_download(ctx, got, d_o, (size_t)rows * words * 4));
+    CHECK(gpu_download(ctx, got, d_o, (size_t)rows * words * 4) == 0);
     CHECK_EQ(first_diff(ref, got, (size_t)rows * words), -1);
     gpu_free(ctx, d_l);
     gpu_free(ctx, d_e);
