@@ -480,8 +480,8 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
             int s = popcount32(mask & ((1u << owner) - 1));
             count = add_packed(cands, count, push[s], k, owner, &c, 0, &pos);
         } else {
-            /* tau16 >= 1 here (a saturated rank implies K were selected), so
-             * the bound also keeps empty slots out. */
+            /* Empty slots stay out even when tau16 = 0 (fewer than K were
+             * selected in round 1). */
             count = add_packed(cands, count, gathered_row(&c, args, owner, t),
                                n, owner, &c, tau16, &pos);
         }

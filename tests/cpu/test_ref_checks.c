@@ -326,9 +326,9 @@ TEST(contract_checker_reports_each_violation)
                 unsent = l;
         CHECK(best_j >= 0 && unsent >= 0);
         row[best_j] = (int32_t)word_of(lrow[unsent], unsent);
-        uint32_t bit = (uint32_t)(unsent >> 16) & 1;
-        row[64] = (int32_t)(((uint32_t)row[64] & ~(1u << best_j)) |
-                            (bit << best_j));
+        uint32_t bit = (uint32_t)(unsent >> 16) & 1, *plane =
+                                                       (uint32_t *)&row[64 + best_j / 32];
+        *plane = (*plane & ~(1u << (best_j % 32))) | (bit << (best_j % 32));
     }
     EXPECT_VIOLATION(&k, 0, "unsent");
     contract_free(&k);
