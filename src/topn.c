@@ -19,6 +19,9 @@
 /* Smallest chunk worth a further split for parallelism. */
 #define DC_TOPN_CHUNK_MIN 4096
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
+/* Dynamic shared memory before the keys: the selection state
+ * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh). */
+#define DC_TOPN_SHARED_BYTES 17408
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */
@@ -112,7 +115,7 @@ dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
     cfg.grid[1] = cfg.grid[2] = 1;
     cfg.block[0] = (uint32_t)topn_threads(&key);
     cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = (uint32_t)p.chunk * 2u;
+    cfg.smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
     cfg.cluster_x = 1u << p.variant;
     cfg.stream = a->stream;
 
@@ -165,7 +168,7 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
     cfg.grid[1] = cfg.grid[2] = 1;
     cfg.block[0] = (uint32_t)topn_threads(&key);
     cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = (uint32_t)p.chunk * 2u;
+    cfg.smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
     cfg.cluster_x = 1u << p.variant;
     cfg.stream = a->stream;
 

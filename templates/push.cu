@@ -8,7 +8,7 @@
 // load. It never waits.
 //
 // Grid: T * C CTAs, C = 2^DCPTOPK_VARIANT (a cluster when C > 1), dynamic
-// shared memory `chunk` 16-bit keys, as in topn_pack.cu.
+// shared memory as in topn_pack.cu.
 #define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
 #include "topn_select.cuh"
 
@@ -49,8 +49,9 @@ dcptopk_push(const uint16_t *__restrict__ logits, long long logits_stride,
              const uint64_t *__restrict__ peer_recv, const uint64_t *__restrict__ peer_flags,
              long long max_rows, int chunk)
 {
-    extern __shared__ dc::u32x4 dc_topn_keys[];
-    __shared__ dc::TopnShared sh;
+    extern __shared__ dc::u32x4 dc_topn_smem[];
+    dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
+    uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
     const long long t = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
     // Uniform over the cluster: all its CTAs share t and the saturation word.
     if (t >= rows)
@@ -63,7 +64,7 @@ dcptopk_push(const uint16_t *__restrict__ logits, long long logits_stride,
     o.recv = peer_recv;
     o.off = (t * SLOTS + (long long)slot) * WORDS;
     dc::topn_row<K>(logits + t * logits_stride, dc::topn_row_bound(row_ends[t], max_local_len),
-                    chunk, (uint16_t *)dc_topn_keys, sh, o);
+                    chunk, keys, sh, o);
     // Every writer fences its peer stores at system scope, the group barrier
     // orders them before the release below (cumulativity of the fence +
     // barrier + release chain, PTX ISA "Memory Consistency Model").

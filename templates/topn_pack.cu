@@ -3,9 +3,10 @@
 //
 // Grid: T * C CTAs, C = 2^DCPTOPK_VARIANT CTAs per row (C > 1: a thread-block
 // cluster of C, set at launch; its CTAs split the row and merge histograms
-// through distributed shared memory). Dynamic shared memory: `chunk` 16-bit
-// keys, chunk = columns per CTA (a multiple of 8, <= 65536). The selection
-// itself is in topn_select.cuh, shared with the push (push.cu).
+// through distributed shared memory). Dynamic shared memory: the selection's
+// state (DC_TOPN_SHARED_BYTES), then `chunk` 16-bit keys, chunk = columns per
+// CTA (a multiple of 8, <= 65536). The selection itself is in
+// topn_select.cuh, shared with the push (push.cu).
 #define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
 #include "topn_select.cuh"
 
@@ -33,8 +34,9 @@ dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
                   long long max_local_len, const int32_t *__restrict__ row_ends,
                   long long rows, int chunk, int32_t *__restrict__ out)
 {
-    extern __shared__ dc::u32x4 dc_topn_keys[];
-    __shared__ dc::TopnShared sh;
+    extern __shared__ dc::u32x4 dc_topn_smem[];
+    dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
+    uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
     const long long t = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
     // Uniform over the cluster: all its CTAs share t.
     if (t >= rows)
@@ -42,5 +44,5 @@ dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
     const int32_t E = dc::topn_row_bound(row_ends[t], max_local_len);
     PackOut o;
     o.row = out + t * (long long)(N + N / 32);
-    dc::topn_row<N>(logits + t * logits_stride, E, chunk, (uint16_t *)dc_topn_keys, sh, o);
+    dc::topn_row<N>(logits + t * logits_stride, E, chunk, keys, sh, o);
 }

@@ -136,6 +136,17 @@ __device__ __forceinline__ uint32_t ord16x2(uint32_t w)
     return k & ~(nan * 0xFFFFu);
 }
 
+// Largest of the eight 16-bit keys of a vector (max.u16x2: sm_90).
+__device__ __forceinline__ uint32_t max_key8(const u32x4 &k)
+{
+    uint32_t a, b, m;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(a) : "r"(k.x), "r"(k.y));
+    asm("max.u16x2 %0, %1, %2;" : "=r"(b) : "r"(k.z), "r"(k.w));
+    asm("max.u16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+    const uint32_t lo = m & 0xFFFFu, hi = m >> 16;
+    return lo > hi ? lo : hi;
+}
+
 // --------------------------------------------------- block primitives
 
 struct TopnShared {
@@ -150,6 +161,12 @@ struct TopnShared {
     uint32_t tau, need_eq, gt_base, eq_base, count;
     uint32_t warp_sums[DC_TOPN_WARPS];
 };
+// TopnShared sits at the start of the dynamic shared memory and the keys at
+// this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
+// covers the whole footprint (src/topn.c uses the same number).
+#define DC_TOPN_SHARED_BYTES 17408
+static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
+static_assert(DC_TOPN_SHARED_BYTES % 16 == 0, "keys stay 16-byte aligned");
 
 // Exclusive prefix sum over the CTA; *total = the sum. Two barriers; the
 // trailing one makes back-to-back calls safe.
@@ -326,8 +343,12 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // ---- 2. 5-bit histogram of the keys in the bin, keys above it (local)
     {
         uint32_t above = 0;
+        const uint32_t bin_lo = bin << 5;
         for (int32_t v = (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
             const u32x4 k = kv[v];
+            // Most vectors lie wholly below the bin: one test skips them.
+            if (max_key8(k) < bin_lo)
+                continue;
             const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
 #pragma unroll
             for (int e = 0; e < 8; e++) {
@@ -411,22 +432,28 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     for (int32_t t0 = 0; t0 < nkeys; t0 += TILE) {
         const int32_t v0 = (t0 >> 3) + (int32_t)tid * (DC_TOPN_PER_THREAD / 8);
         uint32_t w8[DC_TOPN_PER_THREAD / 2];
+        uint32_t kmax = 0;
 #pragma unroll
         for (int q = 0; q < DC_TOPN_PER_THREAD / 8; q++) {
             u32x4 k = {0u, 0u, 0u, 0u};
             if (v0 + q < nvec)
                 k = kv[v0 + q];
+            const uint32_t m = max_key8(k);
+            kmax = m > kmax ? m : kmax;
             w8[4 * q + 0] = k.x;
             w8[4 * q + 1] = k.y;
             w8[4 * q + 2] = k.z;
             w8[4 * q + 3] = k.w;
         }
         uint32_t g = 0, q = 0;
+        // Keys below max(tau, 1) are never taken: most threads skip here.
+        if (kmax >= (tau > 1u ? tau : 1u)) {
 #pragma unroll
-        for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
-            const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-            g += key > tau ? 1u : 0u;
-            q += (key == tau && key != 0u) ? 1u : 0u;
+            for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
+                const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+                g += key > tau ? 1u : 0u;
+                q += (key == tau && key != 0u) ? 1u : 0u;
+            }
         }
         uint32_t tile_total;
         const uint32_t ex = block_exclusive_scan(g | (q << 16), sh.warp_sums, &tile_total);

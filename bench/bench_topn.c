@@ -1,0 +1,218 @@
+/*
+ * bench_topn.c - times the fused local top-N + pack (dc_topn_pack_launch) on
+ * the shapes of issue #4: decode (T = 64 and 8 rows of 131072 columns) and
+ * prefill (T = 6710 rows of 16384), N = 384, over the input families normal,
+ * normal + 100, integer-valued and -inf masked.
+ *
+ * Method: CUDA events around each launch on one stream, 5 warm-up launches,
+ * the median (and min) of `iters` (default 30) timed launches. The inputs
+ * rotate over enough device copies to exceed the 60 MiB L2 (so every launch
+ * reads cold HBM, as in a real step). Prints a table and one `JSON {...}`
+ * line per measurement. Usage: bench_topn [iters] [shape filter substring].
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcptopk.h"
+#include "runtime.h"
+#include "topn.h"
+
+enum { FAM_NORMAL, FAM_NORMAL_100, FAM_INTEGER, FAM_NEG_INF_MASK, FAM_COUNT };
+static const char *fam_names[FAM_COUNT] = {"normal", "normal+100",
+                                           "integer0..3", "-inf-masked"};
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double rng_uniform(void)
+{
+    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
+}
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* One row of a family; never all zeros. */
+static void gen_row(int fam, uint16_t *row, int64_t s)
+{
+    int64_t cut = s;
+    if (fam == FAM_NEG_INF_MASK) /* causal-style: a random tail is -inf */
+        cut = s / 4 + (int64_t)(rng_uniform() * (double)(s - s / 4));
+    for (int64_t i = 0; i < s; i += 2) {
+        double u1 = rng_uniform(), u2 = rng_uniform();
+        double r = sqrt(-2.0 * log(u1 + 1e-300));
+        double z[2] = {r * cos(6.283185307179586 * u2),
+                       r * sin(6.283185307179586 * u2)};
+        for (int k = 0; k < 2 && i + k < s; k++) {
+            float v;
+            switch (fam) {
+            case FAM_NORMAL_100: v = (float)(z[k] + 100.0); break;
+            case FAM_INTEGER: v = (float)(rng_next() & 3u); break;
+            default: v = (float)z[k]; break;
+            }
+            row[i + k] = i + k >= cut ? (uint16_t)0xFF80u : f32_to_bf16(v);
+        }
+    }
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+#define DIE(...)                                                               \
+    do {                                                                       \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+        exit(1);                                                               \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 30;
+    const char *filter = argc > 2 ? argv[2] : NULL;
+    if (iters < 20)
+        iters = 20;
+    if (dcptopk_device_count() == 0) {
+        printf("no CUDA device: nothing to measure\n");
+        return 0;
+    }
+    dcptopk_context_config cc = DCPTOPK_CONTEXT_CONFIG_INIT;
+    dcptopk_context *ctx = NULL;
+    if (dcptopk_context_create(&cc, &ctx))
+        DIE("context: %s", dcptopk_last_error(NULL));
+    const int32_t sms = dc_ctx_sm_count(ctx);
+    static const struct {
+        int64_t t, s;
+        int32_t n;
+        const char *goal;
+    } shapes[] = {{64, 131072, 384, "<= 15 us (torch 145 us)"},
+                  {8, 131072, 384, "-"},
+                  {6710, 16384, 384, "<= 150 us (torch 959 us)"}};
+    void *stream = NULL, *ev0 = NULL, *ev1 = NULL;
+    if (dc_stream_create(ctx, &stream) || dc_event_create(ctx, &ev0) ||
+        dc_event_create(ctx, &ev1))
+        DIE("stream/events: %s", dcptopk_last_error(ctx));
+    float *times = malloc(sizeof *times * (size_t)iters);
+    printf("%-6s %-7s %-5s %-12s %-7s %10s %10s %10s %8s  goal\n", "T", "S",
+           "N", "family", "variant", "median_us", "min_us", "floor_us",
+           "TB/s");
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int64_t T = shapes[si].t, S = shapes[si].s;
+        const int32_t n = shapes[si].n;
+        char shape_name[64];
+        snprintf(shape_name, sizeof shape_name, "T=%lld,S=%lld",
+                 (long long)T, (long long)S);
+        if (filter && !strstr(shape_name, filter))
+            continue;
+        const size_t in_bytes = sizeof(uint16_t) * (size_t)(T * S);
+        const int64_t words = n + n / 32;
+        const size_t out_bytes = sizeof(int32_t) * (size_t)(T * words);
+        int nbuf = (int)((256u << 20) / in_bytes) + 1;
+        if (nbuf > 64)
+            nbuf = 64;
+        if (nbuf < 2)
+            nbuf = 2;
+        uint16_t *host = malloc(in_bytes);
+        int32_t *ends = malloc(sizeof *ends * (size_t)T);
+        uint64_t d_in[64], d_out = 0, d_ends = 0;
+        if (!host || !ends)
+            DIE("host memory");
+        for (int64_t t = 0; t < T; t++)
+            ends[t] = (int32_t)S;
+        for (int b = 0; b < nbuf; b++)
+            if (dc_mem_alloc(ctx, in_bytes, &d_in[b]))
+                DIE("alloc: %s", dcptopk_last_error(ctx));
+        if (dc_mem_alloc(ctx, out_bytes, &d_out) ||
+            dc_mem_alloc(ctx, sizeof *ends * (size_t)T, &d_ends) ||
+            dc_memcpy_htod(ctx, d_ends, ends, sizeof *ends * (size_t)T))
+            DIE("alloc: %s", dcptopk_last_error(ctx));
+        dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+        c.local_topk = n;
+        const int32_t auto_v = dc_topn_variant(T, S, sms);
+        for (int fam = 0; fam < FAM_COUNT; fam++) {
+            for (int64_t t = 0; t < T; t++)
+                gen_row(fam, host + t * S, S);
+            for (int b = 0; b < nbuf; b++)
+                if (dc_memcpy_htod(ctx, d_in[b], host, in_bytes))
+                    DIE("upload: %s", dcptopk_last_error(ctx));
+            /* The automatic variant, and for the decode shapes the others. */
+            int32_t variants[5];
+            int nv = 0;
+            variants[nv++] = -1;
+            if (T <= 64)
+                for (int32_t v = 1; v <= 3; v++)
+                    if (v != auto_v)
+                        variants[nv++] = v;
+            for (int vi = 0; vi < nv; vi++) {
+                dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
+                a.logits_stride = S;
+                a.max_local_len = S;
+                a.row_ends = (const int32_t *)(uintptr_t)d_ends;
+                a.rows = T;
+                a.out = (int32_t *)(uintptr_t)d_out;
+                a.stream = stream;
+                for (int i = 0; i < 5 + iters; i++) {
+                    a.logits = (const uint16_t *)(uintptr_t)d_in[i % nbuf];
+                    dcptopk_result r = dc_event_record(ctx, ev0, stream);
+                    if (!r)
+                        r = dc_topn_pack_launch_variant(ctx, &c, &a,
+                                                        variants[vi]);
+                    if (!r)
+                        r = dc_event_record(ctx, ev1, stream);
+                    if (!r)
+                        r = dc_stream_sync(ctx, stream);
+                    float ms = 0;
+                    if (!r)
+                        r = dc_event_elapsed_ms(ctx, ev0, ev1, &ms);
+                    if (r)
+                        DIE("launch: %s", dcptopk_last_error(ctx));
+                    if (i >= 5)
+                        times[i - 5] = ms * 1000.0f;
+                }
+                qsort(times, (size_t)iters, sizeof *times, cmp_float);
+                const double med = times[iters / 2], mn = times[0];
+                const double floor_us = (double)(in_bytes + out_bytes) / 4.3e6;
+                const int32_t v = variants[vi] < 0 ? auto_v : variants[vi];
+                const double tbs = (double)in_bytes / (med * 1e6);
+                printf("%-6lld %-7lld %-5d %-12s %d%-6s %10.1f %10.1f %10.1f "
+                       "%8.2f  %s\n",
+                       (long long)T, (long long)S, n, fam_names[fam], v,
+                       variants[vi] < 0 ? "(auto)" : "", med, mn, floor_us,
+                       tbs, variants[vi] < 0 ? shapes[si].goal : "");
+                printf("JSON {\"bench\":\"topn_pack\",\"T\":%lld,\"S\":%lld,"
+                       "\"N\":%d,\"family\":\"%s\",\"variant\":%d,\"auto\":%s,"
+                       "\"median_us\":%.2f,\"min_us\":%.2f,\"floor_us\":%.2f,"
+                       "\"input_TBps\":%.3f,\"iters\":%d,\"buffers\":%d}\n",
+                       (long long)T, (long long)S, n, fam_names[fam], v,
+                       variants[vi] < 0 ? "true" : "false", med, mn, floor_us,
+                       tbs, iters, nbuf);
+                fflush(stdout);
+            }
+        }
+        for (int b = 0; b < nbuf; b++)
+            dc_mem_free(ctx, d_in[b]);
+        dc_mem_free(ctx, d_out);
+        dc_mem_free(ctx, d_ends);
+        free(host);
+        free(ends);
+    }
+    free(times);
+    dc_event_destroy(ctx, ev0);
+    dc_event_destroy(ctx, ev1);
+    dc_stream_destroy(ctx, stream);
+    dcptopk_context_destroy(ctx);
+    return 0;
+}
