@@ -119,9 +119,9 @@ typedef enum dc_pair_family {
 const char *dc_pair_family_name(int family);
 
 /* Rank-major candidates [W, rows, K, 2] (score bits, gid) of `family`: every
- * rank's gids are distinct ids it owns (gid(l, r) with interleave S, l below
- * 2^17 / ... small), like a real local top-K. Returns a malloc'd buffer or
- * NULL. */
+ * rank's gids are distinct ids it owns (gid(l, r) with interleave S, local
+ * ids l < 3K in a random slot order), like a real local top-K; invalid slots
+ * have gid < 0. Free with free(). Returns NULL when out of memory. */
 int32_t *dc_gen_pair_candidates(int family, int32_t topk, int32_t world_size,
                                 int32_t interleave, int64_t rows,
                                 uint64_t seed);
