@@ -13,7 +13,7 @@
 // position; ids -1 padded to K. Owned rows: the selected gids of this rank,
 // mapped through the block table, compacted in the same order.
 //
-// One CTA per row. Thread `tid` handles the 16-byte vectors v = i * THREADS +
+// One CTA per row. Loads: thread `tid` reads the 16-byte vectors v = i * THREADS +
 // tid (two candidates, positions 2v and 2v + 1), i = 0 .. ITERS-1: a warp reads
 // 512 contiguous bytes, and a vector never straddles two ranks (K is even).
 // 1. Load: primary keys ord32 (0 = invalid) go to shared memory (or are
@@ -24,9 +24,12 @@
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
 //    candidates (gids re-read from global). If even the full keys are tied
 //    (duplicates), the first ones in position order are taken.
-// 3. Emit: per iteration a warp ballot gives every selected candidate its
-//    rank within the warp; per-(iteration, warp) counts, scanned once, give
-//    the bases. Ids and owned rows are written in ascending position order.
+// 3. Emit: thread tid owns a contiguous run of kChunk positions; it counts
+//    its selected (and owned) candidates, one block scan gives its output
+//    offsets, and it writes its ids and owned rows in ascending position
+//    order (gids re-read from global memory, mostly L2 hits). Keys are read
+//    back from shared memory in 16-byte groups; their XOR-swizzled layout
+//    keeps both access patterns free of bank conflicts.
 #include "common.cuh"
 
 namespace ps {
@@ -45,7 +48,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kIters = (kVecs + kThreads - 1) / kThreads;
 constexpr bool kFullIters = kVecs % kThreads == 0;
 constexpr int kBins = 2048;                  // 11-bit digits
-constexpr int kScan = kIters * kWarps;       // per-(iteration, warp) counters
+// Emit phase: thread tid owns the contiguous positions [tid * kChunk,
+// tid * kChunk + kChunk) (a multiple of 4: one 16-byte shared load).
+constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // Keys live in shared memory when they fit this budget (the launcher derives
 // the same rule from W and K for the dynamic shared memory size).
 constexpr int kSmemKeyBytes = 131072;
@@ -55,18 +60,14 @@ constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
 constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
 // Vectors loaded per batch of the load phase (registers in flight).
 constexpr int kLoadBatch = 4;
-// Iterations per batch of the emit passes (global loads in flight).
-constexpr int kEmitBatch = kB > 0 ? 2 : 4; // the rows map needs more registers
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
 static_assert(kLayout == 0 || kLayout == 1, "layout 0 or 1");
 static_assert(kS >= 1, "interleave >= 1");
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
-// The histogram words double as the scan counters afterwards: kScan + 1
-// (selected | owned << 16, then the totals) and kScan (duplicates).
-constexpr int kHistWords = 2 * kScan + 1 > kBins ? 2 * kScan + 1 : kBins;
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
+static_assert(kCands % 4 == 0, "whole 16-byte key groups");
 
 // Selection modes, decided by the radix passes.
 enum : uint32_t {
@@ -84,7 +85,7 @@ struct Decision {
 };
 
 struct Shared {
-    uint32_t hist[kHistWords]; // histogram; afterwards the scan counters
+    uint32_t hist[kBins];
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
     Decision dec;
@@ -94,13 +95,6 @@ struct Shared {
 constexpr int kSharedBytes = 8448;
 static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
-
-__device__ __forceinline__ uint32_t lanemask_lt()
-{
-    uint32_t m;
-    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
-    return m;
-}
 
 __device__ __forceinline__ void ld_nc_v4(const int32_t *p, int32_t &a, int32_t &b,
                                          int32_t &c, int32_t &d)
@@ -210,28 +204,6 @@ __device__ __forceinline__ void clear_hist(Shared &sh)
     __syncthreads();
 }
 
-// Exclusive scan, in place, of n counters a[0..n) (n <= kBins). Ends with a
-// barrier.
-__device__ void scan_counters(Shared &sh, uint32_t *a, int n)
-{
-    const int per = (n + kThreads - 1) / kThreads;
-    const int lo = threadIdx.x * per;
-    uint32_t mine = 0;
-    for (int c = 0; c < per; c++)
-        if (lo + c < n)
-            mine += a[lo + c];
-    uint32_t total;
-    uint32_t run = block_scan(sh, mine, &total) - mine;
-    for (int c = 0; c < per; c++) {
-        if (lo + c < n) {
-            const uint32_t x = a[lo + c];
-            a[lo + c] = run;
-            run += x;
-        }
-    }
-    __syncthreads();
-}
-
 // Per-row context.
 struct Row {
     const int32_t *base;   // row base: candidates + t * K * 2 (rank-major) or t * W*K*2
@@ -239,24 +211,40 @@ struct Row {
     const uint32_t *keys;  // shared keys, or nullptr
 };
 
-// The two primary keys of vector v (positions 2v, 2v+1).
-__device__ __forceinline__ void vec_keys(const Row &row, uint32_t v, uint32_t &k0,
-                                         uint32_t &k1)
+// Shared key of position p lives at word key_index(p): rows of 32 words (128
+// bytes), whose 16-byte chunks are XOR-swizzled by the row number, so that
+// both the load phase (a warp stores 256 contiguous bytes) and the emit
+// phase (each lane reads its own 128 contiguous bytes) are free of bank
+// conflicts.
+__device__ __forceinline__ uint32_t key_index(uint32_t p)
 {
+    const uint32_t r = p >> 5;
+    return (r << 5) | ((((p >> 2) & 7u) ^ (r & 7u)) << 2) | (p & 3u);
+}
+
+// The primary keys of positions p .. p+3 (p a multiple of 4).
+__device__ __forceinline__ uint4 key4(const Row &row, uint32_t p)
+{
+    uint4 q;
     if (kSmemKeys) {
-        const uint2 kk = reinterpret_cast<const uint2 *>(row.keys)[v];
-        k0 = kk.x;
-        k1 = kk.y;
+        q = *reinterpret_cast<const uint4 *>(row.keys + key_index(p));
     } else {
-        int32_t s0, g0, s1, g1;
-        const int32_t *p = row.base + pair_offset(2 * v, row.rank_stride);
-        // Vector alignment is only known for the whole buffer: two 8-byte
-        // loads work for every 8-byte aligned buffer.
-        ld_nc_v2(p, s0, g0);
-        ld_nc_v2(p + 2, s1, g1);
-        k0 = primary_key(s0, g0);
-        k1 = primary_key(s1, g1);
+        // Keys not kept: re-read the pairs (8-byte loads: the buffer is only
+        // known to be 8-byte aligned).
+        int32_t s0, g0, s1, g1, s2, g2, s3, g3;
+        ld_nc_v2(row.base + pair_offset(p, row.rank_stride), s0, g0);
+        ld_nc_v2(row.base + pair_offset(p + 1, row.rank_stride), s1, g1);
+        ld_nc_v2(row.base + pair_offset(p + 2, row.rank_stride), s2, g2);
+        ld_nc_v2(row.base + pair_offset(p + 3, row.rank_stride), s3, g3);
+        q = make_uint4(primary_key(s0, g0), primary_key(s1, g1), primary_key(s2, g2),
+                       primary_key(s3, g3));
     }
+    return q;
+}
+
+__device__ __forceinline__ uint32_t get(const uint4 &q, int j)
+{
+    return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
 }
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
@@ -297,7 +285,7 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
                 const uint32_t k0 = primary_key(s0[b], g0[b]);
                 const uint32_t k1 = primary_key(s1[b], g1[b]);
                 if (kSmemKeys)
-                    reinterpret_cast<uint2 *>(skeys)[v] = make_uint2(k0, k1);
+                    *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
                 if (k0)
                     atomicAdd(&sh.hist[k0 >> 21], 1u);
                 if (k1)
@@ -323,17 +311,18 @@ __device__ __forceinline__ bool in_range(int i, uint32_t v)
 __device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, uint32_t pre)
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
+    const uint32_t p0 = threadIdx.x * kChunk;
 #pragma unroll 4
-    for (int i = 0; i < kIters; i++) {
-        const uint32_t v = (uint32_t)i * kThreads + threadIdx.x;
-        if (!in_range(i, v))
-            continue;
-        uint32_t k0, k1;
-        vec_keys(row, v, k0, k1);
-        if (k0 && (k0 & mask) == pre)
-            atomicAdd(&sh.hist[(k0 >> shift) & dm], 1u);
-        if (k1 && (k1 & mask) == pre)
-            atomicAdd(&sh.hist[(k1 >> shift) & dm], 1u);
+    for (int c = 0; c < kChunk; c += 4) {
+        if (p0 + c >= (uint32_t)kCands)
+            break;
+        const uint4 q4 = key4(row, p0 + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t k = get(q4, j);
+            if (k && (k & mask) == pre)
+                atomicAdd(&sh.hist[(k >> shift) & dm], 1u);
+        }
     }
     __syncthreads();
 }
@@ -344,22 +333,19 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
                                uint32_t mask, uint32_t pre)
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
+    const uint32_t p0 = threadIdx.x * kChunk;
 #pragma unroll 1
-    for (int i = 0; i < kIters; i++) {
-        const uint32_t v = (uint32_t)i * kThreads + threadIdx.x;
-        if (!in_range(i, v))
-            continue;
-        uint32_t k0, k1;
-        vec_keys(row, v, k0, k1);
-        if (k0 == prim) {
-            const uint32_t s = ~(uint32_t)gid_at(row, 2 * v);
-            if ((s & mask) == pre)
-                atomicAdd(&sh.hist[(s >> shift) & dm], 1u);
-        }
-        if (k1 == prim) {
-            const uint32_t s = ~(uint32_t)gid_at(row, 2 * v + 1);
-            if ((s & mask) == pre)
-                atomicAdd(&sh.hist[(s >> shift) & dm], 1u);
+    for (int c = 0; c < kChunk; c += 4) {
+        if (p0 + c >= (uint32_t)kCands)
+            break;
+        const uint4 q4 = key4(row, p0 + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (get(q4, j) != prim)
+                continue;
+            const uint32_t sk = ~(uint32_t)gid_at(row, p0 + c + j);
+            if ((sk & mask) == pre)
+                atomicAdd(&sh.hist[(sk >> shift) & dm], 1u);
         }
     }
     __syncthreads();
@@ -525,7 +511,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     const long long t = blockIdx.x;
     if (t >= rows)
         return;
-    const uint32_t tid = threadIdx.x, lane = dc::lane_id(), warp = dc::warp_id();
+    const uint32_t tid = threadIdx.x;
 
     Row row;
     row.base = candidates + t * (kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2);
@@ -547,7 +533,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     radix_select(sh, row);
 
     const Decision &d = sh.dec;
-    __syncthreads(); // the histogram becomes the scan counters below
+    __syncthreads();
 
     const bool want_ids = kEmitIds && ids_out != nullptr;
     const bool want_rows = kB > 0 && rows_out != nullptr;
@@ -563,137 +549,125 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
         m.req = (r >= 0 && r < num_reqs) ? r : -1;
     }
 
-    uint32_t *cnt = sh.hist;          // [kScan]: selected | owned << 16
-    uint32_t *dcnt = sh.hist + kScan + 1; // [kScan]: duplicates (boundary full key)
-    const uint32_t lt = lanemask_lt();
+    const uint32_t p0 = tid * kChunk;
 
-    // Duplicates: rank the candidates that carry the boundary full key in
-    // position order; the first d.need of them are taken.
+    // Duplicates: the candidates that carry the boundary full key are ranked
+    // in position order; the first d.need of them are taken. eq_base = how
+    // many of them precede this thread's positions.
+    uint32_t eq_base = 0;
     if (d.mode == kModeDuplicates) {
+        uint32_t n = 0;
 #pragma unroll 1
-        for (int i = 0; i < kIters; i++) {
-            const uint32_t v = (uint32_t)i * kThreads + tid;
-            bool e0 = false, e1 = false;
-            if (in_range(i, v)) {
-                uint32_t k0, k1;
+        for (int c = 0; c < kChunk; c += 4) {
+            if (p0 + c >= (uint32_t)kCands)
+                break;
+            const uint4 q4 = key4(row, p0 + c);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
                 int32_t g;
-                bool have = false;
-                vec_keys(row, v, k0, k1);
-                decide(d, row, k0, 2 * v, g, have, e0);
-                decide(d, row, k1, 2 * v + 1, g, have, e1);
+                bool have = false, e;
+                decide(d, row, get(q4, j), p0 + c + j, g, have, e);
+                n += e ? 1u : 0u;
             }
-            const uint32_t n = __popc(__ballot_sync(0xFFFFFFFFu, e0)) +
-                               __popc(__ballot_sync(0xFFFFFFFFu, e1));
-            if (lane == 0)
-                dcnt[i * kWarps + warp] = n;
         }
-        __syncthreads();
-        scan_counters(sh, dcnt, kScan);
+        uint32_t total;
+        eq_base = block_scan(sh, n, &total) - n;
     }
 
-    // Pass A: count selected (and owned) candidates per (iteration, warp).
-    // Pass B: write them. Both evaluate the same flags. Iterations go in
-    // batches so that the global loads of a batch (gids of the selected
-    // candidates, block table entries) are in flight together rather than
-    // one L2 round trip per iteration.
-#pragma unroll 1
-    for (int pass = 0; pass < 2; pass++) {
-        const bool load_gids = want_rows || (pass == 1 && want_ids);
-#pragma unroll 1
-        for (int i0 = 0; i0 < kIters; i0 += kEmitBatch) {
-            bool f[kEmitBatch][2], h[kEmitBatch][2], o[kEmitBatch][2];
-            int32_t g[kEmitBatch][2], entry[kEmitBatch][2];
+    // Pass A: how many selected (and owned) candidates this thread holds.
+    uint32_t nsel = 0, nown = 0;
+    {
+        uint32_t eq = eq_base;
+#pragma unroll 2
+        for (int c = 0; c < kChunk; c += 4) {
+            if (p0 + c >= (uint32_t)kCands)
+                break;
+            const uint4 q4 = key4(row, p0 + c);
 #pragma unroll
-            for (int b = 0; b < kEmitBatch; b++) {
-                const int i = i0 + b;
-                const uint32_t v = (uint32_t)i * kThreads + tid;
-                bool e0 = false, e1 = false;
-                f[b][0] = f[b][1] = h[b][0] = h[b][1] = false;
-                o[b][0] = o[b][1] = false;
-                g[b][0] = g[b][1] = -1;
-                if (i < kIters && in_range(i, v)) {
-                    uint32_t k0, k1;
-                    vec_keys(row, v, k0, k1);
-                    f[b][0] = decide(d, row, k0, 2 * v, g[b][0], h[b][0], e0);
-                    f[b][1] = decide(d, row, k1, 2 * v + 1, g[b][1], h[b][1], e1);
+            for (int j = 0; j < 4; j++) {
+                int32_t g = -1;
+                bool have = false, e;
+                bool f = decide(d, row, get(q4, j), p0 + c + j, g, have, e);
+                if (e) {
+                    f = eq < d.need;
+                    eq++;
                 }
-                if (d.mode == kModeDuplicates && i < kIters) {
-                    const uint32_t b0 = __ballot_sync(0xFFFFFFFFu, e0);
-                    const uint32_t b1 = __ballot_sync(0xFFFFFFFFu, e1);
-                    const uint32_t r0 =
-                        dcnt[i * kWarps + warp] + __popc(b0 & lt) + __popc(b1 & lt);
-                    f[b][0] = f[b][0] || (e0 && r0 < d.need);
-                    f[b][1] = f[b][1] || (e1 && r0 + (e0 ? 1u : 0u) < d.need);
-                }
-            }
-            if (load_gids) {
-#pragma unroll
-                for (int b = 0; b < kEmitBatch; b++)
-#pragma unroll
-                    for (int j = 0; j < 2; j++)
-                        if (f[b][j] && !h[b][j])
-                            g[b][j] = gid_at(row, 2 * ((uint32_t)(i0 + b) * kThreads + tid) + j);
-            }
-            if (want_rows) {
-#pragma unroll
-                for (int b = 0; b < kEmitBatch; b++)
-#pragma unroll
-                    for (int j = 0; j < 2; j++) {
-                        uint32_t lj = 0;
-                        o[b][j] = f[b][j] && owned(m, g[b][j], lj);
-                        if (pass == 1 && o[b][j])
-                            entry[b][j] = table_entry(m, lj);
-                    }
-            }
-#pragma unroll
-            for (int b = 0; b < kEmitBatch; b++) {
-                const int i = i0 + b;
-                if (i >= kIters)
-                    break;
-                const uint32_t s0 = __ballot_sync(0xFFFFFFFFu, f[b][0]);
-                const uint32_t s1 = __ballot_sync(0xFFFFFFFFu, f[b][1]);
-                const uint32_t w0 = __ballot_sync(0xFFFFFFFFu, o[b][0]);
-                const uint32_t w1 = __ballot_sync(0xFFFFFFFFu, o[b][1]);
-                if (pass == 0) {
-                    if (lane == 0)
-                        cnt[i * kWarps + warp] =
-                            (uint32_t)(__popc(s0) + __popc(s1)) |
-                            ((uint32_t)(__popc(w0) + __popc(w1)) << 16);
-                    continue;
-                }
-                const uint32_t base = cnt[i * kWarps + warp];
-                if (want_ids) {
-                    int32_t *out = ids_out + t * ids_stride;
-                    const uint32_t at = (base & 0xFFFFu) + __popc(s0 & lt) + __popc(s1 & lt);
-                    if (f[b][0])
-                        out[at] = g[b][0];
-                    if (f[b][1])
-                        out[at + (f[b][0] ? 1u : 0u)] = g[b][1];
-                }
-                if (want_rows) {
-                    int32_t *out = rows_out + t * rows_stride;
-                    const uint32_t at = (base >> 16) + __popc(w0 & lt) + __popc(w1 & lt);
-                    if (o[b][0])
-                        out[at] = physical_row(m, entry[b][0], local_of(g[b][0]));
-                    if (o[b][1])
-                        out[at + (o[b][0] ? 1u : 0u)] =
-                            physical_row(m, entry[b][1], local_of(g[b][1]));
+                nsel += f ? 1u : 0u;
+                if (want_rows && f) {
+                    if (!have)
+                        g = gid_at(row, p0 + c + j);
+                    uint32_t l;
+                    nown += owned(m, g, l) ? 1u : 0u;
                 }
             }
         }
-        if (pass == 0) {
-            __syncthreads();
-            // The totals: one more counter past the end holds them after the
-            // exclusive scan.
-            if (tid == 0)
-                cnt[kScan] = 0u;
-            __syncthreads();
-            scan_counters(sh, cnt, kScan + 1);
+    }
+    uint32_t totals;
+    const uint32_t mine = nsel | (nown << 16);
+    const uint32_t before = block_scan(sh, mine, &totals) - mine;
+
+    // Pass B: write them, in position order. Groups of 8 positions: the gid
+    // (and block table) loads of a group are in flight together.
+    {
+        uint32_t at_id = before & 0xFFFFu, at_row = before >> 16, eq = eq_base;
+        int32_t *ids = want_ids ? ids_out + t * ids_stride : nullptr;
+        int32_t *prow = want_rows ? rows_out + t * rows_stride : nullptr;
+#pragma unroll 1
+        for (int c = 0; c < kChunk; c += 8) {
+            uint32_t sel = 0, have_mask = 0;
+            int32_t g[8];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t p = p0 + c + 4 * h;
+                if (c + 4 * h >= kChunk || p >= (uint32_t)kCands)
+                    break;
+                const uint4 q4 = key4(row, p);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    bool have = false, e;
+                    g[4 * h + j] = -1;
+                    bool f = decide(d, row, get(q4, j), p + j, g[4 * h + j], have, e);
+                    if (e) {
+                        f = eq < d.need;
+                        eq++;
+                    }
+                    sel |= (f ? 1u : 0u) << (4 * h + j);
+                    have_mask |= (have ? 1u : 0u) << (4 * h + j);
+                }
+            }
+            if (!sel)
+                continue;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (((sel & ~have_mask) >> j) & 1u)
+                    g[j] = gid_at(row, p0 + c + j);
+            if (want_rows) {
+                int32_t entry[8];
+                uint32_t own = 0;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    uint32_t l;
+                    entry[j] = 0;
+                    if (((sel >> j) & 1u) && owned(m, g[j], l)) {
+                        own |= 1u << j;
+                        entry[j] = table_entry(m, l);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    if ((own >> j) & 1u)
+                        prow[at_row++] = physical_row(m, entry[j], local_of(g[j]));
+            }
+            if (want_ids) {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    if ((sel >> j) & 1u)
+                        ids[at_id++] = g[j];
+            }
         }
     }
 
     // Padding: -1 after the selected ids / owned rows; the owned count.
-    const uint32_t totals = cnt[kScan];
     if (want_ids) {
         int32_t *out = ids_out + t * ids_stride;
         for (uint32_t c = (totals & 0xFFFFu) + tid; c < (uint32_t)kK; c += kThreads)
