@@ -28,6 +28,17 @@ static dcptopk_result check_struct_size(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
+/* The start of every args check: `args` given and initialised. `size` is
+ * args->struct_size, read by the caller only when args is not NULL. */
+static dcptopk_result check_args_struct(const dcptopk_context *ctx,
+                                        const void *args, uint32_t size,
+                                        size_t expected, const char *init)
+{
+    if (!args)
+        return DC_INVALID("args is NULL");
+    return check_struct_size(ctx, "args", size, expected, init);
+}
+
 static int misaligned(const void *p, size_t align)
 {
     return ((uintptr_t)p % align) != 0;
@@ -174,30 +185,32 @@ dcptopk_result dc_check_config(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dc_check_packed_config(const dcptopk_context *ctx,
-                                      const dcptopk_merge_config *c)
+/* A valid config of the one merge kind a call implements; `kind_name` is the
+ * kind as the message names it ("packed", "pair"). */
+static dcptopk_result check_config_kind(const dcptopk_context *ctx,
+                                        const dcptopk_merge_config *c,
+                                        int32_t kind, const char *kind_name)
 {
     dcptopk_result r = dc_check_config(ctx, c);
     if (r)
         return r;
-    if (c->kind != DCPTOPK_MERGE_PACKED)
-        return DC_INVALID("config->kind = %d: this call needs the packed "
-                          "merge (0)",
-                          c->kind);
+    if (c->kind != kind)
+        return DC_INVALID("config->kind = %d: this call needs the %s merge "
+                          "(%d)",
+                          c->kind, kind_name, kind);
     return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_packed_config(const dcptopk_context *ctx,
+                                      const dcptopk_merge_config *c)
+{
+    return check_config_kind(ctx, c, DCPTOPK_MERGE_PACKED, "packed");
 }
 
 dcptopk_result dc_check_pair_config(const dcptopk_context *ctx,
                                     const dcptopk_merge_config *c)
 {
-    dcptopk_result r = dc_check_config(ctx, c);
-    if (r)
-        return r;
-    if (c->kind != DCPTOPK_MERGE_PAIR)
-        return DC_INVALID("config->kind = %d: this call needs the pair merge "
-                          "(1)",
-                          c->kind);
-    return DCPTOPK_SUCCESS;
+    return check_config_kind(ctx, c, DCPTOPK_MERGE_PAIR, "pair");
 }
 
 /* ------------------------------------------------------------ rows map */
@@ -273,9 +286,7 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_packed_config(ctx, c)))
         return r;
-    if (!a)
-        return DC_INVALID("args is NULL");
-    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
                                "DCPTOPK_PACK_ARGS_INIT")))
         return r;
     if ((r = check_rows(ctx, "args->rows", a->rows)))
@@ -308,9 +319,7 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_packed_config(ctx, c)))
         return r;
-    if (!a)
-        return DC_INVALID("args is NULL");
-    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
                                "DCPTOPK_SELECT_ARGS_INIT")))
         return r;
     if ((r = check_rows(ctx, "args->rows", a->rows)))
@@ -343,9 +352,7 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_pair_config(ctx, c)))
         return r;
-    if (!a)
-        return DC_INVALID("args is NULL");
-    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
                                "DCPTOPK_PAIR_SELECT_ARGS_INIT")))
         return r;
     if (a->layout != DCPTOPK_LAYOUT_RANK_MAJOR &&
@@ -381,9 +388,7 @@ dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_pair_config(ctx, c)))
         return r;
-    if (!a)
-        return DC_INVALID("args is NULL");
-    if ((r = check_struct_size(ctx, "args", a->struct_size, sizeof *a,
+    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
                                "DCPTOPK_PAIR_PACK_ARGS_INIT")))
         return r;
     if ((r = check_rows(ctx, "args->rows", a->rows)))
