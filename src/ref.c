@@ -348,22 +348,49 @@ static int64_t add_packed(dc_cand *cands, int64_t count, const int32_t *row,
     return count;
 }
 
+/* The scratch of one selection: room for `n` candidates and the 65536
+ * counters of select_and_emit's prefix histogram. */
+static dcptopk_result alloc_scratch(int64_t n, dc_cand **cands,
+                                    uint32_t **hist)
+{
+    *cands = malloc(sizeof **cands * (size_t)n);
+    *hist = malloc(sizeof **hist * 65536);
+    if (*cands && *hist)
+        return DCPTOPK_SUCCESS;
+    free(*cands);
+    free(*hist);
+    return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%lld candidates",
+                   (long long)n);
+}
+
+/* Output of row t on `rank`, for both merges: its ids (row stride 0 = K)
+ * and its owned physical rows. `prefix_shift` depends on the merge's key
+ * layout (see dc_row_out). */
+static dc_row_out row_out(const dcptopk_merge_config *c, int32_t rank,
+                          int32_t *ids_out, int64_t ids_out_stride,
+                          const dcptopk_rows_map *map, int64_t t,
+                          int32_t prefix_shift, uint32_t *hist)
+{
+    dc_row_out o;
+    o.k = c->topk;
+    o.rank = rank;
+    o.block_size = c->block_size;
+    o.ids = ids_out ? ids_out + t * (ids_out_stride ? ids_out_stride : c->topk)
+                    : NULL;
+    o.map = map->rows_out ? map : NULL;
+    o.t = t;
+    o.prefix_shift = prefix_shift;
+    o.hist = hist;
+    return o;
+}
+
+/* Packed-merge keys: the 16-bit score prefix sits above the gid bits. */
 static dc_row_out select_row_out(const dcptopk_merge_config *c,
                                  const dcptopk_select_args *a, int64_t t,
                                  uint32_t *hist)
 {
-    dc_row_out o;
-    o.k = c->topk;
-    o.rank = a->rank;
-    o.block_size = c->block_size;
-    o.ids = a->ids_out
-                ? a->ids_out + t * (a->ids_out_stride ? a->ids_out_stride : c->topk)
-                : NULL;
-    o.map = a->rows_map.rows_out ? &a->rows_map : NULL;
-    o.t = t;
-    o.prefix_shift = dc_gid_bits(c->world_size);
-    o.hist = hist;
-    return o;
+    return row_out(c, a->rank, a->ids_out, a->ids_out_stride, &a->rows_map, t,
+                   dc_gid_bits(c->world_size), hist);
 }
 
 static const int32_t *gathered_row(const dcptopk_merge_config *c,
@@ -384,13 +411,10 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
     if (r || (r = dc_check_select_args(NULL, &c, args)))
         return r;
     int32_t w = c.world_size, n = c.local_topk;
-    dc_cand *cands = malloc(sizeof *cands * (size_t)(w * n));
-    uint32_t *hist = malloc(sizeof *hist * 65536);
-    if (!cands || !hist) {
-        free(cands);
-        free(hist);
-        return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%d candidates", w * n);
-    }
+    dc_cand *cands;
+    uint32_t *hist;
+    if ((r = alloc_scratch((int64_t)w * n, &cands, &hist)))
+        return r;
     int32_t bits = dc_gid_bits(w);
     for (int64_t t = 0; t < args->rows; t++) {
         int64_t count = 0, pos = 0;
@@ -467,13 +491,10 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
         if (!push[s])
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "push[%d] is NULL (%d saturated ranks)", s, slots);
-    dc_cand *cands = malloc(sizeof *cands * (size_t)w * (size_t)k);
-    uint32_t *hist = malloc(sizeof *hist * 65536);
-    if (!cands || !hist) {
-        free(cands);
-        free(hist);
-        return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%d candidates", w * k);
-    }
+    dc_cand *cands;
+    uint32_t *hist;
+    if ((r = alloc_scratch((int64_t)w * k, &cands, &hist)))
+        return r;
     int64_t count = 0, pos = 0;
     for (int32_t owner = 0; owner < w; owner++) {
         if (mask & (1u << owner)) {
@@ -633,14 +654,10 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
         return r;
     int32_t w = c.world_size, k = c.topk, s = c.interleave;
     int64_t wk = (int64_t)w * k;
-    dc_cand *cands = malloc(sizeof *cands * (size_t)wk);
-    uint32_t *hist = malloc(sizeof *hist * 65536);
-    if (!cands || !hist) {
-        free(cands);
-        free(hist);
-        return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "%lld candidates",
-                       (long long)wk);
-    }
+    dc_cand *cands;
+    uint32_t *hist;
+    if ((r = alloc_scratch(wk, &cands, &hist)))
+        return r;
     int64_t rank_stride = args->rank_stride_rows ? args->rank_stride_rows
                                                  : args->rows;
     for (int64_t t = 0; t < args->rows; t++) {
@@ -663,18 +680,10 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
             x->owner = owner_of(gid, w, s);
             x->local = local_of(gid, w, s);
         }
-        dc_row_out o;
-        o.k = k;
-        o.rank = args->rank;
-        o.block_size = c.block_size;
-        o.ids = args->ids_out
-                    ? args->ids_out +
-                          t * (args->ids_out_stride ? args->ids_out_stride : k)
-                    : NULL;
-        o.map = args->rows_map.rows_out ? &args->rows_map : NULL;
-        o.t = t;
-        o.prefix_shift = 48; /* the top half of ord32 */
-        o.hist = hist;
+        /* Pair keys are ord32 << 32 | ~gid: the prefix is ord32's top half. */
+        dc_row_out o = row_out(&c, args->rank, args->ids_out,
+                               args->ids_out_stride, &args->rows_map, t, 48,
+                               hist);
         uint64_t lowest;
         select_and_emit(cands, count, &o, &lowest);
     }
