@@ -216,6 +216,16 @@ static int32_t ws_slots(const dcptopk_merge_config *c)
     return s < 1 ? 1 : s;
 }
 
+/* Rows are 32-bit grid indices in every kernel of the merge. */
+static dcptopk_result check_max_rows(dcptopk_context *ctx, int64_t max_rows)
+{
+    if (max_rows < 1 || max_rows > INT32_MAX)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "max_rows = %lld: must be in 1..%d",
+                       (long long)max_rows, INT32_MAX);
+    return DCPTOPK_SUCCESS;
+}
+
 dcptopk_result dcptopk_workspace_layout_get(const dcptopk_merge_config *config,
                                             int64_t max_rows,
                                             dcptopk_workspace_layout *out)
@@ -224,12 +234,9 @@ dcptopk_result dcptopk_workspace_layout_get(const dcptopk_merge_config *config,
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
     dcptopk_merge_config c;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_packed_config(NULL, &c)))
+    if (r || (r = dc_check_packed_config(NULL, &c)) ||
+        (r = check_max_rows(NULL, max_rows)))
         return r;
-    if (max_rows < 1 || max_rows > INT32_MAX)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "max_rows = %lld: must be in 1..%d",
-                       (long long)max_rows, INT32_MAX);
     if (!out)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     if (out->struct_size < sizeof *out)
@@ -241,6 +248,22 @@ dcptopk_result dcptopk_workspace_layout_get(const dcptopk_merge_config *config,
                       (uint64_t)dcptopk_packed_row_words(c.topk) * 4u;
     out->flags_bytes = (uint64_t)c.world_size * (uint64_t)max_rows * 4u;
     dc_clear(NULL);
+    return DCPTOPK_SUCCESS;
+}
+
+/* dcptopk_workspace_layout_get for a call that has a context: its message
+ * (in the thread's slot) moves to the context's. */
+static dcptopk_result ctx_layout(dcptopk_context *ctx,
+                                 const dcptopk_merge_config *c,
+                                 int64_t max_rows,
+                                 dcptopk_workspace_layout *lay)
+{
+    dcptopk_result r = dcptopk_workspace_layout_get(c, max_rows, lay);
+    if (r) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
+        return dc_fail(ctx, r, "%s", msg);
+    }
     return DCPTOPK_SUCCESS;
 }
 
@@ -275,10 +298,8 @@ dcptopk_result dcptopk_workspace_create(dcptopk_context *ctx,
     if (!out)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (max_rows < 1 || max_rows > INT32_MAX)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "max_rows = %lld: must be in 1..%d",
-                       (long long)max_rows, INT32_MAX);
+    if ((r = check_max_rows(ctx, max_rows)))
+        return r;
     if (rank < 0 || rank >= c.world_size)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "rank = %d: must be in [0, config->world_size = %d)",
@@ -300,12 +321,8 @@ dcptopk_result dcptopk_workspace_create(dcptopk_context *ctx,
                            p, (unsigned long long)peer_flags[p]);
     }
     dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
-    if ((r = dcptopk_workspace_layout_get(&c, max_rows, &lay)))
-        {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
-        return dc_fail(ctx, r, "%s", msg);
-    }
+    if ((r = ctx_layout(ctx, &c, max_rows, &lay)))
+        return r;
 
     dcptopk_workspace *ws = calloc(1, sizeof *ws);
     if (!ws)
@@ -553,21 +570,15 @@ dcptopk_result dcptopk_loopback_create(dcptopk_context *ctx,
     if (!out)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (max_rows < 1 || max_rows > INT32_MAX)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "max_rows = %lld: must be in 1..%d",
-                       (long long)max_rows, INT32_MAX);
+    if ((r = check_max_rows(ctx, max_rows)))
+        return r;
     if (max_local_len < 0 || max_local_len > (1 << DCPTOPK_LOCAL_INDEX_BITS))
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "max_local_len = %lld: must be in 0..%d",
                        (long long)max_local_len, 1 << DCPTOPK_LOCAL_INDEX_BITS);
     dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
-    if ((r = dcptopk_workspace_layout_get(&c, max_rows, &lay)))
-        {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
-        return dc_fail(ctx, r, "%s", msg);
-    }
+    if ((r = ctx_layout(ctx, &c, max_rows, &lay)))
+        return r;
     dcptopk_loopback *lb = calloc(1, sizeof *lb);
     if (!lb)
         return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "loopback struct");
