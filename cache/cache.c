@@ -338,7 +338,7 @@ int dc_cache_create_schema(sqlite3 *db)
     return rc;
 }
 
-static int read_int(sqlite3 *db, const char *sql, int64_t *out)
+int dc_cache_read_int(sqlite3 *db, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -362,14 +362,14 @@ int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
 {
     int64_t version = 0, tables = 0;
     *foreign = 0;
-    int rc = read_int(db, "PRAGMA user_version", &version);
+    int rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return rc;
     if (version == DC_CACHE_SCHEMA_VERSION) {
-        rc = read_int(db,
-                      "SELECT count(*) FROM sqlite_master WHERE type='table'"
-                      " AND name IN ('entries','claims')",
-                      &tables);
+        rc = dc_cache_read_int(db,
+                               "SELECT count(*) FROM sqlite_master WHERE "
+                               "type='table' AND name IN ('entries','claims')",
+                               &tables);
         if (rc == SQLITE_OK && tables != 2)
             *foreign = 1;
         return rc;
@@ -378,7 +378,8 @@ int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
         if (version == 0 && !writable) {
             /* An empty read-only file is fine (nothing to read); anything
              * else is not ours. */
-            rc = read_int(db, "SELECT count(*) FROM sqlite_master", &tables);
+            rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master",
+                                   &tables);
             if (rc == SQLITE_OK && tables != 0)
                 *foreign = 1;
             return rc;
@@ -391,9 +392,10 @@ int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
     rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         return rc;
-    rc = read_int(db, "PRAGMA user_version", &version);
+    rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
     if (rc == SQLITE_OK)
-        rc = read_int(db, "SELECT count(*) FROM sqlite_master", &tables);
+        rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master",
+                               &tables);
     if (rc == SQLITE_OK) {
         if (version == 0 && tables == 0)
             rc = dc_cache_create_schema(db);
@@ -495,6 +497,17 @@ static int open_memory(dc_cache *c)
     return rc;
 }
 
+/* The fallback when the file cannot serve: a private in-memory database.
+ * When even that fails, c->db stays NULL; dc_cache_open reports it (after
+ * fork() the handle just stays unusable). */
+static void run_in_memory(dc_cache *c)
+{
+    if (open_memory(c) != SQLITE_OK) {
+        sqlite3_close(c->db);
+        c->db = NULL;
+    }
+}
+
 /* Moves a bad file (and its -wal / -shm, which must never be replayed onto
  * a new file) aside as "<path>.<tag>-<unix time>". */
 static int move_aside(const char *path, const char *tag, char *moved,
@@ -517,32 +530,35 @@ static int move_aside(const char *path, const char *tag, char *moved,
     return 0;
 }
 
+/* One read-only open of `name` into c->db, its schema checked and, when it
+ * is ours, a first real read done: a WAL file may open and fail only there. */
+static int open_readonly_probe(dc_cache *c, const char *name, int flags,
+                               int *foreign)
+{
+    int rc = open_db(name, flags, &c->db);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_check_schema(c->db, 0, foreign);
+    if (rc == SQLITE_OK && !*foreign) {
+        int64_t n = 0;
+        rc = dc_cache_read_int(c->db, "SELECT count(*) FROM entries", &n);
+    }
+    return rc;
+}
+
 /* Opens an existing file without writing it: read-only, else immutable
  * (a WAL file whose -shm cannot be created), else nothing. Returns SQLite's
  * code; *foreign as dc_cache_check_schema. */
 static int open_readonly_file(dc_cache *c, int *foreign)
 {
     *foreign = 0;
-    int rc = open_db(c->path, SQLITE_OPEN_READONLY, &c->db);
-    if (rc == SQLITE_OK)
-        rc = dc_cache_check_schema(c->db, 0, foreign);
-    if (rc == SQLITE_OK && !*foreign) {
-        /* A WAL file may open and fail only at the first real read. */
-        int64_t n = 0;
-        rc = read_int(c->db, "SELECT count(*) FROM entries", &n);
-    }
+    int rc = open_readonly_probe(c, c->path, SQLITE_OPEN_READONLY, foreign);
     if (rc != SQLITE_OK && !dc_cache_is_corrupt_rc(rc)) {
         sqlite3_close(c->db);
         c->db = NULL;
         char uri[DC_CACHE_PATH_MAX * 3 + 64];
         immutable_uri(c->path, uri, sizeof uri);
-        rc = open_db(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, &c->db);
-        if (rc == SQLITE_OK)
-            rc = dc_cache_check_schema(c->db, 0, foreign);
-        if (rc == SQLITE_OK && !*foreign) {
-            int64_t n = 0;
-            rc = read_int(c->db, "SELECT count(*) FROM entries", &n);
-        }
+        rc = open_readonly_probe(c, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                                 foreign);
         if (rc == SQLITE_OK)
             c->immutable = 1;
     }
@@ -579,10 +595,7 @@ static void fall_back_readonly(dc_cache *c, const char *why)
         dc_cache_warn("cache %s: %s: running uncached (in memory)", c->path,
                       why);
     }
-    if (open_memory(c) != SQLITE_OK) {
-        sqlite3_close(c->db);
-        c->db = NULL;
-    }
+    run_in_memory(c);
 }
 
 static int is_readonly_rc(int rc)
@@ -613,7 +626,7 @@ static void open_readwrite(dc_cache *c)
         if (rc == SQLITE_OK) {
             /* The first read tells a garbage file (SQLITE_NOTADB). */
             int64_t v = 0;
-            rc = read_int(c->db, "PRAGMA user_version", &v);
+            rc = dc_cache_read_int(c->db, "PRAGMA user_version", &v);
         }
         if (rc == SQLITE_OK) {
             if (wal_allowed(c->path)) {
@@ -666,10 +679,7 @@ static void open_readwrite(dc_cache *c)
                           "be moved aside (%s): running uncached (in memory)",
                           c->path, foreign ? "not a dcptopk cache" : "damaged",
                           rc, sqlite3_errstr(rc), strerror(me));
-            if (open_memory(c) != SQLITE_OK) {
-                sqlite3_close(c->db);
-                c->db = NULL;
-            }
+            run_in_memory(c);
             return;
         }
         if (is_readonly_rc(rc)) {
@@ -682,10 +692,7 @@ static void open_readwrite(dc_cache *c)
         dc_cache_warn("cache %s: cannot be opened (SQLite error %d: %s): "
                       "running uncached (in memory)",
                       c->path, rc, sqlite3_errstr(rc));
-        if (open_memory(c) != SQLITE_OK) {
-            sqlite3_close(c->db);
-            c->db = NULL;
-        }
+        run_in_memory(c);
         return;
     }
 }
@@ -753,10 +760,7 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
                           "memory)",
                           n < 0 ? "" : "; the default path is too long");
             snprintf(c->path, sizeof c->path, ":memory:");
-            if (open_memory(c) != SQLITE_OK) {
-                sqlite3_close(c->db);
-                c->db = NULL;
-            }
+            run_in_memory(c);
             goto done;
         }
     }
@@ -767,10 +771,7 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
             dc_cache_warn("cache %s: does not exist and the cache is "
                           "read-only: running uncached (in memory)",
                           c->path);
-            if (open_memory(c) != SQLITE_OK) {
-                sqlite3_close(c->db);
-                c->db = NULL;
-            }
+            run_in_memory(c);
         } else {
             int rc = open_readonly_file(c, &foreign);
             if (rc != SQLITE_OK || foreign) {
@@ -782,10 +783,7 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
                     dc_cache_warn("cache %s: cannot be read (SQLite error %d: "
                                   "%s): running uncached (in memory)",
                                   c->path, rc, sqlite3_errstr(rc));
-                if (open_memory(c) != SQLITE_OK) {
-                    sqlite3_close(c->db);
-                    c->db = NULL;
-                }
+                run_in_memory(c);
             }
         }
         c->readonly = 1;
@@ -818,10 +816,7 @@ void dc_cache_after_fork(dc_cache *c)
     if (c->mode == DC_CACHE_RO || c->readonly) {
         int foreign = 0;
         if (open_readonly_file(c, &foreign) != SQLITE_OK || foreign) {
-            if (open_memory(c) != SQLITE_OK) {
-                sqlite3_close(c->db);
-                c->db = NULL;
-            }
+            run_in_memory(c);
         }
         c->readonly = 1;
     } else {

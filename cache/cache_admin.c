@@ -82,6 +82,43 @@ static int row_valid(sqlite3_stmt *st, int cubin_col, int checksum_col)
            (n[0] != 0 || n[1] != 0);
 }
 
+/* One step of a SELECT: 1 on a row; 0 at its end, or on an error, which
+ * then goes to *rc. */
+static int next_row(sqlite3 *db, sqlite3_stmt *st, int *rc)
+{
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        return 1;
+    if (s != SQLITE_DONE)
+        *rc = sqlite3_errcode(db);
+    return 0;
+}
+
+/* Prepares `sql` (one row by key = ?1) and steps to the row of `hex`. On
+ * success *st is on that row and the caller finalizes it; otherwise the
+ * statement is gone and the result says why: NOT_FOUND, or the SQLite error
+ * while `what`. */
+static dcptopk_result find_by_key(dc_cache *c, const char *sql,
+                                  const char *hex, const char *what,
+                                  sqlite3_stmt **st, char *err,
+                                  size_t err_size)
+{
+    *st = NULL;
+    int rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(*st, 1, hex, -1, SQLITE_STATIC);
+        if (next_row(c->db, *st, &rc))
+            return DCPTOPK_SUCCESS;
+    }
+    sqlite3_finalize(*st);
+    *st = NULL;
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, what, err, err_size);
+    dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s", hex,
+                     c->path);
+    return DCPTOPK_NOT_FOUND;
+}
+
 dcptopk_result dc_cache_list(dc_cache *c, dcptopk_cache_entry **out,
                              size_t *count, char *err, size_t err_size)
 {
@@ -96,14 +133,7 @@ dcptopk_result dc_cache_list(dc_cache *c, dcptopk_cache_entry **out,
                                 -1, &st, NULL);
     dcptopk_cache_entry *v = NULL;
     size_t n = 0, cap = 0;
-    while (rc == SQLITE_OK) {
-        int s = sqlite3_step(st);
-        if (s == SQLITE_DONE)
-            break;
-        if (s != SQLITE_ROW) {
-            rc = sqlite3_errcode(c->db);
-            break;
-        }
+    while (rc == SQLITE_OK && next_row(c->db, st, &rc)) {
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16;
             dcptopk_cache_entry *nv = realloc(v, ncap * sizeof *nv);
@@ -143,14 +173,7 @@ dcptopk_result dc_cache_match(dc_cache *c, const char *prefix,
     if (rc == SQLITE_OK)
         sqlite3_bind_text(st, 1, prefix, -1, SQLITE_STATIC);
     size_t n = 0;
-    while (rc == SQLITE_OK) {
-        int s = sqlite3_step(st);
-        if (s == SQLITE_DONE)
-            break;
-        if (s != SQLITE_ROW) {
-            rc = sqlite3_errcode(c->db);
-            break;
-        }
+    while (rc == SQLITE_OK && next_row(c->db, st, &rc)) {
         if (n < cap)
             copy_text(keys[n], 33, st, 0);
         n++;
@@ -169,29 +192,15 @@ dcptopk_result dc_cache_entry_get(dc_cache *c, const char *hex,
 {
     if (check_handle(c, err, err_size))
         return DCPTOPK_INVALID_ARGUMENT;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        c->db, "SELECT " ENTRY_COLUMNS " FROM entries WHERE key=?1", -1, &st,
-        NULL);
-    dcptopk_result r = DCPTOPK_SUCCESS;
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-        int s = sqlite3_step(st);
-        if (s == SQLITE_ROW) {
-            fill_entry(st, out);
-        } else if (s == SQLITE_DONE) {
-            dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s",
-                             hex, c->path);
-            r = DCPTOPK_NOT_FOUND;
-        } else {
-            rc = sqlite3_errcode(c->db);
-        }
-    }
+    sqlite3_stmt *st;
+    dcptopk_result r = find_by_key(
+        c, "SELECT " ENTRY_COLUMNS " FROM entries WHERE key=?1", hex,
+        "reading an entry", &st, err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    fill_entry(st, out);
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK)
-        return dc_cache_sql_fail(c->db, rc, c->path, "reading an entry", err,
-                                 err_size);
-    return r;
+    return DCPTOPK_SUCCESS;
 }
 
 dcptopk_result dc_cache_blob(dc_cache *c, const char *hex, int which,
@@ -208,58 +217,27 @@ dcptopk_result dc_cache_blob(dc_cache *c, const char *hex, int which,
                          which);
         return DCPTOPK_INVALID_ARGUMENT;
     }
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        c->db, "SELECT cubin, ptx, source, checksum FROM entries WHERE key=?1",
-        -1, &st, NULL);
-    dcptopk_result r = DCPTOPK_SUCCESS;
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-        int s = sqlite3_step(st);
-        if (s == SQLITE_ROW) {
-            if (!row_valid(st, 0, 3)) {
-                dc_cache_set_err(err, err_size,
-                                 "key = \"%s\": the entry in %s fails its "
-                                 "checksum (run verify to delete it)",
-                                 hex, c->path);
-                r = DCPTOPK_CACHE_ERROR;
-            } else if (dc_cache_column_copy(st, which, data, size) != 0) {
-                dc_cache_set_err(err, err_size,
-                                 "key = \"%s\": out of memory copying a blob "
-                                 "of %d bytes",
-                                 hex, sqlite3_column_bytes(st, which));
-                r = DCPTOPK_OUT_OF_MEMORY;
-            }
-        } else if (s == SQLITE_DONE) {
-            dc_cache_set_err(err, err_size, "key = \"%s\": no such entry in %s",
-                             hex, c->path);
-            r = DCPTOPK_NOT_FOUND;
-        } else {
-            rc = sqlite3_errcode(c->db);
-        }
+    sqlite3_stmt *st;
+    dcptopk_result r = find_by_key(
+        c, "SELECT cubin, ptx, source, checksum FROM entries WHERE key=?1",
+        hex, "reading a blob", &st, err, err_size);
+    if (r != DCPTOPK_SUCCESS)
+        return r;
+    if (!row_valid(st, 0, 3)) {
+        dc_cache_set_err(err, err_size,
+                         "key = \"%s\": the entry in %s fails its checksum "
+                         "(run verify to delete it)",
+                         hex, c->path);
+        r = DCPTOPK_CACHE_ERROR;
+    } else if (dc_cache_column_copy(st, which, data, size) != 0) {
+        dc_cache_set_err(err, err_size,
+                         "key = \"%s\": out of memory copying a blob of %d "
+                         "bytes",
+                         hex, sqlite3_column_bytes(st, which));
+        r = DCPTOPK_OUT_OF_MEMORY;
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK)
-        return dc_cache_sql_fail(c->db, rc, c->path, "reading a blob", err,
-                                 err_size);
     return r;
-}
-
-static int read_int(sqlite3 *db, const char *sql, int64_t *out)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        int s = sqlite3_step(st);
-        if (s == SQLITE_ROW)
-            *out = sqlite3_column_int64(st, 0);
-        else if (s == SQLITE_DONE)
-            *out = 0;
-        else
-            rc = sqlite3_errcode(db);
-    }
-    sqlite3_finalize(st);
-    return rc;
 }
 
 dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
@@ -285,11 +263,12 @@ dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
     sqlite3_finalize(st);
     int64_t pages = 0, page_size = 0;
     if (rc == SQLITE_OK)
-        rc = read_int(c->db, "SELECT count(*) FROM claims", &out->claims);
+        rc = dc_cache_read_int(c->db, "SELECT count(*) FROM claims",
+                               &out->claims);
     if (rc == SQLITE_OK)
-        rc = read_int(c->db, "PRAGMA page_count", &pages);
+        rc = dc_cache_read_int(c->db, "PRAGMA page_count", &pages);
     if (rc == SQLITE_OK)
-        rc = read_int(c->db, "PRAGMA page_size", &page_size);
+        rc = dc_cache_read_int(c->db, "PRAGMA page_size", &page_size);
     if (rc != SQLITE_OK)
         return dc_cache_sql_fail(c->db, rc, c->path, "computing statistics",
                                  err, err_size);
@@ -320,20 +299,16 @@ static int key_list_add(key_list *l, const unsigned char *key,
     return 0;
 }
 
-/* Deletes the listed rows in one transaction (matching the checksum too
- * when with_sum: a row replaced meanwhile is kept). */
-static int delete_keys(dc_cache *c, const key_list *l, int with_sum)
+/* Deletes the listed rows, inside the caller's transaction (matching the
+ * checksum too when with_sum: a row replaced meanwhile is kept). */
+static int delete_listed(dc_cache *c, const key_list *l, int with_sum)
 {
-    if (!l->n)
-        return SQLITE_OK;
-    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
     sqlite3_stmt *st = NULL;
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(
-            c->db,
-            with_sum ? "DELETE FROM entries WHERE key=?1 AND checksum=?2"
-                     : "DELETE FROM entries WHERE key=?1",
-            -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        c->db,
+        with_sum ? "DELETE FROM entries WHERE key=?1 AND checksum=?2"
+                 : "DELETE FROM entries WHERE key=?1",
+        -1, &st, NULL);
     for (size_t i = 0; rc == SQLITE_OK && i < l->n; i++) {
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, l->keys[i][0], -1, SQLITE_STATIC);
@@ -343,6 +318,17 @@ static int delete_keys(dc_cache *c, const key_list *l, int with_sum)
             rc = sqlite3_errcode(c->db);
     }
     sqlite3_finalize(st);
+    return rc;
+}
+
+/* delete_listed in a transaction of its own. */
+static int delete_keys(dc_cache *c, const key_list *l, int with_sum)
+{
+    if (!l->n)
+        return SQLITE_OK;
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK)
+        rc = delete_listed(c, l, with_sum);
     if (rc == SQLITE_OK)
         rc = dc_cache_exec(c, "COMMIT");
     if (rc != SQLITE_OK)
@@ -362,14 +348,7 @@ dcptopk_result dc_cache_verify(dc_cache *c, int64_t *checked, int64_t *bad,
     int rc = sqlite3_prepare_v2(
         c->db, "SELECT key, checksum, cubin, ptx, source FROM entries", -1,
         &st, NULL);
-    while (rc == SQLITE_OK) {
-        int s = sqlite3_step(st);
-        if (s == SQLITE_DONE)
-            break;
-        if (s != SQLITE_ROW) {
-            rc = sqlite3_errcode(c->db);
-            break;
-        }
+    while (rc == SQLITE_OK && next_row(c->db, st, &rc)) {
         (*checked)++;
         if (!row_valid(st, 2, 1) &&
             key_list_add(&l, sqlite3_column_text(st, 0),
@@ -410,7 +389,8 @@ dcptopk_result dc_cache_prune(dc_cache *c, int64_t max_bytes,
      * do not both delete down past the cap. */
     int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
     if (rc == SQLITE_OK)
-        rc = read_int(c->db, "SELECT total(size) FROM entries", &total);
+        rc = dc_cache_read_int(c->db, "SELECT total(size) FROM entries",
+                               &total);
     if (rc == SQLITE_OK && total > max_bytes) {
         rc = sqlite3_prepare_v2(c->db,
                                 "SELECT key, size FROM entries WHERE key IS "
@@ -418,31 +398,15 @@ dcptopk_result dc_cache_prune(dc_cache *c, int64_t max_bytes,
                                 -1, &st, NULL);
         if (rc == SQLITE_OK && keep_hex)
             sqlite3_bind_text(st, 1, keep_hex, -1, SQLITE_STATIC);
-        while (rc == SQLITE_OK && total > max_bytes) {
-            int s = sqlite3_step(st);
-            if (s == SQLITE_DONE)
-                break;
-            if (s != SQLITE_ROW) {
-                rc = sqlite3_errcode(c->db);
-                break;
-            }
+        while (rc == SQLITE_OK && total > max_bytes &&
+               next_row(c->db, st, &rc)) {
             total -= sqlite3_column_int64(st, 1);
             if (key_list_add(&l, sqlite3_column_text(st, 0), NULL) != 0)
                 rc = SQLITE_NOMEM;
         }
         sqlite3_finalize(st);
-        st = NULL;
-        if (rc == SQLITE_OK && l.n) {
-            rc = sqlite3_prepare_v2(c->db, "DELETE FROM entries WHERE key=?1",
-                                    -1, &st, NULL);
-            for (size_t i = 0; rc == SQLITE_OK && i < l.n; i++) {
-                sqlite3_reset(st);
-                sqlite3_bind_text(st, 1, l.keys[i][0], -1, SQLITE_STATIC);
-                if (sqlite3_step(st) != SQLITE_DONE)
-                    rc = sqlite3_errcode(c->db);
-            }
-            sqlite3_finalize(st);
-        }
+        if (rc == SQLITE_OK && l.n)
+            rc = delete_listed(c, &l, 0);
     }
     if (rc == SQLITE_OK)
         rc = dc_cache_exec(c, "COMMIT");
@@ -538,14 +502,7 @@ static int copy_rows(sqlite3 *srcdb, sqlite3 *dst, int64_t *added,
                                 ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
                                 " ?10, ?11, ?12, ?13, ?14, ?15)",
                                 -1, &ins, NULL);
-    while (rc == SQLITE_OK) {
-        int s = sqlite3_step(src);
-        if (s == SQLITE_DONE)
-            break;
-        if (s != SQLITE_ROW) {
-            rc = sqlite3_errcode(srcdb);
-            break;
-        }
+    while (rc == SQLITE_OK && next_row(srcdb, src, &rc)) {
         if (!row_valid(src, 12, 6)) {
             (*skipped)++;
             continue;

@@ -40,6 +40,8 @@ dcptopk_result dc_cache_sql_fail(sqlite3 *db, int rc, const char *path,
                                  const char *what, char *err,
                                  size_t err_size);
 int64_t dc_cache_now_ms(void);
+/* The first column of the first row of `sql` (0 when there is no row). */
+int dc_cache_read_int(sqlite3 *db, const char *sql, int64_t *out);
 int dc_cache_exec(dc_cache *c, const char *sql);
 void dc_cache_rollback(dc_cache *c);
 int dc_cache_is_corrupt_rc(int rc);
