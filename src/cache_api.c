@@ -59,6 +59,17 @@ static dcptopk_result check_handle(dcptopk_cache *h, const char *fn)
                     "%s: cache = NULL: open one with dcptopk_cache_open", fn);
 }
 
+/* The calls that write refuse a read-only handle here rather than in
+ * cache/, so that the message names the public call. */
+static dcptopk_result check_writable(dcptopk_cache *h, const char *fn)
+{
+    if (!h->readonly)
+        return DCPTOPK_SUCCESS;
+    return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
+                    "%s: cache %s is open read-only", fn,
+                    dc_cache_path(h->cache));
+}
+
 int dcptopk_cache_default_path(char *buf, size_t size)
 {
     if (!buf && size) {
@@ -312,10 +323,8 @@ dcptopk_result dcptopk_cache_prune(dcptopk_cache *h, int64_t max_bytes,
         return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
                         "dcptopk_cache_prune: max_bytes = %lld: must be >= 0",
                         (long long)max_bytes);
-    if (h->readonly)
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_prune: cache %s is open read-only",
-                        dc_cache_path(h->cache));
+    if ((r = check_writable(h, "dcptopk_cache_prune")))
+        return r;
     char err[1024] = "";
     r = dc_cache_prune(h->cache, max_bytes, NULL, removed, err, sizeof err);
     return api_result(h, r, err);
@@ -326,10 +335,8 @@ dcptopk_result dcptopk_cache_remove(dcptopk_cache *h, const char *key_prefix)
     dcptopk_result r = check_handle(h, "dcptopk_cache_remove");
     if (r)
         return r;
-    if (h->readonly)
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_remove: cache %s is open read-only",
-                        dc_cache_path(h->cache));
+    if ((r = check_writable(h, "dcptopk_cache_remove")))
+        return r;
     char hex[33];
     r = resolve(h, "dcptopk_cache_remove", key_prefix, hex);
     if (r)
@@ -346,10 +353,8 @@ dcptopk_result dcptopk_cache_clear(dcptopk_cache *h, int64_t *removed)
         return r;
     if (removed)
         *removed = 0;
-    if (h->readonly)
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_clear: cache %s is open read-only",
-                        dc_cache_path(h->cache));
+    if ((r = check_writable(h, "dcptopk_cache_clear")))
+        return r;
     char err[1024] = "";
     r = dc_cache_clear(h->cache, removed, err, sizeof err);
     return api_result(h, r, err);
@@ -389,10 +394,8 @@ dcptopk_result dcptopk_cache_import(dcptopk_cache *h, const char *path,
                         "dcptopk_cache_import: path = %s: expected a cache "
                         "file",
                         path ? "\"\"" : "NULL");
-    if (h->readonly)
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_import: cache %s is open read-only",
-                        dc_cache_path(h->cache));
+    if ((r = check_writable(h, "dcptopk_cache_import")))
+        return r;
     int64_t n = 0;
     char err[1024] = "";
     r = dc_cache_import(h->cache, path, &n, err, sizeof err);
