@@ -50,23 +50,6 @@ struct dc_runtime {
 
 /* ------------------------------------------------------------ open/close */
 
-static int valid_arch(const char *a)
-{
-    if (strncmp(a, "sm_", 3) != 0)
-        return 0;
-    const char *p = a + 3;
-    int digits = 0;
-    while (*p >= '0' && *p <= '9') {
-        p++;
-        digits++;
-    }
-    if (digits < 2 || digits > 3)
-        return 0;
-    if (*p == 'a' || *p == 'f')
-        p++;
-    return *p == '\0';
-}
-
 static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
 {
     const char *why = NULL;
@@ -117,7 +100,7 @@ dcptopk_result dc_rt_open(dcptopk_context *ctx)
     dcptopk_result r;
     if (ctx->device >= 0 && (r = open_device(ctx, rt)))
         return r;
-    if (ctx->arch[0] && !valid_arch(ctx->arch))
+    if (ctx->arch[0] && !dc_arch_valid(ctx->arch))
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "config->arch = \"%s\": expected sm_XY[a|f], e.g. "
                        "sm_90a",

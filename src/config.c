@@ -107,9 +107,8 @@ int32_t dc_gid_bits(int32_t world_size)
 
 /* ------------------------------------------------------------------ keys */
 
-static int dc_arch_valid(const char *arch)
+int dc_arch_valid(const char *arch)
 {
-    /* sm_XY or sm_XYZ, optionally followed by 'a' or 'f'. */
     if (!arch || strncmp(arch, "sm_", 3) != 0)
         return 0;
     const char *p = arch + 3;

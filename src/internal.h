@@ -110,6 +110,10 @@ DC_HIDDEN dcptopk_result dc_config_read(const dcptopk_context *ctx,
 DC_HIDDEN int dc_key_fields_string(const dcptopk_key *key, char *buf,
                                    size_t size);
 
+/* Whether `arch` names a target NVRTC takes: sm_XY or sm_XYZ, optionally
+ * followed by 'a' or 'f' (src/config.c; NULL is not valid). */
+DC_HIDDEN int dc_arch_valid(const char *arch);
+
 /* Number of bits of a packed-merge global id for W ranks (2^17 * W ids). */
 DC_HIDDEN int32_t dc_gid_bits(int32_t world_size);
 
