@@ -347,24 +347,34 @@ static dcptopk_result public_key(const dcptopk_key *key, dcptopk_key *out)
     return dcptopk_key_check(out);
 }
 
+/* The rendered unit of a public key; on success the caller frees it with
+ * dc_unit_free, on failure there is nothing to free. */
+static dcptopk_result public_unit(const dcptopk_key *key, dc_unit *u)
+{
+    dcptopk_key k;
+    dcptopk_result r = public_key(key, &k);
+    if (r)
+        return r;
+    r = dc_unit_build(NULL, &k, u);
+    if (r)
+        dc_unit_free(u);
+    return r;
+}
+
 dcptopk_result dcptopk_key_render(const dcptopk_key *key, char **out)
 {
     if (!out)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    dcptopk_key k;
-    dcptopk_result r = public_key(key, &k);
+    dc_unit u;
+    dcptopk_result r = public_unit(key, &u);
     if (r)
         return r;
-    dc_unit u;
-    r = dc_unit_build(NULL, &k, &u);
-    if (r == DCPTOPK_SUCCESS) {
-        *out = u.source;
-        u.source = NULL;
-        dc_clear(NULL);
-    }
+    *out = u.source;
+    u.source = NULL;
     dc_unit_free(&u);
-    return r;
+    dc_clear(NULL);
+    return DCPTOPK_SUCCESS;
 }
 
 dcptopk_result dcptopk_key_hash(const dcptopk_key *key, char hex[33])
@@ -372,16 +382,12 @@ dcptopk_result dcptopk_key_hash(const dcptopk_key *key, char hex[33])
     if (!hex)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "hex is NULL");
     hex[0] = '\0';
-    dcptopk_key k;
-    dcptopk_result r = public_key(key, &k);
+    dc_unit u;
+    dcptopk_result r = public_unit(key, &u);
     if (r)
         return r;
-    dc_unit u;
-    r = dc_unit_build(NULL, &k, &u);
-    if (r == DCPTOPK_SUCCESS) {
-        dc_hash_hex(u.hash, hex);
-        dc_clear(NULL);
-    }
+    dc_hash_hex(u.hash, hex);
     dc_unit_free(&u);
-    return r;
+    dc_clear(NULL);
+    return DCPTOPK_SUCCESS;
 }
