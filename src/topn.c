@@ -21,7 +21,7 @@
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
 /* Dynamic shared memory before the keys: the selection state
  * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh). */
-#define DC_TOPN_SHARED_BYTES 17408
+#define DC_TOPN_SHARED_BYTES 25600
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */

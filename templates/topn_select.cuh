@@ -150,21 +150,24 @@ __device__ __forceinline__ uint32_t max_key8(const u32x4 &k)
 // --------------------------------------------------- block primitives
 
 struct TopnShared {
-    uint32_t hist_local[DC_TOPN_BINS]; // this CTA's 11-bit histogram
+    uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
+    uint32_t hist_local[DC_TOPN_BINS];     // this CTA's keys >= lb, 11 bits
 #if DC_TOPN_CLUSTER > 1
-    uint32_t hist[DC_TOPN_BINS];       // the group's (sum over the cluster)
+    uint32_t hist[DC_TOPN_BINS];           // a merged (group) histogram
 #endif
-    uint32_t fine_local[DC_TOPN_FINE]; // this CTA's 5-bit histogram of the bin
-    uint32_t above_local;              // this CTA's keys above the bin
-    uint32_t lo_count;                 // CTA 0: selected ids < 2^16 (group)
-    uint32_t bin, above, total;        // the bin, keys above it, v (group)
-    uint32_t tau, need_eq, gt_base, eq_base, count;
+    uint32_t fine_local[DC_TOPN_FINE];     // this CTA's 5-bit histogram of the bin
+    uint32_t above_local;                  // this CTA's keys above the bin
+    uint32_t cnt_local;                    // this CTA's keys >= lb
+    uint32_t lo_count;                     // CTA 0: selected ids < 2^16 (group)
+    uint32_t lb;                           // lower bound of the N-th key (group)
+    uint32_t bin, above, total;            // the bin, keys above it, keys >= lb
+    uint32_t tau, need_eq, gt_base, eq_base;
     uint32_t warp_sums[DC_TOPN_WARPS];
 };
 // TopnShared sits at the start of the dynamic shared memory and the keys at
 // this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
 // covers the whole footprint (src/topn.c uses the same number).
-#define DC_TOPN_SHARED_BYTES 17408
+#define DC_TOPN_SHARED_BYTES 25600
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 16 == 0, "keys stay 16-byte aligned");
 
@@ -196,6 +199,82 @@ __device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *w
     return before + x - v;
 }
 
+// The bin of the need-th largest count of a 2048-bin histogram (descending):
+// sh.bin, sh.above (counts in higher bins), sh.total (all counts); when
+// total < need, bin = DC_TOPN_BINS (none). Every thread calls it.
+__device__ __forceinline__ void find_bin(const uint32_t *hist, uint32_t need, TopnShared &sh)
+{
+    constexpr int BPT = DC_TOPN_BINS / DCPTOPK_THREADS; // bins per thread
+    const int32_t top = DC_TOPN_BINS - 1 - (int32_t)threadIdx.x * BPT;
+    uint32_t h[BPT], s = 0;
+#pragma unroll
+    for (int j = 0; j < BPT; j++) {
+        h[j] = hist[top - j];
+        s += h[j];
+    }
+    uint32_t total;
+    uint32_t before = block_exclusive_scan(s, sh.warp_sums, &total);
+    if (threadIdx.x == 0) {
+        sh.total = total;
+        if (total < need) {
+            sh.bin = DC_TOPN_BINS;
+            sh.above = total;
+        }
+    }
+    if (total >= need && before < need && before + s >= need) {
+#pragma unroll
+        for (int j = 0; j < BPT; j++) {
+            if (before < need && before + h[j] >= need) {
+                sh.bin = (uint32_t)(top - j);
+                sh.above = before;
+            }
+            before += h[j];
+        }
+    }
+    __syncthreads();
+}
+
+// A run of equal bins counted in a register, flushed by one shared atomic
+// when the bin changes: masked rows and heavy ties hit one bin all along.
+struct BinRun {
+    uint32_t bin = 0xFFFFFFFFu, n = 0;
+    __device__ __forceinline__ void add(uint32_t *hist, uint32_t b)
+    {
+        if (b != bin) {
+            if (n)
+                atomicAdd(&hist[bin], n);
+            bin = b;
+            n = 0;
+        }
+        n++;
+    }
+    __device__ __forceinline__ void flush(uint32_t *hist)
+    {
+        if (n)
+            atomicAdd(&hist[bin], n);
+        n = 0;
+    }
+};
+
+// Sums histogram `local` of every CTA of the group into `merged` (C > 1).
+__device__ __forceinline__ const uint32_t *group_hist(uint32_t *local, TopnShared &sh)
+{
+#if DC_TOPN_CLUSTER > 1
+    for (uint32_t i = threadIdx.x; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
+        uint32_t s = 0;
+#pragma unroll
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
+            s += remote_ld(&local[i], c);
+        sh.hist[i] = s;
+    }
+    __syncthreads();
+    return sh.hist;
+#else
+    (void)sh;
+    return local;
+#endif
+}
+
 // --------------------------------------------------------- the selection
 
 // Out: put(pos, word) for a selected candidate at slot pos; zero(pos) for an
@@ -218,122 +297,110 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     const int32_t nvec = (len + 7) >> 3;       // 8-key vectors in smem
     const int32_t nfull = len >> 3;            // full vectors in HBM
 
-    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
         sh.hist_local[i] = 0u;
+        sh.hist_max_local[i] = 0u;
+    }
     if (tid < DC_TOPN_FINE)
         sh.fine_local[tid] = 0u;
     if (tid == 0) {
         sh.above_local = 0u;
+        sh.cnt_local = 0u;
         sh.lo_count = 0u;
     }
     __syncthreads();
 
-    // ---- 1. load (HBM read once), keys to smem, 11-bit histogram
+    // ---- 1. load (HBM read once), keys to smem, histogram of the maxima of
+    // the 8-key vectors. The N-th largest maximum is a lower bound of the
+    // N-th largest key (N vectors each hold a key >= it), and a tight one:
+    // only keys >= it are histogrammed below.
     const uint16_t *src = row + lo;
     u32x4 *kv = (u32x4 *)keys;
     constexpr int U = 4;
-    for (int32_t base = 0; base < nvec; base += U * DCPTOPK_THREADS) {
-        u32x4 r[U];
+    {
+        BinRun run;
+        for (int32_t base = 0; base < nvec; base += U * DCPTOPK_THREADS) {
+            u32x4 r[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
-            if (v < nfull) {
-                r[u] = ldg_nc_v4(src + (int64_t)v * 8);
-            } else if (v < nvec) {
-                uint32_t h[8];
+            for (int u = 0; u < U; u++) {
+                const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
+                if (v < nfull) {
+                    r[u] = ldg_nc_v4(src + (int64_t)v * 8);
+                } else if (v < nvec) {
+                    uint32_t h[8];
 #pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const int32_t c = v * 8 + e;
-                    // 0xFFFF is a NaN pattern: its key is 0 (never a candidate).
-                    h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
-                }
-                r[u].x = h[0] | (h[1] << 16);
-                r[u].y = h[2] | (h[3] << 16);
-                r[u].z = h[4] | (h[5] << 16);
-                r[u].w = h[6] | (h[7] << 16);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
-            if (v < nvec) {
-                u32x4 k;
-                k.x = ord16x2(r[u].x);
-                k.y = ord16x2(r[u].y);
-                k.z = ord16x2(r[u].z);
-                k.w = ord16x2(r[u].w);
-                kv[v] = k;
-                const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
-                uint32_t run_bin = 0xFFFFFFFFu, run = 0;
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                    if (key == 0u)
-                        continue;
-                    const uint32_t b = key >> 5;
-                    if (b != run_bin) {
-                        if (run)
-                            atomicAdd(&sh.hist_local[run_bin], run);
-                        run_bin = b;
-                        run = 0;
+                    for (int e = 0; e < 8; e++) {
+                        const int32_t c = v * 8 + e;
+                        // 0xFFFF is a NaN pattern: key 0, never a candidate.
+                        h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
                     }
-                    run++;
+                    r[u].x = h[0] | (h[1] << 16);
+                    r[u].y = h[2] | (h[3] << 16);
+                    r[u].z = h[4] | (h[5] << 16);
+                    r[u].w = h[6] | (h[7] << 16);
                 }
-                if (run)
-                    atomicAdd(&sh.hist_local[run_bin], run);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
+                if (v < nvec) {
+                    u32x4 k;
+                    k.x = ord16x2(r[u].x);
+                    k.y = ord16x2(r[u].y);
+                    k.z = ord16x2(r[u].z);
+                    k.w = ord16x2(r[u].w);
+                    kv[v] = k;
+                    const uint32_t m = max_key8(k);
+                    if (m != 0u)
+                        run.add(sh.hist_max_local, m >> 5);
+                }
             }
         }
+        run.flush(sh.hist_max_local);
     }
     group_sync();
 
-    // ---- the group's histogram; the bin of the N-th largest key
-    constexpr int BPT = DC_TOPN_BINS / DCPTOPK_THREADS; // bins per thread
-#if DC_TOPN_CLUSTER > 1
-    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
-        uint32_t s = 0;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
-            s += remote_ld(&sh.hist_local[i], c);
-        sh.hist[i] = s;
-    }
-    __syncthreads();
-    const uint32_t *hist = sh.hist;
-#else
-    const uint32_t *hist = sh.hist_local;
-#endif
+    // ---- the lower bound lb (>= 1): the floor of the bin of the N-th
+    // largest maximum; 1 (every non-NaN key) when fewer than N vectors have
+    // one.
+    find_bin(group_hist(sh.hist_max_local, sh), (uint32_t)NSEL, sh);
+    const uint32_t lb = sh.bin < DC_TOPN_BINS && sh.bin > 0u ? (sh.bin << 5) : 1u;
+
+    // ---- 11-bit histogram of the keys >= lb (few: most vectors skip)
     {
-        // Thread i takes bins top - BPT*i .. top - BPT*i - BPT + 1 (descending).
-        const int32_t top = DC_TOPN_BINS - 1 - (int32_t)tid * BPT;
-        uint32_t h[BPT], s = 0;
+        BinRun run;
+        uint32_t cnt = 0;
+        for (int32_t v = (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
+            const u32x4 k = kv[v];
+            if (max_key8(k) < lb)
+                continue;
+            const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
 #pragma unroll
-        for (int j = 0; j < BPT; j++) {
-            h[j] = hist[top - j];
-            s += h[j];
-        }
-        uint32_t total;
-        uint32_t before = block_exclusive_scan(s, sh.warp_sums, &total);
-        if (total <= (uint32_t)NSEL) {
-            if (tid == 0) {
-                sh.bin = 0u;      // tau = 0: every non-NaN key is "> tau"
-                sh.above = 0u;
-                sh.total = total;
-            }
-        } else if (before < (uint32_t)NSEL && before + s >= (uint32_t)NSEL) {
-#pragma unroll
-            for (int j = 0; j < BPT; j++) {
-                if (before < (uint32_t)NSEL && before + h[j] >= (uint32_t)NSEL) {
-                    sh.bin = (uint32_t)(top - j);
-                    sh.above = before;
-                    sh.total = total;
+            for (int e = 0; e < 8; e++) {
+                const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+                if (key >= lb) {
+                    run.add(sh.hist_local, key >> 5);
+                    cnt++;
                 }
-                before += h[j];
             }
         }
-        __syncthreads();
+        run.flush(sh.hist_local);
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1)
+            cnt += __shfl_xor_sync(0xFFFFFFFFu, cnt, d);
+        if (lane_id() == 0 && cnt)
+            atomicAdd(&sh.cnt_local, cnt);
     }
-    const uint32_t bin = sh.bin;
+    group_sync();
+
+    // ---- the bin of the N-th largest key. total = keys >= lb; when it is
+    // <= N, every one of them is taken (tau = lb - 1, no tie rule).
+    find_bin(group_hist(sh.hist_local, sh), (uint32_t)NSEL, sh);
     const uint32_t total = sh.total;
-    const uint32_t count = total < (uint32_t)NSEL ? total : (uint32_t)NSEL;
+    const bool take_all = total <= (uint32_t)NSEL;
+    // (take_all: no key is in bin DC_TOPN_BINS, pass 2 below counts nothing)
+    const uint32_t bin = take_all ? (uint32_t)DC_TOPN_BINS : sh.bin;
+    const uint32_t count = take_all ? total : (uint32_t)NSEL;
 
     // Empty slots (CTA 0 of the group).
     if (crank == 0)
@@ -344,7 +411,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     {
         uint32_t above = 0;
         const uint32_t bin_lo = bin << 5;
-        for (int32_t v = (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
+        for (int32_t v = take_all ? nvec : (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
             const u32x4 k = kv[v];
             // Most vectors lie wholly below the bin: one test skips them.
             if (max_key8(k) < bin_lo)
@@ -384,20 +451,23 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
         const uint32_t excl = incl - f;
         const uint32_t above = sh.above;
-        uint32_t x = 0, gt = total; // total <= N: tau = 0, all taken
-        if (total > (uint32_t)NSEL) {
+        uint32_t x = 0, gt = total;
+        if (!take_all) {
             const bool hit = above + excl < (uint32_t)NSEL && above + incl >= (uint32_t)NSEL;
             const uint32_t m = __ballot_sync(0xFFFFFFFFu, hit);
             const uint32_t src_lane = (uint32_t)(__ffs(m) - 1);
             x = 31u - src_lane;
             gt = above + __shfl_sync(0xFFFFFFFFu, excl, src_lane);
         }
-        const uint32_t tau = total > (uint32_t)NSEL ? ((bin << 5) | x) : 0u;
+        // take_all: tau = lb - 1, so "key > tau" is "key >= lb".
+        const uint32_t tau = take_all ? lb - 1u : ((bin << 5) | x);
         // Per-CTA counts of keys > tau and == tau; lane c < C handles CTA c.
         uint32_t gt_c = 0, eq_c = 0;
         if (lane < DC_TOPN_CLUSTER) {
-            gt_c = remote_ld(&sh.above_local, lane);
-            if (total > (uint32_t)NSEL) {
+            if (take_all) {
+                gt_c = remote_ld(&sh.cnt_local, lane);
+            } else {
+                gt_c = remote_ld(&sh.above_local, lane);
                 for (uint32_t b = x + 1; b < DC_TOPN_FINE; b++)
                     gt_c += remote_ld(&sh.fine_local[b], lane);
                 eq_c = remote_ld(&sh.fine_local[x], lane);
@@ -415,7 +485,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
         if (lane == 0) {
             sh.tau = tau;
-            sh.need_eq = total > (uint32_t)NSEL ? (uint32_t)NSEL - gt : 0u;
+            sh.need_eq = take_all ? 0u : (uint32_t)NSEL - gt;
             sh.gt_base = gt_before;
             sh.eq_base = eq_before;
         }
