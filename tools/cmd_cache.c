@@ -33,21 +33,33 @@ static int open_cache(const char *path, int readonly, dcptopk_cache **out)
     return CLI_OK;
 }
 
-static int cache_fail(dcptopk_cache *cache, dcptopk_result r, const char *what)
+/* The message of a failed call on `cache`: the handle's, else the thread's
+ * (a call refused before it reached the handle). */
+static const char *cache_msg(dcptopk_cache *cache)
 {
     const char *msg = dcptopk_cache_last_error(cache);
-    if (!msg || !msg[0])
-        msg = dcptopk_last_error(NULL);
-    return cli_lib_error(r, what, msg);
+    return msg && msg[0] ? msg : dcptopk_last_error(NULL);
 }
 
-static int cache_lookup_fail(dcptopk_cache *cache, dcptopk_result r,
-                             const char *what)
+/* A failed call ends the subcommand: reports it, then closes the handle
+ * (after the report, which reads the handle's message). Returns the exit
+ * code. */
+static int fail_closing(dcptopk_cache *cache, dcptopk_result r,
+                        const char *what)
 {
-    const char *msg = dcptopk_cache_last_error(cache);
-    if (!msg || !msg[0])
-        msg = dcptopk_last_error(NULL);
-    return cli_lookup_error(r, what, msg);
+    int rc = cli_lib_error(r, what, cache_msg(cache));
+    dcptopk_cache_close(cache);
+    return rc;
+}
+
+/* fail_closing for a key the user asked for: NOT_FOUND exits with
+ * CLI_NOT_FOUND. */
+static int lookup_fail_closing(dcptopk_cache *cache, dcptopk_result r,
+                               const char *what)
+{
+    int rc = cli_lookup_error(r, what, cache_msg(cache));
+    dcptopk_cache_close(cache);
+    return rc;
 }
 
 static int file_exists(const char *path) { return access(path, F_OK) == 0; }
@@ -101,11 +113,8 @@ static int sub_ls(const char *path, cli_opt *opts, const char **pos, int npos)
     dcptopk_cache_entry *e = NULL;
     size_t n = 0;
     dcptopk_result r = dcptopk_cache_list(cache, &e, &n);
-    if (r != DCPTOPK_SUCCESS) {
-        rc = cache_fail(cache, r, "listing the cache");
-        dcptopk_cache_close(cache);
-        return rc;
-    }
+    if (r != DCPTOPK_SUCCESS)
+        return fail_closing(cache, r, "listing the cache");
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++) {
@@ -158,11 +167,8 @@ static int sub_show(const char *path, cli_opt *opts, const char **pos, int npos)
         return rc;
     dcptopk_cache_entry e;
     dcptopk_result r = dcptopk_cache_find(cache, pos[0], &e);
-    if (r != DCPTOPK_SUCCESS) {
-        rc = cache_lookup_fail(cache, r, "KEYPREFIX");
-        dcptopk_cache_close(cache);
-        return rc;
-    }
+    if (r != DCPTOPK_SUCCESS)
+        return lookup_fail_closing(cache, r, "KEYPREFIX");
     void *blob[2] = {NULL, NULL};
     size_t size[2] = {0, 0};
     const int32_t kinds[2] = {DCPTOPK_BLOB_SOURCE, DCPTOPK_BLOB_PTX};
@@ -172,11 +178,9 @@ static int sub_show(const char *path, cli_opt *opts, const char **pos, int npos)
             continue;
         r = dcptopk_cache_read_blob(cache, e.key, kinds[i], &blob[i], &size[i]);
         if (r != DCPTOPK_SUCCESS) {
-            rc = cache_fail(cache, r,
-                            i == 0 ? "reading the source" : "reading the PTX");
             free(blob[0]);
-            dcptopk_cache_close(cache);
-            return rc;
+            return fail_closing(cache, r, i == 0 ? "reading the source"
+                                                 : "reading the PTX");
         }
     }
     if (json) {
@@ -239,11 +243,8 @@ static int sub_stats(const char *path, cli_opt *opts, const char **pos,
         if (rc)
             return rc;
         dcptopk_result r = dcptopk_cache_stats_get(cache, &st);
-        if (r != DCPTOPK_SUCCESS) {
-            rc = cache_fail(cache, r, "reading the cache statistics");
-            dcptopk_cache_close(cache);
-            return rc;
-        }
+        if (r != DCPTOPK_SUCCESS)
+            return fail_closing(cache, r, "reading the cache statistics");
         dcptopk_cache_close(cache);
     }
     if (json) {
@@ -282,11 +283,8 @@ static int sub_verify(const char *path, cli_opt *opts, const char **pos,
         if (rc)
             return rc;
         dcptopk_result r = dcptopk_cache_verify(cache, &checked, &bad);
-        if (r != DCPTOPK_SUCCESS) {
-            rc = cache_fail(cache, r, "verifying the cache");
-            dcptopk_cache_close(cache);
-            return rc;
-        }
+        if (r != DCPTOPK_SUCCESS)
+            return fail_closing(cache, r, "verifying the cache");
         dcptopk_cache_close(cache);
     }
     if (json) {
@@ -327,11 +325,8 @@ static int sub_prune(const char *path, cli_opt *opts, const char **pos,
         return rc;
     int64_t removed = 0;
     dcptopk_result r = dcptopk_cache_prune(cache, max_bytes, &removed);
-    if (r != DCPTOPK_SUCCESS) {
-        rc = cache_fail(cache, r, "pruning the cache");
-        dcptopk_cache_close(cache);
-        return rc;
-    }
+    if (r != DCPTOPK_SUCCESS)
+        return fail_closing(cache, r, "pruning the cache");
     dcptopk_cache_stats st = DCPTOPK_CACHE_STATS_INIT;
     r = dcptopk_cache_stats_get(cache, &st);
     char b[32];
@@ -364,11 +359,8 @@ static int sub_rm(const char *path, cli_opt *opts, const char **pos, int npos)
     dcptopk_result r = dcptopk_cache_find(cache, pos[0], &e);
     if (r == DCPTOPK_SUCCESS)
         r = dcptopk_cache_remove(cache, e.key);
-    if (r != DCPTOPK_SUCCESS) {
-        rc = cache_lookup_fail(cache, r, "KEYPREFIX");
-        dcptopk_cache_close(cache);
-        return rc;
-    }
+    if (r != DCPTOPK_SUCCESS)
+        return lookup_fail_closing(cache, r, "KEYPREFIX");
     printf("removed %s %s(%s)@%s\n", e.key, e.kernel, e.fields, e.arch);
     dcptopk_cache_close(cache);
     return CLI_OK;
@@ -394,11 +386,8 @@ static int sub_clear(const char *path, cli_opt *opts, const char **pos,
         return rc;
     int64_t removed = 0;
     dcptopk_result r = dcptopk_cache_clear(cache, &removed);
-    if (r != DCPTOPK_SUCCESS) {
-        rc = cache_fail(cache, r, "clearing the cache");
-        dcptopk_cache_close(cache);
-        return rc;
-    }
+    if (r != DCPTOPK_SUCCESS)
+        return fail_closing(cache, r, "clearing the cache");
     printf("removed %" PRId64 " entr%s from %s\n", removed,
            removed == 1 ? "y" : "ies", path);
     dcptopk_cache_close(cache);
@@ -424,9 +413,7 @@ static int sub_export(const char *path, cli_opt *opts, const char **pos,
     if (r != DCPTOPK_SUCCESS) {
         char what[4200];
         snprintf(what, sizeof what, "exporting to '%s'", pos[0]);
-        rc = cache_fail(cache, r, what);
-        dcptopk_cache_close(cache);
-        return rc;
+        return fail_closing(cache, r, what);
     }
     printf("exported %" PRId64 " entr%s to %s\n", count,
            count == 1 ? "y" : "ies", pos[0]);
@@ -450,9 +437,7 @@ static int sub_import(const char *path, cli_opt *opts, const char **pos,
     if (r != DCPTOPK_SUCCESS) {
         char what[4200];
         snprintf(what, sizeof what, "importing '%s'", pos[0]);
-        rc = cache_fail(cache, r, what);
-        dcptopk_cache_close(cache);
-        return rc;
+        return fail_closing(cache, r, what);
     }
     printf("imported %" PRId64 " entr%s from %s into %s\n", count,
            count == 1 ? "y" : "ies", pos[0], path);
