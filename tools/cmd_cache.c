@@ -64,6 +64,26 @@ static int lookup_fail_closing(dcptopk_cache *cache, dcptopk_result r,
 
 static int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* Opens the cache and finds the one entry that KEYPREFIX `prefix` names.
+ * Returns an exit code; on success the caller closes *cache. */
+static int open_entry(const char *path, const char *prefix, int readonly,
+                      dcptopk_cache **cache, dcptopk_cache_entry *e)
+{
+    int rc = cli_check_key_prefix("KEYPREFIX", prefix);
+    if (rc)
+        return rc;
+    if (!file_exists(path))
+        return cli_error(CLI_NOT_FOUND,
+                         "KEYPREFIX = \"%s\": no cache file at %s", prefix,
+                         path);
+    if ((rc = open_cache(path, readonly, cache)))
+        return rc;
+    dcptopk_result r = dcptopk_cache_find(*cache, prefix, e);
+    if (r != DCPTOPK_SUCCESS)
+        return lookup_fail_closing(*cache, r, "KEYPREFIX");
+    return CLI_OK;
+}
+
 /* ------------------------------------------------------------------ path */
 
 static int sub_path(const char *path, cli_opt *opts, const char **pos, int npos)
@@ -155,20 +175,11 @@ static int sub_show(const char *path, cli_opt *opts, const char **pos, int npos)
     int json = cli_find(opts, "--json")->seen;
     int want_src = cli_find(opts, "--source")->seen;
     int want_ptx = cli_find(opts, "--ptx")->seen;
-    int rc = cli_check_key_prefix("KEYPREFIX", pos[0]);
+    dcptopk_cache *cache;
+    dcptopk_cache_entry e;
+    int rc = open_entry(path, pos[0], 1, &cache, &e);
     if (rc)
         return rc;
-    if (!file_exists(path))
-        return cli_error(CLI_NOT_FOUND,
-                         "KEYPREFIX = \"%s\": no cache file at %s", pos[0],
-                         path);
-    dcptopk_cache *cache = NULL;
-    if ((rc = open_cache(path, 1, &cache)))
-        return rc;
-    dcptopk_cache_entry e;
-    dcptopk_result r = dcptopk_cache_find(cache, pos[0], &e);
-    if (r != DCPTOPK_SUCCESS)
-        return lookup_fail_closing(cache, r, "KEYPREFIX");
     void *blob[2] = {NULL, NULL};
     size_t size[2] = {0, 0};
     const int32_t kinds[2] = {DCPTOPK_BLOB_SOURCE, DCPTOPK_BLOB_PTX};
@@ -176,7 +187,8 @@ static int sub_show(const char *path, cli_opt *opts, const char **pos, int npos)
     for (int i = 0; i < 2; i++) {
         if (!want[i])
             continue;
-        r = dcptopk_cache_read_blob(cache, e.key, kinds[i], &blob[i], &size[i]);
+        dcptopk_result r =
+            dcptopk_cache_read_blob(cache, e.key, kinds[i], &blob[i], &size[i]);
         if (r != DCPTOPK_SUCCESS) {
             free(blob[0]);
             return fail_closing(cache, r, i == 0 ? "reading the source"
@@ -345,20 +357,12 @@ static int sub_prune(const char *path, cli_opt *opts, const char **pos,
 
 static int sub_rm(const char *path, cli_opt *opts, const char **pos, int npos)
 {
-    int rc = cli_check_key_prefix("KEYPREFIX", pos[0]);
+    dcptopk_cache *cache;
+    dcptopk_cache_entry e;
+    int rc = open_entry(path, pos[0], 0, &cache, &e);
     if (rc)
         return rc;
-    if (!file_exists(path))
-        return cli_error(CLI_NOT_FOUND,
-                         "KEYPREFIX = \"%s\": no cache file at %s", pos[0],
-                         path);
-    dcptopk_cache *cache = NULL;
-    if ((rc = open_cache(path, 0, &cache)))
-        return rc;
-    dcptopk_cache_entry e;
-    dcptopk_result r = dcptopk_cache_find(cache, pos[0], &e);
-    if (r == DCPTOPK_SUCCESS)
-        r = dcptopk_cache_remove(cache, e.key);
+    dcptopk_result r = dcptopk_cache_remove(cache, e.key);
     if (r != DCPTOPK_SUCCESS)
         return lookup_fail_closing(cache, r, "KEYPREFIX");
     printf("removed %s %s(%s)@%s\n", e.key, e.kernel, e.fields, e.arch);
