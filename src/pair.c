@@ -22,14 +22,14 @@ int32_t dc_pair_select_threads(const dcptopk_key *key)
     return (int32_t)t;
 }
 
-/* Dynamic shared memory of the pair select: its working area (17664 bytes,
+/* Dynamic shared memory of the pair select: its working area (8448 bytes,
  * ps::kSharedBytes), then the row's primary keys when W*K*4 bytes fit in
  * 128 KiB, else none (they are re-read from global memory). The template
  * derives the same rule (ps::kSmemKeys). */
 static uint32_t pair_select_smem(int32_t world_size, int32_t topk)
 {
     uint32_t keys = (uint32_t)world_size * (uint32_t)topk * 4u;
-    return 17664u + (keys <= 131072u ? keys : 0u);
+    return 8448u + (keys <= 131072u ? keys : 0u);
 }
 
 /* Threads per block of the pack: the registry's (src/kernels.c). */

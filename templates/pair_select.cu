@@ -18,8 +18,8 @@
 // 512 contiguous bytes, and a vector never straddles two ranks (K is even).
 // 1. Load: primary keys ord32 (0 = invalid) go to shared memory (or are
 //    re-read from global / L2 when W*K*4 bytes do not fit), fused with the
-//    histogram of their top 8 bits (per-lane counters: conflict-free).
-// 2. Radix select of the K-th largest primary key, digits 8/11/11/2; stops as
+//    histogram of their top 11 bits.
+// 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
 //    soon as the boundary bin is taken whole. If the boundary primary value is
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
 //    candidates (gids re-read from global). If even the full keys are tied
@@ -47,8 +47,7 @@ constexpr int kVecs = kCands / 2;            // 16-byte vectors per row
 constexpr int kWarps = kThreads / 32;
 constexpr int kIters = (kVecs + kThreads - 1) / kThreads;
 constexpr bool kFullIters = kVecs % kThreads == 0;
-constexpr int kBins = 2048;                  // 11-bit digits (passes 2+)
-constexpr int kTopBins = 256;                // 8-bit first digit
+constexpr int kBins = 2048;                  // 11-bit digits
 // Emit phase: thread tid owns the contiguous positions [tid * kChunk,
 // tid * kChunk + kChunk) (a multiple of 4: one 16-byte shared load).
 constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
@@ -56,11 +55,11 @@ constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // the same rule from W and K for the dynamic shared memory size).
 constexpr int kSmemKeyBytes = 131072;
 constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
-// Two CTAs per SM when the keys take 64 KiB or less (2 x (64 + 17.25 + 1
-// reserved) KiB <= 228 KiB): up to 64 registers per thread.
-constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 2 : 1;
+// Three CTAs per SM when the keys take 64 KiB or less (3 x (64 + 8.25 + 1
+// reserved) KiB <= 228 KiB).
+constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
 // Vectors loaded per batch of the load phase (registers in flight).
-constexpr int kLoadBatch = 8;
+constexpr int kLoadBatch = 4;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
@@ -86,23 +85,14 @@ struct Decision {
 };
 
 struct Shared {
-    union {
-        // First pass: one column of 16-bit counters per lane (two bins per
-        // word): lane l adds to word (bin / 2) * 32 + l, i.e. its own bank,
-        // so the histogram of the whole row has no same-address or bank
-        // conflicts however skewed the scores are.
-        uint32_t lanes[kTopBins / 2 * 32];
-        uint32_t hist[kBins]; // later passes: one shared histogram
-    };
-    uint32_t top[kTopBins]; // first-pass totals
+    uint32_t hist[kBins];
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
     Decision dec;
 };
-static_assert(kCands / 32 < 65536, "a lane's 16-bit counter cannot overflow");
 // Bytes reserved for Shared at the start of the dynamic shared memory; the
 // keys follow. The launcher adds the same constant (src/pair.c).
-constexpr int kSharedBytes = 17664;
+constexpr int kSharedBytes = 8448;
 static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
@@ -169,20 +159,19 @@ __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t 
     return x + before;
 }
 
-// Finds the bin of the `need`-th largest element in h[0..NB): sh.bin, sh.above
+// Finds the bin of the `need`-th largest element in sh.hist: sh.bin, sh.above
 // (elements in higher bins), sh.cnt (elements in the bin), sh.total. When
 // total < need, no bin is found (sh.bin = 0xFFFFFFFF). Ends with a barrier.
-template <int NB>
-__device__ void find_bin(Shared &sh, const uint32_t *h_, uint32_t need)
+__device__ void find_bin(Shared &sh, uint32_t need)
 {
-    constexpr int kPer = (NB + kThreads - 1) / kThreads;
+    constexpr int kPer = (kBins + kThreads - 1) / kThreads;
     const int tid = threadIdx.x;
     const int lo = tid * kPer;
     uint32_t mine = 0;
 #pragma unroll
     for (int c = 0; c < kPer; c++)
-        if (lo + c < NB)
-            mine += h_[lo + c];
+        if (lo + c < kBins)
+            mine += sh.hist[lo + c];
     uint32_t total;
     const uint32_t incl = block_scan(sh, mine, &total);
     if (tid == 0) {
@@ -193,9 +182,9 @@ __device__ void find_bin(Shared &sh, const uint32_t *h_, uint32_t need)
     uint32_t above = total - incl; // elements in bins past this thread's range
     if (above < need && above + mine >= need) {
         for (int c = kPer - 1; c >= 0; c--) {
-            if (lo + c >= NB)
+            if (lo + c >= kBins)
                 continue;
-            const uint32_t h = h_[lo + c];
+            const uint32_t h = sh.hist[lo + c];
             if (above + h >= need) {
                 sh.bin = (uint32_t)(lo + c);
                 sh.above = above;
@@ -297,41 +286,18 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
                 const uint32_t k1 = primary_key(s1[b], g1[b]);
                 if (kSmemKeys)
                     *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
-                const uint32_t lane = dc::lane_id();
                 if (k0)
-                    atomicAdd(&sh.lanes[((k0 >> 25) << 5) | lane], 1u << ((k0 >> 20) & 16u));
+                    atomicAdd(&sh.hist[k0 >> 21], 1u);
                 if (k1)
-                    atomicAdd(&sh.lanes[((k1 >> 25) << 5) | lane], 1u << ((k1 >> 20) & 16u));
+                    atomicAdd(&sh.hist[k1 >> 21], 1u);
             }
         }
     }
 }
 
 // Digit q (0, 1, 2) of a 32-bit key: bits [21, 32), [10, 21), [0, 10).
-// Digits of the primary key (8 / 11 / 11 / 2 bits: [24, 32), [13, 24),
-// [2, 13), [0, 2)) and of the secondary key (11 / 11 / 10 bits: [21, 32),
-// [10, 21), [0, 10)).
-__device__ __forceinline__ uint32_t digit_shift(int q) { return q == 0 ? 24u : q == 1 ? 13u : q == 2 ? 2u : 0u; }
-__device__ __forceinline__ uint32_t digit_mask(int q) { return q == 0 ? 0xFFu : q == 3 ? 0x3u : 0x7FFu; }
-__device__ __forceinline__ uint32_t digit2_shift(int q) { return q == 0 ? 21u : q == 1 ? 10u : 0u; }
-__device__ __forceinline__ uint32_t digit2_mask(int q) { return q == 2 ? 0x3FFu : 0x7FFu; }
-
-// First-pass totals: top[b] = the sum of the 32 lane counters of bin b (a
-// thread reads the lanes in a rotated order: no bank conflicts). Ends with
-// a barrier.
-__device__ void reduce_lanes(Shared &sh)
-{
-    for (int b = threadIdx.x; b < kTopBins; b += kThreads) {
-        const uint32_t shift = (uint32_t)(b & 1) * 16u;
-        const uint32_t *row = sh.lanes + (b >> 1) * 32;
-        uint32_t sum = 0;
-#pragma unroll 8
-        for (int j = 0; j < 32; j++)
-            sum += (row[(j + b) & 31] >> shift) & 0xFFFFu;
-        sh.top[b] = sum;
-    }
-    __syncthreads();
-}
+__device__ __forceinline__ uint32_t digit_shift(int q) { return q == 0 ? 21u : q == 1 ? 10u : 0u; }
+__device__ __forceinline__ uint32_t digit_mask(int q) { return q == 2 ? 0x3FFu : 0x7FFu; }
 
 // Vector v of iteration i exists (only the last iteration can be partial).
 __device__ __forceinline__ bool in_range(int i, uint32_t v)
@@ -366,7 +332,7 @@ __device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, u
 __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
                                uint32_t mask, uint32_t pre)
 {
-    const uint32_t shift = digit2_shift(q), dm = digit2_mask(q);
+    const uint32_t shift = digit_shift(q), dm = digit_mask(q);
     const uint32_t p0 = threadIdx.x * kChunk;
 #pragma unroll 1
     for (int c = 0; c < kChunk; c += 4) {
@@ -386,19 +352,16 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
 }
 
 // Radix select; leaves the decision in sh.dec. The first
-// histogram is already in sh.lanes.
+// histogram is already in sh.hist.
 __device__ void radix_select(Shared &sh, const Row &row)
 {
     uint32_t need = kK, mask = 0, pre = 0;
-    for (int q = 0; q < 4; q++) {
-        if (q == 0) {
-            reduce_lanes(sh);
-            find_bin<kTopBins>(sh, sh.top, need);
-        } else {
+    for (int q = 0; q < 3; q++) {
+        if (q > 0) {
             clear_hist(sh);
             hist_primary(sh, row, q, mask, pre);
-            find_bin<kBins>(sh, sh.hist, need);
         }
+        find_bin(sh, need);
         if (q == 0 && sh.total <= need) {
             // Fewer than K + 1 valid candidates: every valid one.
             if (threadIdx.x == 0)
@@ -427,11 +390,11 @@ __device__ void radix_select(Shared &sh, const Row &row)
     for (int q = 0; q < 3; q++) {
         clear_hist(sh);
         hist_secondary(sh, row, q, prim, mask2, pre2);
-        find_bin<kBins>(sh, sh.hist, need);
+        find_bin(sh, need);
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
         need -= above;
-        pre2 |= bin << digit2_shift(q);
-        mask2 |= digit2_mask(q) << digit2_shift(q);
+        pre2 |= bin << digit_shift(q);
+        mask2 |= digit_mask(q) << digit_shift(q);
         if (cnt == need) {
             if (threadIdx.x == 0) {
                 sh.dec.mode = kModeSecondary;
@@ -555,8 +518,8 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
 
-    for (int c = tid; c < kTopBins / 2 * 32; c += kThreads)
-        sh.lanes[c] = 0u;
+    for (int c = tid; c < kBins; c += kThreads)
+        sh.hist[c] = 0u;
     __syncthreads();
 
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
