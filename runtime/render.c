@@ -14,23 +14,6 @@
 #include "rt.h"
 #include "templates_embed.h"
 
-/* The key fields in the order of the prelude, and their macro names. */
-static const struct {
-    uint32_t bit;
-    const char *macro;
-    size_t offset;
-} prelude_fields[] = {
-    {DC_F_TOPK, "DCPTOPK_TOPK", offsetof(dcptopk_key, topk)},
-    {DC_F_LOCAL_TOPK, "DCPTOPK_LOCAL_TOPK", offsetof(dcptopk_key, local_topk)},
-    {DC_F_WORLD_SIZE, "DCPTOPK_WORLD_SIZE", offsetof(dcptopk_key, world_size)},
-    {DC_F_BLOCK_SIZE, "DCPTOPK_BLOCK_SIZE", offsetof(dcptopk_key, block_size)},
-    {DC_F_INTERLEAVE, "DCPTOPK_INTERLEAVE", offsetof(dcptopk_key, interleave)},
-    {DC_F_EMIT_IDS, "DCPTOPK_EMIT_IDS", offsetof(dcptopk_key, emit_ids)},
-    {DC_F_EXACT, "DCPTOPK_EXACT", offsetof(dcptopk_key, exact)},
-    {DC_F_LAYOUT, "DCPTOPK_LAYOUT", offsetof(dcptopk_key, layout)},
-    {DC_F_VARIANT, "DCPTOPK_VARIANT", offsetof(dcptopk_key, variant)},
-};
-
 dc_hash dc_unit_hash(const dc_hash_input *in)
 {
     /* Every field is length-prefixed by dc_hasher, so the order below and
@@ -218,25 +201,18 @@ static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
     return DCPTOPK_SUCCESS;
 }
 
-static int32_t key_value(const dcptopk_key *key, size_t offset)
-{
-    int32_t v;
-    memcpy(&v, (const char *)key + offset, sizeof v);
-    return v;
-}
-
 static dcptopk_result render_prelude(const dcptopk_context *ctx, dc_unit *u)
 {
     char buf[1024];
     size_t n = 0;
     const dcptopk_key *key = &u->key;
-    for (size_t i = 0; i < sizeof prelude_fields / sizeof prelude_fields[0];
-         i++) {
-        if (!(u->info->fields & prelude_fields[i].bit))
+    /* dc_key_fields order: the prelude is hashed. */
+    for (size_t i = 0; i < dc_key_field_count; i++) {
+        if (!(u->info->fields & dc_key_fields[i].bit))
             continue;
         n += (size_t)snprintf(buf + n, sizeof buf - n, "#define %s %d\n",
-                              prelude_fields[i].macro,
-                              key_value(key, prelude_fields[i].offset));
+                              dc_key_fields[i].macro,
+                              dc_key_field_value(key, i));
     }
     n += (size_t)snprintf(buf + n, sizeof buf - n, "#define DCPTOPK_THREADS %d\n",
                           u->info->threads(key));

@@ -153,26 +153,27 @@ dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
     return r;
 }
 
-static const struct {
-    uint32_t bit;
-    const char *name;
-    size_t offset;
-} key_fields[] = {
-    {DC_F_TOPK, "topk", offsetof(dcptopk_key, topk)},
-    {DC_F_LOCAL_TOPK, "local_topk", offsetof(dcptopk_key, local_topk)},
-    {DC_F_WORLD_SIZE, "world_size", offsetof(dcptopk_key, world_size)},
-    {DC_F_BLOCK_SIZE, "block_size", offsetof(dcptopk_key, block_size)},
-    {DC_F_INTERLEAVE, "interleave", offsetof(dcptopk_key, interleave)},
-    {DC_F_EMIT_IDS, "emit_ids", offsetof(dcptopk_key, emit_ids)},
-    {DC_F_EXACT, "exact", offsetof(dcptopk_key, exact)},
-    {DC_F_LAYOUT, "layout", offsetof(dcptopk_key, layout)},
-    {DC_F_VARIANT, "variant", offsetof(dcptopk_key, variant)},
-};
+#define DC_KEY_FIELD(bit, field, macro)                                        \
+    { bit, #field, macro, offsetof(dcptopk_key, field) }
 
-static int32_t key_field(const dcptopk_key *key, size_t i)
+const dc_key_field dc_key_fields[] = {
+    DC_KEY_FIELD(DC_F_TOPK, topk, "DCPTOPK_TOPK"),
+    DC_KEY_FIELD(DC_F_LOCAL_TOPK, local_topk, "DCPTOPK_LOCAL_TOPK"),
+    DC_KEY_FIELD(DC_F_WORLD_SIZE, world_size, "DCPTOPK_WORLD_SIZE"),
+    DC_KEY_FIELD(DC_F_BLOCK_SIZE, block_size, "DCPTOPK_BLOCK_SIZE"),
+    DC_KEY_FIELD(DC_F_INTERLEAVE, interleave, "DCPTOPK_INTERLEAVE"),
+    DC_KEY_FIELD(DC_F_EMIT_IDS, emit_ids, "DCPTOPK_EMIT_IDS"),
+    DC_KEY_FIELD(DC_F_EXACT, exact, "DCPTOPK_EXACT"),
+    DC_KEY_FIELD(DC_F_LAYOUT, layout, "DCPTOPK_LAYOUT"),
+    DC_KEY_FIELD(DC_F_VARIANT, variant, "DCPTOPK_VARIANT"),
+};
+const size_t dc_key_field_count =
+    sizeof dc_key_fields / sizeof dc_key_fields[0];
+
+int32_t dc_key_field_value(const dcptopk_key *key, size_t i)
 {
     int32_t v;
-    memcpy(&v, (const char *)key + key_fields[i].offset, sizeof v);
+    memcpy(&v, (const char *)key + dc_key_fields[i].offset, sizeof v);
     return v;
 }
 
@@ -185,12 +186,13 @@ int dc_key_fields_string(const dcptopk_key *key, char *buf, size_t size)
         buf[0] = '\0';
     if (!k)
         return 0;
-    for (size_t i = 0; i < sizeof key_fields / sizeof key_fields[0]; i++) {
-        if (!(k->fields & key_fields[i].bit))
+    for (size_t i = 0; i < dc_key_field_count; i++) {
+        if (!(k->fields & dc_key_fields[i].bit))
             continue;
         int m = snprintf(buf ? buf + (n < (int)size ? n : (int)size) : NULL,
                          n < (int)size ? size - (size_t)n : 0, "%s%s=%d",
-                         n ? "," : "", key_fields[i].name, key_field(key, i));
+                         n ? "," : "", dc_key_fields[i].name,
+                         dc_key_field_value(key, i));
         n += m;
     }
     return n;
@@ -220,13 +222,13 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "key->arch = \"%.*s\": expected sm_XY[a|f]",
                        (int)sizeof key->arch, key->arch);
-    for (size_t i = 0; i < sizeof key_fields / sizeof key_fields[0]; i++) {
-        int32_t v = key_field(key, i);
-        if (!(k->fields & key_fields[i].bit) && v != 0)
+    for (size_t i = 0; i < dc_key_field_count; i++) {
+        int32_t v = dc_key_field_value(key, i);
+        if (!(k->fields & dc_key_fields[i].bit) && v != 0)
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "key->%s = %d: kernel %s does not specialise on "
                            "it (must be 0)",
-                           key_fields[i].name, v, k->name);
+                           dc_key_fields[i].name, v, k->name);
     }
     if ((k->fields & DC_F_TOPK) &&
         (key->topk < 32 || key->topk > DCPTOPK_MAX_TOPK || key->topk % 32))

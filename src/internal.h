@@ -72,6 +72,22 @@ enum {
     DC_F_VARIANT = 1u << 8
 };
 
+/* One int32_t field of dcptopk_key that a kernel may specialise on. The
+ * table (src/config.c) is the one list of them: key strings and key checks
+ * use `name`, the renderer's prelude `macro`, in table order (the prelude is
+ * hashed, so the order is part of the cache key). */
+typedef struct dc_key_field {
+    uint32_t bit;       /* DC_F_*                        */
+    const char *name;   /* "topk"                        */
+    const char *macro;  /* "DCPTOPK_TOPK"                */
+    size_t offset;      /* of the field in dcptopk_key   */
+} dc_key_field;
+
+DC_HIDDEN extern const dc_key_field dc_key_fields[];
+DC_HIDDEN extern const size_t dc_key_field_count;
+/* The value of dc_key_fields[i] in `key`. */
+DC_HIDDEN int32_t dc_key_field_value(const dcptopk_key *key, size_t i);
+
 typedef struct dc_kernel_info {
     int32_t kernel;          /* dcptopk_kernel                               */
     const char *name;        /* "select"                                     */
