@@ -115,6 +115,19 @@ __device__ __forceinline__ uint32_t remote_ld(const uint32_t *p, uint32_t rank)
 #endif
 }
 
+// Four consecutive words (16-byte aligned) of CTA `rank`.
+__device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
+{
+    u32x4 v;
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a)
+                 : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void remote_add(uint32_t *p, uint32_t rank, uint32_t v)
 {
 #if DC_TOPN_CLUSTER > 1
@@ -127,13 +140,24 @@ __device__ __forceinline__ void remote_add(uint32_t *p, uint32_t rank, uint32_t 
 #endif
 }
 
-// Two bf16 patterns of a 32-bit word -> two ord16 keys (NaN -> 0).
+// 0xFFFF in each 16-bit half whose top bit is set, else 0 (prmt with the
+// sign-replicating selectors 9 and B: bytes 1 and 3).
+__device__ __forceinline__ uint32_t sign_halves(uint32_t w)
+{
+    uint32_t m;
+    asm("prmt.b32 %0, %1, 0, 0xBB99;" : "=r"(m) : "r"(w));
+    return m;
+}
+
+// Two bf16 patterns of a 32-bit word -> two ord16 keys (NaN -> 0):
+// negative b -> b ^ 0xFFFF, non-negative b -> b ^ 0x8000, NaN -> 0.
 __device__ __forceinline__ uint32_t ord16x2(uint32_t w)
 {
-    const uint32_t neg = (w >> 15) & 0x00010001u;
-    uint32_t k = w ^ ((neg * 0x7FFFu) | 0x80008000u);
-    const uint32_t nan = (((w & 0x7FFF7FFFu) + 0x007F007Fu) >> 15) & 0x00010001u;
-    return k & ~(nan * 0xFFFFu);
+    const uint32_t k = w ^ (sign_halves(w) | 0x80008000u);
+    // (b & 0x7FFF) > 0x7F80 <=> bit 15 of (b & 0x7FFF) + 0x7F; no carry
+    // crosses the halves.
+    const uint32_t nan = sign_halves((w & 0x7FFF7FFFu) + 0x007F007Fu);
+    return k & ~nan;
 }
 
 // Largest of the eight 16-bit keys of a vector (max.u16x2: sm_90).
@@ -149,7 +173,7 @@ __device__ __forceinline__ uint32_t max_key8(const u32x4 &k)
 
 // --------------------------------------------------- block primitives
 
-struct TopnShared {
+struct alignas(16) TopnShared {
     uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
     uint32_t hist_local[DC_TOPN_BINS];     // this CTA's keys >= lb, 11 bits
 #if DC_TOPN_CLUSTER > 1
@@ -260,12 +284,17 @@ struct BinRun {
 __device__ __forceinline__ const uint32_t *group_hist(uint32_t *local, TopnShared &sh)
 {
 #if DC_TOPN_CLUSTER > 1
-    for (uint32_t i = threadIdx.x; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
-        uint32_t s = 0;
+    for (uint32_t i = threadIdx.x * 4u; i < DC_TOPN_BINS; i += DCPTOPK_THREADS * 4u) {
+        u32x4 s = {0u, 0u, 0u, 0u};
 #pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
-            s += remote_ld(&local[i], c);
-        sh.hist[i] = s;
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+            const u32x4 v = remote_ld4(&local[i], c);
+            s.x += v.x;
+            s.y += v.y;
+            s.z += v.z;
+            s.w += v.w;
+        }
+        *(u32x4 *)&sh.hist[i] = s;
     }
     __syncthreads();
     return sh.hist;
@@ -515,41 +544,39 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             w8[4 * q + 2] = k.z;
             w8[4 * q + 3] = k.w;
         }
-        uint32_t g = 0, q = 0;
+        // Bit e of gmask / qmask: key e > tau / key e == tau (and not NaN).
         // Keys below max(tau, 1) are never taken: most threads skip here.
+        uint32_t gmask = 0, qmask = 0;
         if (kmax >= (tau > 1u ? tau : 1u)) {
 #pragma unroll
             for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
                 const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                g += key > tau ? 1u : 0u;
-                q += (key == tau && key != 0u) ? 1u : 0u;
+                gmask |= (key > tau ? 1u : 0u) << e;
+                qmask |= (key == tau && key != 0u ? 1u : 0u) << e;
             }
         }
+        const uint32_t g = (uint32_t)__popc(gmask), q = (uint32_t)__popc(qmask);
         uint32_t tile_total;
         const uint32_t ex = block_exclusive_scan(g | (q << 16), sh.warp_sums, &tile_total);
-        if ((g | q) != 0u) {
-            uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
-            const int32_t l0 = lo + t0 + (int32_t)tid * DC_TOPN_PER_THREAD;
-#pragma unroll
-            for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
-                const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                const uint32_t l = (uint32_t)(l0 + e);
-                bool take = false;
-                uint32_t pos = 0;
-                if (key > tau) {
-                    take = true;
-                    pos = gb + (qb < need_eq ? qb : need_eq);
-                    gb++;
-                } else if (key == tau && key != 0u) {
-                    take = qb < need_eq;
-                    pos = gb + qb;
-                    qb++;
-                }
-                if (take) {
-                    out.put(pos, pack_word(key, l));
-                    lo_sel += l < 65536u ? 1u : 0u;
-                }
+        const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
+        const int32_t i0 = t0 + (int32_t)tid * DC_TOPN_PER_THREAD;
+        for (uint32_t sel = gmask | qmask; sel != 0u; sel &= sel - 1u) {
+            const uint32_t e = (uint32_t)(__ffs(sel) - 1);
+            const uint32_t below = (1u << e) - 1u;
+            const uint32_t gbe = gb + (uint32_t)__popc(gmask & below);
+            const uint32_t qbe = qb + (uint32_t)__popc(qmask & below);
+            uint32_t pos;
+            if ((gmask >> e) & 1u) {
+                pos = gbe + (qbe < need_eq ? qbe : need_eq);
+            } else {
+                if (qbe >= need_eq)
+                    continue;
+                pos = gbe + qbe;
             }
+            const uint32_t key = keys[i0 + (int32_t)e];
+            const uint32_t l = (uint32_t)(lo + i0) + e;
+            out.put(pos, pack_word(key, l));
+            lo_sel += l < 65536u ? 1u : 0u;
         }
         gt_run += tile_total & 0xFFFFu;
         eq_run += tile_total >> 16;
