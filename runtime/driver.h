@@ -33,6 +33,7 @@
     X(cuModuleGetFunction)                                                     \
     X(cuModuleUnload)                                                          \
     X(cuFuncSetAttribute)                                                      \
+    X(cuFuncGetAttribute)                                                      \
     X(cuLaunchKernel)                                                          \
     X(cuLaunchKernelEx)                                                        \
     X(cuMemAlloc)                                                              \

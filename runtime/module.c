@@ -25,6 +25,7 @@ typedef struct dc_func {
     char name[96];
     CUfunction fn;
     uint32_t smem_max; /* dynamic shared memory opted in so far (load_lock) */
+    uint32_t smem_static; /* static shared memory of the function           */
 } dc_func;
 
 typedef struct dc_module {
@@ -442,16 +443,30 @@ static dcptopk_result func_resolve(dcptopk_context *ctx, dc_module *m,
         f = &m->funcs[m->nfuncs];
         snprintf(f->name, sizeof f->name, "%s", entry);
         f->fn = got;
-        f->smem_max = DC_SMEM_DEFAULT;
+        /* Without the opt-in, static plus dynamic shared memory must stay
+         * within 48 KiB, so a kernel with static shared memory needs the
+         * attribute for a smaller dynamic size (CUDA Programming Guide,
+         * "Shared Memory" of compute capability 7.x and later). */
+        int static_smem = 0;
+        if (rt->cu->cuFuncGetAttribute(&static_smem,
+                                       CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                       got) != CUDA_SUCCESS)
+            static_smem = 0;
+        f->smem_static = static_smem > 0 ? (uint32_t)static_smem : 0u;
+        f->smem_max = f->smem_static < DC_SMEM_DEFAULT
+                          ? DC_SMEM_DEFAULT - f->smem_static
+                          : 0u;
         m->nfuncs++;
         pthread_rwlock_unlock(&rt->lock);
     }
     if (smem > f->smem_max) {
-        if (rt->smem_optin > 0 && smem > (uint32_t)rt->smem_optin) {
+        if (rt->smem_optin > 0 &&
+            (uint64_t)smem + f->smem_static > (uint64_t)rt->smem_optin) {
             r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                        "cfg->smem_bytes = %u for \"%s\": the device allows "
-                        "at most %d bytes per block",
-                        smem, entry, rt->smem_optin);
+                        "cfg->smem_bytes = %u for \"%s\" (plus %u bytes of "
+                        "static shared memory): the device allows at most %d "
+                        "bytes per block",
+                        smem, entry, f->smem_static, rt->smem_optin);
             goto out;
         }
         CUresult cr = rt->cu->cuFuncSetAttribute(
