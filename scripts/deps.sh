@@ -12,6 +12,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
 [ -f /usr/include/xxhash.h ] || missing+=(libxxhash-dev)
 command -v sqlite3 >/dev/null || missing+=(sqlite3)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v python3 >/dev/null || missing+=(python3)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "deps: installing ${missing[*]}"
