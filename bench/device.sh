@@ -46,7 +46,7 @@ if [[ " $stages " == *" sanitize "* ]]; then
             set -- $t
             log="$OUT/san-$tool.log"
             echo "== $tool $1 $2" >>"$log"
-            DCPTOPK_SMALL=1 timeout 150 "$cs" --tool "$tool" --error-exitcode 99 \
+            timeout 150 "$cs" --tool "$tool" --error-exitcode 99 \
                 "$build/tests/$1" "$2" >>"$log" 2>&1
             rc=$?
             [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "   rc=$rc" >>"$log"; }
