@@ -12,7 +12,8 @@ cmake --build build -j"$(nproc)" >build-make.log 2>&1 || { tail -50 build-make.l
 cli=build/dcptopk
 echo "== built $($cli --version)"
 
-if [ "$($cli devices --count 2>/dev/null || echo 0)" -gt 0 ]; then
+gpus=$($cli devices --json | sed -n 's/.*"count":\([0-9]*\).*/\1/p')
+if [ "${gpus:-0}" -gt 0 ]; then
     echo "== warmup of the default config on this GPU"
     $cli warmup
     echo "== a verified merge on the GPU (loopback world, bit-exact against the CPU reference)"
