@@ -5,12 +5,17 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "topn.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
 #define DC_MAX_BLOCK_SIZE (1 << 20)
 #define DC_MAX_INTERLEAVE (1 << 17)
 /* Grids index rows with 32-bit counters. */
 #define DC_MAX_ROWS INT32_MAX
+/* Largest span of a strided buffer: launchers and kernels compute t * stride
+ * in int64 (t < 2^31, strides up to 2^40), which this keeps exact. No device
+ * addresses more. */
+#define DC_MAX_EXTENT_LOG2 50
 
 #define DC_INVALID(...) dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -89,6 +94,41 @@ static dcptopk_result check_stride(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
+/* A buffer of `rows` rows `stride` elements apart (the effective stride, the
+ * default already applied) spans at most 2^50 bytes. */
+static dcptopk_result check_extent(const dcptopk_context *ctx,
+                                   const char *rows_name, int64_t rows,
+                                   const char *stride_name, int64_t stride,
+                                   int64_t elem_bytes)
+{
+    const int64_t max = INT64_C(1) << DC_MAX_EXTENT_LOG2;
+    if (rows > 0 && stride > 0 && rows > max / (elem_bytes * stride))
+        return DC_INVALID("%s = %lld with %s = %lld: the buffer would span "
+                          "more than 2^%d bytes (%lld-byte elements)",
+                          rows_name, (long long)rows, stride_name,
+                          (long long)stride, DC_MAX_EXTENT_LOG2,
+                          (long long)elem_bytes);
+    return DCPTOPK_SUCCESS;
+}
+
+/* The local top-N (dcptopk_pack, and the push of the exact select) takes at
+ * least dc_topn_min_ctas_per_row CTAs per row: a row past 65536 columns is
+ * split over 2. The grid holds at most 2^31 - 1 CTAs; refused here so that
+ * the exact select never fails after its select was launched. */
+static dcptopk_result check_topn_grid(const dcptopk_context *ctx, int64_t rows,
+                                      int64_t max_local_len)
+{
+    const int32_t per_row = dc_topn_min_ctas_per_row(max_local_len);
+    if (rows > INT32_MAX / per_row)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "args->rows = %lld: with args->max_local_len = %lld "
+                       "the local top-N takes %d CTAs per row; %lld CTAs "
+                       "exceed the grid limit (2^31 - 1)",
+                       (long long)rows, (long long)max_local_len, per_row,
+                       (long long)(rows * per_row));
+    return DCPTOPK_SUCCESS;
+}
+
 static dcptopk_result check_rank(const dcptopk_context *ctx, int32_t rank,
                                  const dcptopk_merge_config *c)
 {
@@ -112,15 +152,21 @@ static dcptopk_result check_bf16_logits(const dcptopk_context *ctx,
         return DC_INVALID("args->max_local_len = %lld: must be in 0..%d (2^17 "
                           "local ids)",
                           (long long)max_local_len, DC_MAX_LOCAL_LEN);
-    if (logits_stride <= 0 || logits_stride % 8 ||
-        logits_stride > (INT64_C(1) << 40))
+    if (logits_stride <= 0 || logits_stride % 8)
         return DC_INVALID("args->logits_stride = %lld: must be a positive "
                           "multiple of 8 (16-byte rows)",
+                          (long long)logits_stride);
+    if (logits_stride > (INT64_C(1) << 40))
+        return DC_INVALID("args->logits_stride = %lld: unreasonably large (> "
+                          "2^40)",
                           (long long)logits_stride);
     if (logits_stride < max_local_len)
         return DC_INVALID("args->logits_stride = %lld: must be >= "
                           "args->max_local_len = %lld",
                           (long long)logits_stride, (long long)max_local_len);
+    if ((r = check_extent(ctx, "args->rows", rows, "args->logits_stride",
+                          logits_stride, 2)))
+        return r;
     if (rows > 0) {
         if ((r = check_ptr(ctx, "args->logits", logits, 16)))
             return r;
@@ -246,11 +292,18 @@ dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
     if (m->block_table_cols < 0)
         return DC_INVALID("args->rows_map.block_table_cols = %d: must be >= 0",
                           m->block_table_cols);
-    if (m->block_table_stride < m->block_table_cols ||
-        m->block_table_stride > (INT64_C(1) << 40))
+    if (m->block_table_stride < m->block_table_cols)
         return DC_INVALID("args->rows_map.block_table_stride = %lld: must be "
                           ">= block_table_cols = %d",
                           (long long)m->block_table_stride, m->block_table_cols);
+    if (m->block_table_stride > (INT64_C(1) << 40))
+        return DC_INVALID("args->rows_map.block_table_stride = %lld: "
+                          "unreasonably large (> 2^40)",
+                          (long long)m->block_table_stride);
+    if ((r = check_extent(ctx, "args->rows_map.num_reqs", m->num_reqs,
+                          "args->rows_map.block_table_stride",
+                          m->block_table_stride, 4)))
+        return r;
     if (m->num_reqs > 0 && m->block_table_cols > 0 &&
         (r = check_ptr(ctx, "args->rows_map.block_table", m->block_table, 4)))
         return r;
@@ -260,11 +313,24 @@ dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
+/* The rows output of a valid rows map spans at most 2^50 bytes. */
+static dcptopk_result check_rows_out_extent(const dcptopk_context *ctx,
+                                            const dcptopk_merge_config *c,
+                                            const dcptopk_rows_map *m,
+                                            int64_t rows)
+{
+    if (!m->rows_out)
+        return DCPTOPK_SUCCESS;
+    return check_extent(ctx, "args->rows", rows,
+                        "args->rows_map.rows_out_stride",
+                        m->rows_out_stride ? m->rows_out_stride : c->topk, 4);
+}
+
 /* Ids output: optional, only with config->emit_ids. */
 static dcptopk_result check_ids_out(const dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     const int32_t *ids_out,
-                                    int64_t ids_out_stride)
+                                    int64_t ids_out_stride, int64_t rows)
 {
     dcptopk_result r;
     if (!ids_out)
@@ -273,8 +339,11 @@ static dcptopk_result check_ids_out(const dcptopk_context *ctx,
         return DC_INVALID("args->ids_out is set but config->emit_ids = 0");
     if ((r = check_opt_ptr(ctx, "args->ids_out", ids_out, 4)))
         return r;
-    return check_stride(ctx, "args->ids_out_stride", ids_out_stride, c->topk,
-                        "topk");
+    if ((r = check_stride(ctx, "args->ids_out_stride", ids_out_stride,
+                          c->topk, "topk")))
+        return r;
+    return check_extent(ctx, "args->rows", rows, "args->ids_out_stride",
+                        ids_out_stride ? ids_out_stride : c->topk, 4);
 }
 
 /* ----------------------------------------------------- packed merge args */
@@ -302,10 +371,18 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
                               a->local_ids_stride, c->local_topk,
                               "local_topk")))
             return r;
+        if ((r = check_extent(ctx, "args->rows", a->rows,
+                              "args->local_ids_stride",
+                              a->local_ids_stride ? a->local_ids_stride
+                                                  : c->local_topk,
+                              4)))
+            return r;
     } else if (a->local_ids) {
         return DC_INVALID("args->local_ids = %p: must be NULL for the fused "
                           "local top-N (use pack_indices to pack given ids)",
                           (const void *)a->local_ids);
+    } else if ((r = check_topn_grid(ctx, a->rows, a->max_local_len))) {
+        return r;
     }
     if (a->rows > 0 && (r = check_ptr(ctx, "args->out", a->out, 4)))
         return r;
@@ -331,14 +408,17 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
         return r;
     if (a->rows > 0 && (r = check_ptr(ctx, "args->gathered", a->gathered, 4)))
         return r;
-    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride)))
+    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride,
+                             a->rows)))
         return r;
-    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)))
+    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
+        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)))
         return r;
     /* Exact mode: a saturated rank re-reads its own row for the push. */
     if (c->exact &&
-        (r = check_bf16_logits(ctx, a->logits, a->logits_stride,
-                               a->max_local_len, a->row_ends, a->rows)))
+        ((r = check_bf16_logits(ctx, a->logits, a->logits_stride,
+                                a->max_local_len, a->row_ends, a->rows)) ||
+         (r = check_topn_grid(ctx, a->rows, a->max_local_len))))
         return r;
     return DCPTOPK_SUCCESS;
 }
@@ -376,9 +456,12 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     if (a->rows > 0 &&
         (r = check_ptr(ctx, "args->candidates", a->candidates, 8)))
         return r;
-    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride)))
+    if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride,
+                             a->rows)))
         return r;
-    return dc_check_rows_map(ctx, c, &a->rows_map);
+    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)))
+        return r;
+    return check_rows_out_extent(ctx, c, &a->rows_map, a->rows);
 }
 
 dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
@@ -400,6 +483,13 @@ dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
                           (long long)a->logits_stride);
     if ((r = check_stride(ctx, "args->local_ids_stride", a->local_ids_stride,
                           c->topk, "topk")))
+        return r;
+    if ((r = check_extent(ctx, "args->rows", a->rows, "args->logits_stride",
+                          a->logits_stride, 4)) ||
+        (r = check_extent(ctx, "args->rows", a->rows,
+                          "args->local_ids_stride",
+                          a->local_ids_stride ? a->local_ids_stride : c->topk,
+                          4)))
         return r;
     if (a->rows > 0) {
         if ((r = check_ptr(ctx, "args->logits", a->logits, 4)))

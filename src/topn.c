@@ -73,6 +73,12 @@ int32_t dc_topn_variant(int64_t rows, int64_t max_local_len, int32_t sm_count)
     return topn_plan_make(rows, max_local_len, sm_count, -1).variant;
 }
 
+int32_t dc_topn_min_ctas_per_row(int64_t max_local_len)
+{
+    /* forced = 0: the capacity variant, never raised for parallelism. */
+    return 1 << topn_plan_make(1, max_local_len, 1, 0).variant;
+}
+
 static void topn_key(dcptopk_key *k, int32_t kernel, const char *arch)
 {
     memset(k, 0, sizeof *k);
