@@ -148,6 +148,10 @@ dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
         goto done;
     }
     out->ptx[ptx_size] = '\0';
+    /* nvrtcGetPTXSize counts the terminating NUL: store the text alone, so
+     * that `dcptopk cache show --ptx` output feeds ptxas as it is. */
+    while (ptx_size > 0 && out->ptx[ptx_size - 1] == '\0')
+        ptx_size--;
     out->cubin_size = cubin_size;
     out->ptx_size = ptx_size;
     out->compile_ms = dc_now_ms() - t0;

@@ -67,6 +67,12 @@ static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
             fprintf(stderr, "FAIL %s: cubin of %zu bytes is not an ELF image\n",
                     name, c.cubin_size);
             failed++;
+        } else if (c.ptx_size < 16 || c.ptx[c.ptx_size - 1] == '\0' ||
+                   !strstr(c.ptx, ".entry")) {
+            /* PTX is stored as text alone (no NUL), and names its entry. */
+            fprintf(stderr, "FAIL %s: PTX of %zu bytes is not PTX text\n",
+                    name, c.ptx_size);
+            failed++;
         } else {
             printf("ok   %-90s cubin %7zu B  ptx %7zu B  %7.1f ms\n", name,
                    c.cubin_size, c.ptx_size, c.compile_ms);
