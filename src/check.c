@@ -459,9 +459,15 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     if ((r = check_ids_out(ctx, c, a->ids_out, a->ids_out_stride,
                              a->rows)))
         return r;
-    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)))
+    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
+        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)))
         return r;
-    return check_rows_out_extent(ctx, c, &a->rows_map, a->rows);
+    if (!a->ids_out && !a->rows_map.rows_out)
+        return DC_INVALID("args->ids_out and args->rows_map.rows_out are both "
+                          "NULL: the select would output nothing (emit_ids = "
+                          "%d, block_size = %d)",
+                          c->emit_ids, c->block_size);
+    return DCPTOPK_SUCCESS;
 }
 
 dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,

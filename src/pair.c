@@ -87,14 +87,9 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
     if ((r = dc_config_read(ctx, config, &c)))
         return r;
+    /* (refuses ids_out and rows_out both NULL, like the reference) */
     if ((r = dc_check_pair_select_args(ctx, &c, args)))
         return r;
-    if (!args->ids_out && !args->rows_map.rows_out)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "args->ids_out and args->rows_map.rows_out are both "
-                       "NULL: the select would output nothing (emit_ids = %d, "
-                       "block_size = %d)",
-                       c.emit_ids, c.block_size);
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
 

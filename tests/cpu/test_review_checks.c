@@ -186,3 +186,28 @@ TEST(push_grid_is_checked_before_any_launch)
                 "exceed the grid limit");
     dcptopk_context_destroy(ctx);
 }
+
+/* "ids_out and rows_out both NULL" was refused by dcptopk_pair_select only
+ * (src/pair.c): the reference accepted it. Both refuse it now (check.c). */
+TEST(pair_select_without_output_is_refused_by_the_reference_too)
+{
+    int32_t cand[2 * 128 * 2] = {0};
+    dcptopk_merge_config pc = DCPTOPK_MERGE_CONFIG_INIT;
+    pc.kind = DCPTOPK_MERGE_PAIR;
+    pc.topk = 128;
+    pc.local_topk = 0;
+    pc.world_size = 2;
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    a.candidates = cand;
+    a.rows = 1;
+    EXPECT_CODE(NULL, dcptopk_ref_pair_select(&pc, &a),
+                DCPTOPK_INVALID_ARGUMENT,
+                "args->ids_out and args->rows_map.rows_out are both NULL");
+    dcptopk_context *ctx = cpu_ctx();
+    if (!ctx)
+        SKIP("no CPU context: %s", dcptopk_last_error(NULL));
+    EXPECT_CODE(ctx, dcptopk_pair_select(ctx, &pc, &a),
+                DCPTOPK_INVALID_ARGUMENT,
+                "args->ids_out and args->rows_map.rows_out are both NULL");
+    dcptopk_context_destroy(ctx);
+}
