@@ -100,6 +100,35 @@ dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
     return dc_topn_pack_launch_variant(ctx, c, a, -1);
 }
 
+/* The plan of one launch of the pack or the push (both share the selection
+ * and its shared-memory layout): sets key->variant and the launch shape;
+ * refuses a grid past the limit, naming `rows_name`. */
+static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
+                                      const char *rows_name, int64_t rows,
+                                      int64_t max_local_len, int32_t variant,
+                                      void *stream, dcptopk_key *key,
+                                      dc_launch_cfg *cfg, int *chunk)
+{
+    const topn_plan p =
+        topn_plan_make(rows, max_local_len, dc_ctx_sm_count(ctx), variant);
+    const int64_t ctas = rows << p.variant;
+    if (ctas > 0x7FFFFFFFll)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "%s = %lld: %lld CTAs exceed the grid limit", rows_name,
+                       (long long)rows, (long long)ctas);
+    key->variant = p.variant;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->grid[0] = (uint32_t)ctas;
+    cfg->grid[1] = cfg->grid[2] = 1;
+    cfg->block[0] = (uint32_t)topn_threads(key);
+    cfg->block[1] = cfg->block[2] = 1;
+    cfg->smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
+    cfg->cluster_x = 1u << p.variant;
+    cfg->stream = stream;
+    *chunk = p.chunk;
+    return DCPTOPK_SUCCESS;
+}
+
 dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
                                            const dcptopk_merge_config *c,
                                            const dcptopk_pack_args *a,
@@ -107,34 +136,22 @@ dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
 {
     if (a->rows == 0)
         return DCPTOPK_SUCCESS;
-    const topn_plan p = topn_plan_make(a->rows, a->max_local_len,
-                                       dc_ctx_sm_count(ctx), variant);
-    const int64_t ctas = a->rows << p.variant;
-    if (ctas > 0x7FFFFFFFll)
-        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
-                       "args->rows = %lld: %lld CTAs exceed the grid limit",
-                       (long long)a->rows, (long long)ctas);
     dcptopk_key key;
     topn_key(&key, DCPTOPK_KERNEL_TOPN_PACK, NULL);
     key.local_topk = c->local_topk;
-    key.variant = p.variant;
-
     dc_launch_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid[0] = (uint32_t)ctas;
-    cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)topn_threads(&key);
-    cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
-    cfg.cluster_x = 1u << p.variant;
-    cfg.stream = a->stream;
+    int chunk;
+    dcptopk_result r =
+        topn_launch_cfg(ctx, "args->rows", a->rows, a->max_local_len, variant,
+                        a->stream, &key, &cfg, &chunk);
+    if (r)
+        return r;
 
     const uint16_t *logits = a->logits;
     long long stride = a->logits_stride;
     long long max_local_len = a->max_local_len;
     const int32_t *row_ends = a->row_ends;
     long long rows = a->rows;
-    int chunk = p.chunk;
     int32_t *out = a->out;
     void *params[] = {&logits, &stride, &max_local_len, &row_ends,
                       &rows,   &chunk,  &out};
@@ -158,29 +175,17 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "rank = %d: must be in [0, world_size = %d)", a->rank,
                        c->world_size);
-    const topn_plan p = topn_plan_make(a->rows, a->max_local_len,
-                                       dc_ctx_sm_count(ctx), variant);
-    const int64_t ctas = a->rows << p.variant;
-    if (ctas > 0x7FFFFFFFll)
-        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
-                       "rows = %lld: %lld CTAs exceed the grid limit",
-                       (long long)a->rows, (long long)ctas);
     dcptopk_key key;
     topn_key(&key, DCPTOPK_KERNEL_PUSH, NULL);
     key.topk = c->topk;
     key.local_topk = c->local_topk;
     key.world_size = c->world_size;
-    key.variant = p.variant;
-
     dc_launch_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid[0] = (uint32_t)ctas;
-    cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)topn_threads(&key);
-    cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
-    cfg.cluster_x = 1u << p.variant;
-    cfg.stream = a->stream;
+    int chunk;
+    dcptopk_result r = topn_launch_cfg(ctx, "rows", a->rows, a->max_local_len,
+                                       variant, a->stream, &key, &cfg, &chunk);
+    if (r)
+        return r;
 
     const uint16_t *logits = a->logits;
     long long stride = a->logits_stride;
@@ -193,7 +198,6 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
     const uint64_t *peer_recv = a->peer_recv;
     const uint64_t *peer_flags = a->peer_flags;
     long long max_rows = a->max_rows;
-    int chunk = p.chunk;
     void *params[] = {&logits, &stride,    &max_local_len, &row_ends,
                       &rows,   &rank,      &sat,           &seq,
                       &peer_recv, &peer_flags, &max_rows,  &chunk};
