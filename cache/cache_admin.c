@@ -240,6 +240,18 @@ dcptopk_result dc_cache_blob(dc_cache *c, const char *hex, int which,
     return r;
 }
 
+/* A SQLite total() (a double) as an int64: a corrupt file can hold sizes or
+ * hit counts whose sum (or a NaN) does not fit, and converting such a double
+ * is undefined behaviour; those saturate instead. */
+static int64_t total_to_i64(double v)
+{
+    if (!(v > -9.2e18))
+        return v < 0 ? INT64_MIN : 0; /* -huge, or NaN */
+    if (!(v < 9.2e18))
+        return INT64_MAX;
+    return (int64_t)v;
+}
+
 dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
                               char *err, size_t err_size)
 {
@@ -253,8 +265,8 @@ dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
     if (rc == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW) {
             out->entries = sqlite3_column_int64(st, 0);
-            out->bytes = (int64_t)sqlite3_column_double(st, 1);
-            out->hits = (int64_t)sqlite3_column_double(st, 2);
+            out->bytes = total_to_i64(sqlite3_column_double(st, 1));
+            out->hits = total_to_i64(sqlite3_column_double(st, 2));
             out->compile_ms = sqlite3_column_double(st, 3);
         } else {
             rc = sqlite3_errcode(c->db);

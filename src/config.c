@@ -204,8 +204,11 @@ int dcptopk_key_format(const dcptopk_key *key, char *buf, size_t size)
         return snprintf(buf, size, "(null)");
     char fields[256];
     dc_key_fields_string(key, fields, sizeof fields);
-    return snprintf(buf, size, "%s(%s)@%s", dcptopk_kernel_name(key->kernel),
-                    fields, key->arch[0] ? key->arch : "?");
+    /* key->arch may lack its NUL (dcptopk_key_check refuses such a key, but
+     * a key is formatted to report it): never read past the array. */
+    return snprintf(buf, size, "%s(%s)@%.*s", dcptopk_kernel_name(key->kernel),
+                    fields, key->arch[0] ? (int)sizeof key->arch : 1,
+                    key->arch[0] ? key->arch : "?");
 }
 
 dcptopk_result dcptopk_key_check(const dcptopk_key *key)

@@ -78,6 +78,13 @@ dcptopk_ref_candidate dcptopk_ref_decode(const int32_t *packed_row, int32_t n,
     return c;
 }
 
+/* Host pointers the shared checks do not cover (push lists, the contract
+ * checker) are refused when misaligned, as dc_check_* refuses the others. */
+static int misaligned(const void *p, size_t align)
+{
+    return ((uintptr_t)p % align) != 0;
+}
+
 /* Columns of a row that hold candidates: l < E = min(row_end, max_local_len,
  * 2^17); a negative row_end counts as 0. */
 static int64_t row_bound(int32_t row_end, int64_t max_local_len)
@@ -208,6 +215,13 @@ dcptopk_result dcptopk_ref_push_list(const dcptopk_merge_config *config,
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "logits_row is NULL");
     if (!out)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    if (misaligned(logits_row, 2))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "logits_row = %p: must be 2-byte aligned",
+                       (const void *)logits_row);
+    if (misaligned(out, 4))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "out = %p: must be 4-byte aligned", (void *)out);
     uint32_t *hist = malloc(sizeof *hist * 65536);
     if (!hist)
         return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "histogram of 256 KiB");
@@ -491,6 +505,11 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
         if (!push[s])
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "push[%d] is NULL (%d saturated ranks)", s, slots);
+    for (int s = 0; s < slots; s++)
+        if (misaligned(push[s], 4))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "push[%d] = %p: must be 4-byte aligned", s,
+                           (const void *)push[s]);
     dc_cand *cands;
     uint32_t *hist;
     if ((r = alloc_scratch((int64_t)w * k, &cands, &hist)))
@@ -825,6 +844,18 @@ dcptopk_result dcptopk_ref_check_contract(
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "logits is NULL");
     if (rows > 0 && !row_ends)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "row_ends is NULL");
+    if (rows > 0 && misaligned(packed, 4))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "packed = %p: must be 4-byte aligned",
+                       (const void *)packed);
+    if (rows > 0 && misaligned(logits, 2))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "logits = %p: must be 2-byte aligned",
+                       (const void *)logits);
+    if (rows > 0 && misaligned(row_ends, 4))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "row_ends = %p: must be 4-byte aligned",
+                       (const void *)row_ends);
     int32_t n = c.local_topk, words = dcptopk_packed_row_words(n);
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
     uint8_t *sent = malloc((size_t)DC_MAX_LOCAL_LEN);
