@@ -424,7 +424,11 @@ DCPTOPK_API void dcptopk_workspace_destroy(dcptopk_workspace *ws);
 DCPTOPK_API uint64_t dcptopk_workspace_saturation(const dcptopk_workspace *ws);
 /* Reads and clears the device error status after the stream finished (a
  * rescue wait that timed out gives DCPTOPK_RESCUE_TIMEOUT). Synchronises
- * `stream`. */
+ * `stream`, so call it outside graph capture: e.g. once per step, or when the
+ * engine checks health. After a timeout and until this call, later rescues of
+ * the workspace give up waiting at once (their rows keep the round-1 result),
+ * and the flags and sequence words of the ranks are out of step: recreate
+ * every rank's workspace. */
 DCPTOPK_API dcptopk_result dcptopk_workspace_check(dcptopk_workspace *ws,
                                                    void *stream);
 
