@@ -19,5 +19,6 @@ int main(void)
     SHOW(dcptopk_pair_pack_args, stream);
     SHOW(dcptopk_pack_args, stream);
     SHOW(dcptopk_select_args, stream);
+    SHOW(dcptopk_workspace_layout, flags_bytes);
     return 0;
 }

@@ -48,5 +48,15 @@ try:
 except dcptopk.DcptopkError as e:
     check(e.name == "DCPTOPK_INVALID_ARGUMENT" and "topk = 100" in str(e), str(e))
 
+lay = dcptopk.workspace_layout(dcptopk.config("deepseek-v3.2-dcp8"), 64)
+# Receive slots [T_max, (K-1)/N, K + K/32] int32 and flags [W, T_max] uint32, at least.
+check(lay["recv_bytes"] >= 64 * 5 * (2048 + 64) * 4, f"recv_bytes {lay}")
+check(lay["flags_bytes"] >= 8 * 64 * 4, f"flags_bytes {lay}")
+try:
+    dcptopk.workspace_layout(dcptopk.config("deepseek-v3.2-dcp8"), -1)
+    check(False, "max_rows = -1 accepted")
+except dcptopk.DcptopkError as e:
+    check(e.name == "DCPTOPK_INVALID_ARGUMENT" and "max_rows" in str(e), str(e))
+
 print(f"{'1 passed, 0 failed' if failures == 0 else f'0 passed, {failures} failed'}")
 sys.exit(1 if failures else 0)

@@ -16,8 +16,8 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["DcptopkError", "MergeConfig", "Context", "config", "config_names",
-           "config_keys", "library"]
+__all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "config", "config_names",
+           "config_keys", "workspace_layout", "library"]
 
 _c_i32, _c_u32, _c_i64, _c_u64 = ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64
 _vp = ctypes.c_void_p
@@ -130,10 +130,15 @@ class SelectArgs(ctypes.Structure):
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp)]
 
 
+class WorkspaceLayout(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("recv_bytes", _c_u64), ("flags_bytes", _c_u64)]
+
+
 STRUCTS = {"dcptopk_merge_config": MergeConfig, "dcptopk_context_config": ContextConfig,
            "dcptopk_key": Key, "dcptopk_warmup_stats": WarmupStats, "dcptopk_rows_map": RowsMap,
            "dcptopk_pair_select_args": PairSelectArgs, "dcptopk_pair_pack_args": PairPackArgs,
-           "dcptopk_pack_args": PackArgs, "dcptopk_select_args": SelectArgs}
+           "dcptopk_pack_args": PackArgs, "dcptopk_select_args": SelectArgs,
+           "dcptopk_workspace_layout": WorkspaceLayout}
 
 
 def _declare(lib):
@@ -159,6 +164,14 @@ def _declare(lib):
         "dcptopk_pack": (R, [_vp, ctypes.POINTER(MergeConfig), ctypes.POINTER(PackArgs)]),
         "dcptopk_pack_indices": (R, [_vp, ctypes.POINTER(MergeConfig), ctypes.POINTER(PackArgs)]),
         "dcptopk_select": (R, [_vp, ctypes.POINTER(MergeConfig), _vp, ctypes.POINTER(SelectArgs)]),
+        "dcptopk_workspace_layout_get": (R, [ctypes.POINTER(MergeConfig), _c_i64,
+                                             ctypes.POINTER(WorkspaceLayout)]),
+        "dcptopk_workspace_create": (R, [_vp, ctypes.POINTER(MergeConfig), _c_i64, _c_i32,
+                                         ctypes.POINTER(_c_u64), ctypes.POINTER(_c_u64),
+                                         ctypes.POINTER(_vp)]),
+        "dcptopk_workspace_destroy": (None, [_vp]),
+        "dcptopk_workspace_saturation": (_c_u64, [_vp]),
+        "dcptopk_workspace_check": (R, [_vp, _vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -206,6 +219,15 @@ def config_keys(cfg, arch="sm_90a"):
         lib.dcptopk_key_format(ctypes.byref(k), buf, 512)
         out.append(buf.value.decode())
     return out
+
+
+def workspace_layout(cfg, max_rows):
+    """Bytes each rank must allocate, in peer-shareable memory, for the rescue
+    round of an exact packed config: {"recv_bytes": ..., "flags_bytes": ...}."""
+    lay = WorkspaceLayout()
+    lay.struct_size = ctypes.sizeof(WorkspaceLayout)
+    _check(library().dcptopk_workspace_layout_get(ctypes.byref(cfg), max_rows, ctypes.byref(lay)))
+    return {"recv_bytes": lay.recv_bytes, "flags_bytes": lay.flags_bytes}
 
 
 # ------------------------------------------------------------------ tensors
@@ -324,12 +346,56 @@ class Context:
         _check(library().dcptopk_pack(self._h, ctypes.byref(cfg), ctypes.byref(a)), self._h)
         return out
 
-    def select(self, cfg, gathered, rank=0, ids_out=None):
-        """Gathered packed rows int32 [W, T, N + N/32] -> ids [T, K] (non-exact configs only here)."""
+    def pack_indices(self, cfg, logits, row_ends, local_ids, out=None, max_local_len=None):
+        """bf16 logits [T, S] + the caller's local ids int32 [T, N] -> packed rows [T, N + N/32]."""
         import torch
-        if cfg.exact:
-            raise ValueError("select: exact configs need a rescue workspace; use the C API")
+        T = row_ends.shape[0]
+        words = cfg.local_topk + cfg.local_topk // 32
+        if out is None:
+            out = torch.empty((T, words), dtype=torch.int32, device=logits.device)
+        a = PackArgs()
+        a.struct_size = ctypes.sizeof(PackArgs)
+        a.logits = _ptr(logits, torch.bfloat16, "logits", 2, self.device)
+        a.logits_stride = logits.stride(0)
+        a.max_local_len = max_local_len if max_local_len is not None else logits.shape[1]
+        a.row_ends = _ptr(row_ends, torch.int32, "row_ends", 1, self.device)
+        a.local_ids = _ptr(local_ids, torch.int32, "local_ids", 2, self.device)
+        a.local_ids_stride = local_ids.stride(0)
+        a.rows, a.out, a.stream = T, _ptr(out, torch.int32, "out", 2, self.device), _stream(self.device)
+        _check(library().dcptopk_pack_indices(self._h, ctypes.byref(cfg), ctypes.byref(a)), self._h)
+        return out
+
+    def workspace(self, cfg, max_rows, rank, peer_recv, peer_flags):
+        """The rescue workspace of `rank` for an exact packed config.
+
+        peer_recv / peer_flags: world_size device addresses (ints) of every
+        rank's receive slots and flags as mapped on this device (sizes from
+        workspace_layout(); entry `rank` is this rank's own, zeroed here).
+        Create it once per group, before any CUDA graph capture."""
+        W = cfg.world_size
+        if len(peer_recv) != W or len(peer_flags) != W:
+            raise ValueError(f"peer_recv / peer_flags: {len(peer_recv)} / {len(peer_flags)} "
+                             f"addresses, expected world_size = {W}")
+        recv = (_c_u64 * W)(*peer_recv)
+        flags = (_c_u64 * W)(*peer_flags)
+        h = _vp()
+        _check(library().dcptopk_workspace_create(self._h, ctypes.byref(cfg), max_rows, rank,
+                                                  recv, flags, ctypes.byref(h)), self._h)
+        return Workspace(self, h)
+
+    def select(self, cfg, gathered, rank=0, ids_out=None, workspace=None, logits=None,
+               row_ends=None, max_local_len=None):
+        """Gathered packed rows int32 [W, T, N + N/32] (read in place) -> ids [T, K].
+
+        Exact configs also need the workspace and this rank's logits and row
+        ends (a saturated rank pushes its local top K from them)."""
+        import torch
+        if gathered.dim() != 3 or not gathered.is_contiguous():
+            raise ValueError(f"gathered: shape {tuple(gathered.shape)}, expected a contiguous "
+                             "[W, T, N + N/32] buffer")
         W, T, _ = gathered.shape
+        if cfg.exact and (workspace is None or logits is None or row_ends is None):
+            raise ValueError("select: an exact config needs workspace, logits and row_ends")
         if ids_out is None:
             ids_out = torch.empty((T, cfg.topk), dtype=torch.int32, device=gathered.device)
         a = SelectArgs()
@@ -337,6 +403,36 @@ class Context:
         a.gathered = _ptr(gathered, torch.int32, "gathered", 3, self.device)
         a.rank_stride_rows, a.rows, a.rank = T, T, rank
         a.ids_out, a.ids_out_stride = _ptr(ids_out, torch.int32, "ids_out", 2, self.device), ids_out.stride(0)
+        if logits is not None:
+            a.logits = _ptr(logits, torch.bfloat16, "logits", 2, self.device)
+            a.logits_stride = logits.stride(0)
+            a.max_local_len = max_local_len if max_local_len is not None else logits.shape[1]
+        a.row_ends = _ptr(row_ends, torch.int32, "row_ends", 1, self.device)
         a.stream = _stream(self.device)
-        _check(library().dcptopk_select(self._h, ctypes.byref(cfg), None, ctypes.byref(a)), self._h)
+        ws = workspace._h if workspace is not None else None
+        _check(library().dcptopk_select(self._h, ctypes.byref(cfg), ws, ctypes.byref(a)), self._h)
         return ids_out
+
+
+class Workspace:
+    """A rank's rescue workspace (Context.workspace); lives as long as you keep it."""
+
+    def __init__(self, ctx, handle):
+        self._ctx, self._h = ctx, handle
+
+    def close(self):
+        if self._h:
+            library().dcptopk_workspace_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+    @property
+    def saturation_ptr(self):
+        """Device address of the saturation words (uint32 [max_rows])."""
+        return library().dcptopk_workspace_saturation(self._h)
+
+    def check(self):
+        """Synchronises the current stream and raises DcptopkError (DCPTOPK_RESCUE_TIMEOUT)
+        if a rescue wait timed out since the last check."""
+        _check(library().dcptopk_workspace_check(self._h, _stream(self._ctx.device)), self._ctx._h)
