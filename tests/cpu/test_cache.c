@@ -5,7 +5,7 @@
  * size cap, schema mismatches, compile failures.
  *
  * Every test works in its own directory under /tmp. Expected blobs come from
- * blob_for() below, never from the cache.
+ * dc_test_blob() below, never from the cache.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "cache.h"
+#include "fake_blobs.h"
 #include "harness.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -85,20 +86,6 @@ static void sleep_ms(int ms)
 }
 
 /* The bytes a compile of `tag` produces: deterministic, `size` long. */
-static void blob_for(const char *tag, int which, size_t size,
-                     unsigned char *out)
-{
-    uint64_t x = 1469598103934665603ull ^ (uint64_t)which;
-    for (const char *p = tag; *p; p++)
-        x = (x ^ (unsigned char)*p) * 1099511628211ull;
-    for (size_t i = 0; i < size; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (unsigned char)x;
-    }
-}
-
 typedef struct job {
     const char *tag;
     size_t cubin_size;   /* 0 = 4096                                  */
@@ -136,17 +123,8 @@ static dcptopk_result job_compile(void *user, dc_cache_blobs *out, char *err,
         snprintf(err, err_size, "test compile of %s failed", j->tag);
         return DCPTOPK_NVRTC_ERROR;
     }
-    size_t sizes[3] = {j->cubin_size ? j->cubin_size : 4096, 777, 1234};
-    for (int i = 0; i < 3; i++) {
-        j->buf[i] = malloc(sizes[i]);
-        blob_for(j->tag, i, sizes[i], j->buf[i]);
-    }
-    out->cubin = j->buf[0];
-    out->cubin_size = sizes[0];
-    out->ptx = j->buf[1];
-    out->ptx_size = sizes[1];
-    out->source = (const char *)j->buf[2];
-    out->source_size = sizes[2];
+    const size_t sizes[3] = {j->cubin_size ? j->cubin_size : 4096, 777, 1234};
+    dc_test_blobs_make(j->tag, sizes, j->buf, out);
     out->compile_ms = 0.0;
     return DCPTOPK_SUCCESS;
 }
@@ -155,10 +133,7 @@ static void job_release(void *user, dc_cache_blobs *b)
 {
     job *j = user;
     (void)b;
-    for (int i = 0; i < 3; i++) {
-        free(j->buf[i]);
-        j->buf[i] = NULL;
-    }
+    dc_test_blobs_free(j->buf);
     j->released++;
 }
 
@@ -191,12 +166,12 @@ static int hit_is(const dc_cache_hit *hit, const char *tag, size_t cubin_size)
     unsigned char *want = malloc(cubin_size > 777 ? cubin_size : 777);
     int ok = hit->cubin_size == cubin_size && hit->ptx_size == 777;
     if (ok) {
-        blob_for(tag, 0, cubin_size, want);
+        dc_test_blob(tag, 0, cubin_size, want);
         ok = memcmp(hit->cubin, want, cubin_size) == 0 &&
              ((const char *)hit->cubin)[cubin_size] == '\0';
     }
     if (ok) {
-        blob_for(tag, 1, 777, want);
+        dc_test_blob(tag, 1, 777, want);
         ok = memcmp(hit->ptx, want, 777) == 0 &&
              ((const char *)hit->ptx)[777] == '\0';
     }

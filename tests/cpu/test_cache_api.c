@@ -4,7 +4,7 @@
  * prune, remove, clear, export/import, read-only handles, argument errors.
  *
  * Entries are made through cache/'s get_or_compile with known bytes
- * (blob_for), then inspected through the public API only.
+ * (dc_test_blob), then inspected through the public API only.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -17,6 +17,7 @@
 
 #include "cache.h"
 #include "dcptopk.h"
+#include "fake_blobs.h"
 #include "harness.h"
 
 static char tmp_root[256];
@@ -61,20 +62,6 @@ static void sleep_ms(int ms)
 static const size_t sizes[3] = {4096, 777, 1234};
 #define ENTRY_BYTES (4096 + 777 + 1234)
 
-static void blob_for(const char *tag, int which, size_t size,
-                     unsigned char *out)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull + (uint64_t)which;
-    for (const char *p = tag; *p; p++)
-        x = (x ^ (unsigned char)*p) * 1099511628211ull;
-    for (size_t i = 0; i < size; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (unsigned char)x;
-    }
-}
-
 typedef struct job {
     const char *tag;
     unsigned char *buf[3];
@@ -86,16 +73,7 @@ static dcptopk_result job_compile(void *user, dc_cache_blobs *out, char *err,
     (void)err;
     (void)err_size;
     job *j = user;
-    for (int i = 0; i < 3; i++) {
-        j->buf[i] = malloc(sizes[i]);
-        blob_for(j->tag, i, sizes[i], j->buf[i]);
-    }
-    out->cubin = j->buf[0];
-    out->cubin_size = sizes[0];
-    out->ptx = j->buf[1];
-    out->ptx_size = sizes[1];
-    out->source = (const char *)j->buf[2];
-    out->source_size = sizes[2];
+    dc_test_blobs_make(j->tag, sizes, j->buf, out);
     out->compile_ms = 12.5;
     return DCPTOPK_SUCCESS;
 }
@@ -104,8 +82,7 @@ static void job_release(void *user, dc_cache_blobs *b)
 {
     (void)b;
     job *j = user;
-    for (int i = 0; i < 3; i++)
-        free(j->buf[i]);
+    dc_test_blobs_free(j->buf);
 }
 
 static void hex_of(const char *tag, char hex[33])
@@ -153,7 +130,7 @@ static int blob_is(const void *data, size_t size, const char *tag, int which)
     unsigned char want[4096];
     if (size != sizes[which])
         return 0;
-    blob_for(tag, which, size, want);
+    dc_test_blob(tag, which, size, want);
     return memcmp(data, want, size) == 0;
 }
 
