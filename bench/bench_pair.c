@@ -109,6 +109,21 @@ static void time_it(bench_ctx *b, bench_fn fn, void *user, double *median,
     free(ms);
 }
 
+/* The pair-merge config of a W x K shape (ids out, a block size for rows). */
+static dcptopk_merge_config pair_config(int32_t w, int32_t k)
+{
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PAIR;
+    c.topk = k;
+    c.local_topk = k;
+    c.world_size = w;
+    c.block_size = 64;
+    c.interleave = 1;
+    c.emit_ids = 1;
+    c.exact = 0;
+    return c;
+}
+
 typedef struct select_job {
     dcptopk_context *ctx;
     dcptopk_merge_config config;
@@ -178,16 +193,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
     select_job job;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
-    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
-    c.kind = DCPTOPK_MERGE_PAIR;
-    c.topk = k;
-    c.local_topk = k;
-    c.world_size = w;
-    c.block_size = 64;
-    c.interleave = 1;
-    c.emit_ids = 1;
-    c.exact = 0;
-    job.config = c;
+    job.config = pair_config(w, k);
     double bytes = (double)n * 4 + (double)t * k * 4; /* read + ids written */
     double med[2], mn[2];
     for (int layout = 0; layout < 2; layout++) {
@@ -235,16 +241,7 @@ static void bench_pack(bench_ctx *b, int32_t w, int32_t k, int64_t t,
     pack_job job;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
-    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
-    c.kind = DCPTOPK_MERGE_PAIR;
-    c.topk = k;
-    c.local_topk = k;
-    c.world_size = w;
-    c.block_size = 64;
-    c.interleave = 1;
-    c.emit_ids = 1;
-    c.exact = 0;
-    job.config = c;
+    job.config = pair_config(w, k);
     dcptopk_pair_pack_args a = DCPTOPK_PAIR_PACK_ARGS_INIT;
     a.logits = (const float *)(uintptr_t)d_logits;
     a.logits_stride = local_len;
