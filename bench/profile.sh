@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench/profile.sh - Nsight Compute profiles of the three hot kernels (pair
+# select W=8 K=2048 T=6710, fused top-N + pack 6710 x 16384, packed select
+# W=8 K=2048 N=384 T=6710): one launch each, full section set with source
+# counters, exported as the report, a details text page and a per-SASS-line
+# CSV (stall samples, executed instructions) under $OUT/prof.
+#
+#   bench/profile.sh [BUILD_DIR (default build-release)] [WHICH (default "pair topn select")]
+set -uo pipefail
+build="${1:-build-release}"
+which="${2:-pair topn select}"
+OUT="${OUT:-/tmp/dcptopk-device}"
+dir="$OUT/prof"
+mkdir -p "$dir"
+export NCCL_NVLS_ENABLE=0 DCPTOPK_CACHE_DIR="$OUT/cache-dir"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+"$ncu" --version >"$dir/ncu-version.txt" 2>&1
+
+profile() { # name kernel-regex skip command...
+    local name=$1 kre=$2 skip=$3
+    shift 3
+    timeout 240 "$ncu" --set full --import-source yes -k "regex:$kre" --launch-skip "$skip" \
+        --launch-count 1 --kill yes -f -o "$dir/$name" "$@" >"$dir/$name.run.log" 2>&1
+    echo "profile $name: rc=$?"
+    "$ncu" -i "$dir/$name.ncu-rep" --page details >"$dir/$name.details.txt" 2>&1
+    "$ncu" -i "$dir/$name.ncu-rep" --page source --csv --print-source sass \
+        >"$dir/$name.sass.csv" 2>"$dir/$name.sass.err"
+    grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Block Limit|Issue Slots Busy|No Eligible" \
+        "$dir/$name.details.txt" | head -14
+}
+
+[[ " $which " == *" pair "* ]] && BENCH_PAIR_ONLY=8,2048,6710 \
+    profile pair 'pair_select' 3 "$build/bench/bench_pair" 3
+[[ " $which " == *" topn "* ]] && profile topn 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
+[[ " $which " == *" select "* ]] && profile select 'dcptopk_select' 3 "$build/bench/bench_packed"
+exit 0
