@@ -96,27 +96,27 @@ constexpr int kSharedBytes = 8448;
 static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
+// Read-only loads through the intrinsics, not inline asm: the compiler may
+// speculate an asm statement that is not volatile out of its guard (past the
+// row's candidates), while it never speculates a real load.
 __device__ __forceinline__ void ld_nc_v4(const int32_t *p, int32_t &a, int32_t &b,
                                          int32_t &c, int32_t &d)
 {
-    asm("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
-                 : "l"(p));
+    const int4 v = __ldg(reinterpret_cast<const int4 *>(p));
+    a = v.x;
+    b = v.y;
+    c = v.z;
+    d = v.w;
 }
 
 __device__ __forceinline__ void ld_nc_v2(const int32_t *p, int32_t &a, int32_t &b)
 {
-    asm("ld.global.nc.L1::no_allocate.v2.s32 {%0, %1}, [%2];"
-                 : "=r"(a), "=r"(b)
-                 : "l"(p));
+    const int2 v = __ldg(reinterpret_cast<const int2 *>(p));
+    a = v.x;
+    b = v.y;
 }
 
-__device__ __forceinline__ int32_t ld_nc(const int32_t *p)
-{
-    int32_t a;
-    asm("ld.global.nc.s32 %0, [%1];" : "=r"(a) : "l"(p));
-    return a;
-}
+__device__ __forceinline__ int32_t ld_nc(const int32_t *p) { return __ldg(p); }
 
 // Offset in int32 words of the pair at position p of a row (row base already
 // applied): rank-major: (p / K) * rank_stride + (p % K) * 2; row-major: 2p.
