@@ -6,6 +6,13 @@
 #
 #   bench/device.sh [BUILD_DIR (default build-release)] [STAGES (default "tests sanitize bench torch")]
 #
+# Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
+# GPU tests, default 8: their NVRTC compiles run side by side), BENCHES (the
+# bench programs to run, default all four), DCPTOPK_CACHE_DIR (a kernel cache
+# to start from, e.g. a carried copy of an earlier run's). Only 8 files come
+# back from the machine: every log goes into $OUT/logs.tgz, and summary.txt
+# and bench.jsonl stay beside it.
+#
 # The build is made on the build machine (the GPU machine has no SQLite or
 # xxHash headers) and carried; its CTest files hold the build machine's absolute
 # paths, so /work/main is linked to this checkout when it does not exist.
@@ -14,7 +21,8 @@ build="${1:-build-release}"
 stages="${2:-tests sanitize bench torch}"
 OUT="${OUT:-/tmp/dcptopk-device}"
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 DCPTOPK_CACHE_DIR="$OUT/cache-dir"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export DCPTOPK_CACHE_DIR="${DCPTOPK_CACHE_DIR:-$OUT/cache-dir}"
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 summary="$OUT/summary.txt"
 : >"$summary"
@@ -25,7 +33,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 note "commit ${DCPTOPK_COMMIT:-unknown}, $(date -u +%F), $(head -1 "$OUT/gpu.txt")"
 
 if [[ " $stages " == *" tests "* ]]; then
-    (cd "$build" && timeout 400 ctest -L gpu --output-on-failure -j1) >"$OUT/gpu-tests.log" 2>&1
+    (cd "$build" && timeout 400 ctest -L gpu --output-on-failure -j"${JOBS:-8}" \
+        ${TESTS_RE:+-R "$TESTS_RE"}) >"$OUT/gpu-tests.log" 2>&1
     note "gpu tests: rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
     grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -20
 fi
@@ -57,7 +66,7 @@ fi
 
 if [[ " $stages " == *" bench "* ]]; then
     : >"$OUT/bench.jsonl"
-    for b in bench_warmup bench_pair bench_topn bench_packed; do
+    for b in ${BENCHES:-bench_warmup bench_pair bench_topn bench_packed}; do
         [ -x "$build/bench/$b" ] || { note "$b: not built"; continue; }
         timeout 300 "$build/bench/$b" >"$OUT/$b.log" 2>&1
         note "$b: rc=$?"
@@ -73,6 +82,8 @@ if [[ " $stages " == *" torch "* ]]; then
     done
 fi
 
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=cache-dir *.log *.txt 2>/dev/null \
+    && find . -maxdepth 1 -name '*.log' -delete)
 echo "================ summary"
 cat "$summary"
 [ -s "$OUT/bench.jsonl" ] && python3 bench/summarize.py "$OUT/bench.jsonl"

@@ -479,8 +479,20 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     long long rows = a->rows;
     dc_out_param o = out_param(c, a);
     uint32_t *sat = c->exact ? (uint32_t *)(uintptr_t)ws->sat : NULL;
-    dc_launch_cfg cfg = {{(uint32_t)rows, 1, 1},
-                         {kernel_threads(&key), 1, 1}, 0, 0, a->stream};
+    const int32_t threads = kernel_threads(&key);
+    dc_launch_cfg cfg = {{(uint32_t)rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream};
+    /* The template's prefetching path (templates/select.cu, PREFETCH): keys in
+     * registers (at most 32 per thread) and a row's W * (N + N/32) words in a
+     * 32 KiB buffer. It runs a persistent grid of 3 CTAs per SM (its launch
+     * bounds) over two row buffers of dynamic shared memory. */
+    const int64_t kpt = ((int64_t)c->world_size * c->local_topk + threads - 1) / threads;
+    const int64_t row_bytes = 4 * (int64_t)c->world_size *
+                              (c->local_topk + c->local_topk / 32);
+    if (kpt <= 32 && row_bytes <= 32768) {
+        const int64_t resident = 3 * (int64_t)(dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1);
+        cfg.grid[0] = (uint32_t)(rows < resident ? rows : resident);
+        cfg.smem_bytes = (uint32_t)(2 * row_bytes);
+    }
     void *params[] = {&gathered, &rank_stride, &rows, &o, &sat};
     dcptopk_result r = dc_launch(ctx, &key, "dcptopk_select", &cfg, params);
     if (r || !c->exact)

@@ -551,6 +551,22 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
 
     const uint32_t p0 = tid * kChunk;
 
+    // Emit, in three steps: (A) each thread counts the selected candidates
+    // of its contiguous positions, one block scan gives its offset; (B) it
+    // writes their positions, in order, to a list in shared memory (the
+    // histogram's space, free now); (C) the block walks the list: one gid
+    // load per selected candidate, all of a thread's in flight together,
+    // and coalesced id / owned-row stores. The common decisions (every valid
+    // candidate, or a primary-key threshold) are one compare per key; the
+    // tie modes go through decide().
+    uint16_t *list = reinterpret_cast<uint16_t *>(sh.hist);
+    static_assert(kBins * 4 >= kK * 2, "the position list fits the histogram");
+    static_assert(kCands <= 65536, "positions fit 16 bits");
+    const bool simple = d.mode == kModeAllValid || d.mode == kModePrimary;
+    // Primary mode: (k & mask) >= pre with pre's low bits zero is k >= pre;
+    // a valid key is never 0.
+    const uint32_t lo = d.mode == kModeAllValid ? 1u : (d.pre > 1u ? d.pre : 1u);
+
     // Duplicates: the candidates that carry the boundary full key are ranked
     // in position order; the first d.need of them are taken. eq_base = how
     // many of them precede this thread's positions.
@@ -574,110 +590,108 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
         eq_base = block_scan(sh, n, &total) - n;
     }
 
-    // Pass A: how many selected (and owned) candidates this thread holds.
-    uint32_t nsel = 0, nown = 0;
+    // Selection flag of the key k at position p (eq: duplicates seen so far).
+    auto pick = [&](uint32_t k, uint32_t p, uint32_t &eq) -> bool {
+        if (simple)
+            return k >= lo;
+        int32_t g = -1;
+        bool have = false, e;
+        bool f = decide(d, row, k, p, g, have, e);
+        if (e) {
+            f = eq < d.need;
+            eq++;
+        }
+        return f;
+    };
+
+    // (A) count.
+    uint32_t nsel = 0;
     {
         uint32_t eq = eq_base;
-#pragma unroll 2
+#pragma unroll 4
         for (int c = 0; c < kChunk; c += 4) {
             if (p0 + c >= (uint32_t)kCands)
                 break;
             const uint4 q4 = key4(row, p0 + c);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int32_t g = -1;
-                bool have = false, e;
-                bool f = decide(d, row, get(q4, j), p0 + c + j, g, have, e);
-                if (e) {
-                    f = eq < d.need;
-                    eq++;
-                }
-                nsel += f ? 1u : 0u;
-                if (want_rows && f) {
-                    if (!have)
-                        g = gid_at(row, p0 + c + j);
-                    uint32_t l;
-                    nown += owned(m, g, l) ? 1u : 0u;
-                }
-            }
+            for (int j = 0; j < 4; j++)
+                nsel += pick(get(q4, j), p0 + c + j, eq) ? 1u : 0u;
         }
     }
-    uint32_t totals;
-    const uint32_t mine = nsel | (nown << 16);
-    const uint32_t before = block_scan(sh, mine, &totals) - mine;
+    uint32_t nsel_all;
+    const uint32_t before = block_scan(sh, nsel, &nsel_all) - nsel;
 
-    // Pass B: write them, in position order. Groups of 8 positions: the gid
-    // (and block table) loads of a group are in flight together.
+    // (B) positions, in order.
     {
-        uint32_t at_id = before & 0xFFFFu, at_row = before >> 16, eq = eq_base;
-        int32_t *ids = want_ids ? ids_out + t * ids_stride : nullptr;
-        int32_t *prow = want_rows ? rows_out + t * rows_stride : nullptr;
-#pragma unroll 1
-        for (int c = 0; c < kChunk; c += 8) {
-            uint32_t sel = 0, have_mask = 0;
-            int32_t g[8];
+        uint32_t at = before, eq = eq_base;
+#pragma unroll 4
+        for (int c = 0; c < kChunk; c += 4) {
+            if (p0 + c >= (uint32_t)kCands)
+                break;
+            const uint4 q4 = key4(row, p0 + c);
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint32_t p = p0 + c + 4 * h;
-                if (c + 4 * h >= kChunk || p >= (uint32_t)kCands)
-                    break;
-                const uint4 q4 = key4(row, p);
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    bool have = false, e;
-                    g[4 * h + j] = -1;
-                    bool f = decide(d, row, get(q4, j), p + j, g[4 * h + j], have, e);
-                    if (e) {
-                        f = eq < d.need;
-                        eq++;
-                    }
-                    sel |= (f ? 1u : 0u) << (4 * h + j);
-                    have_mask |= (have ? 1u : 0u) << (4 * h + j);
-                }
-            }
-            if (!sel)
-                continue;
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                if (((sel & ~have_mask) >> j) & 1u)
-                    g[j] = gid_at(row, p0 + c + j);
-            if (want_rows) {
-                int32_t entry[8];
-                uint32_t own = 0;
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    uint32_t l;
-                    entry[j] = 0;
-                    if (((sel >> j) & 1u) && owned(m, g[j], l)) {
-                        own |= 1u << j;
-                        entry[j] = table_entry(m, l);
-                    }
-                }
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    if ((own >> j) & 1u)
-                        prow[at_row++] = physical_row(m, entry[j], local_of(g[j]));
-            }
-            if (want_ids) {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    if ((sel >> j) & 1u)
-                        ids[at_id++] = g[j];
-            }
+            for (int j = 0; j < 4; j++)
+                if (pick(get(q4, j), p0 + c + j, eq))
+                    list[at++] = (uint16_t)(p0 + c + j);
         }
     }
+    __syncthreads();
 
-    // Padding: -1 after the selected ids / owned rows; the owned count.
-    if (want_ids) {
-        int32_t *out = ids_out + t * ids_stride;
-        for (uint32_t c = (totals & 0xFFFFu) + tid; c < (uint32_t)kK; c += kThreads)
-            out[c] = -1;
+    // (C) ids and owned rows. Item r = it * kThreads + tid.
+    constexpr int kItems = (kK + kThreads - 1) / kThreads;
+    const uint32_t lane = tid & 31u, warp = tid >> 5;
+    int32_t g[kItems];
+#pragma unroll
+    for (int it = 0; it < kItems; it++) {
+        const uint32_t r = (uint32_t)it * kThreads + tid;
+        g[it] = r < nsel_all ? gid_at(row, list[r]) : -1;
     }
+    if (want_ids) {
+        int32_t *ids = ids_out + t * ids_stride;
+#pragma unroll
+        for (int it = 0; it < kItems; it++) {
+            const uint32_t r = (uint32_t)it * kThreads + tid;
+            if (r < (uint32_t)kK)
+                ids[r] = r < nsel_all ? g[it] : -1;
+        }
+    }
+    uint32_t nown_all = 0;
+    if (want_rows) {
+        // Owned ones compacted in item order: a ballot per warp, the warps'
+        // counts through shared memory (warp_sums), one round per item.
+        int32_t *prow = rows_out + t * rows_stride;
+#pragma unroll 1
+        for (int it = 0; it < kItems; it++) {
+            if ((uint32_t)it * kThreads >= nsel_all)
+                break;
+            const uint32_t r = (uint32_t)it * kThreads + tid;
+            uint32_t l = 0;
+            const bool own = r < nsel_all && owned(m, g[it], l);
+            const int32_t entry = own ? table_entry(m, l) : 0;
+            const uint32_t bal = __ballot_sync(0xFFFFFFFFu, own);
+            if (lane == 0)
+                sh.warp_sums[warp] = __popc(bal);
+            __syncthreads();
+            uint32_t base = nown_all, all = 0;
+#pragma unroll 4
+            for (int w = 0; w < kWarps; w++) {
+                const uint32_t x = sh.warp_sums[w];
+                base += (uint32_t)w < warp ? x : 0u;
+                all += x;
+            }
+            __syncthreads();
+            if (own)
+                prow[base + __popc(bal & ((1u << lane) - 1u))] =
+                    physical_row(m, entry, local_of(g[it]));
+            nown_all += all;
+        }
+    }
+    // Padding: -1 after the owned rows; the owned count.
     if (want_rows) {
         int32_t *out = rows_out + t * rows_stride;
-        for (uint32_t c = (totals >> 16) + tid; c < (uint32_t)kK; c += kThreads)
+        for (uint32_t c = nown_all + tid; c < (uint32_t)kK; c += kThreads)
             out[c] = -1;
         if (tid == 0)
-            counts_out[t] = (int32_t)(totals >> 16);
+            counts_out[t] = (int32_t)nown_all;
     }
 }

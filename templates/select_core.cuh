@@ -44,6 +44,11 @@ constexpr int BINS = 1 << RADIX;
 constexpr int PASSES = (KEY_BITS + RADIX - 1) / RADIX;
 constexpr int CHUNK = 32; // rounds per ballot-scan chunk
 constexpr int REG_MAX = 32;
+// When the boundary bin of a pass holds at most FIN_MAX keys, they are
+// gathered and one warp ranks them by comparison (two keys per lane)
+// instead of running the remaining radix passes: after the two passes that
+// resolve ord16 the tied bin usually holds a few dozen keys.
+constexpr int FIN_MAX = 64;
 constexpr int WORDS = LTOPK + LTOPK / 32;    // packed row words
 constexpr int PUSH_WORDS = TOPK + TOPK / 32; // pushed list words
 constexpr int SLOTS = (TOPK - 1) / LTOPK >= 1 ? (TOPK - 1) / LTOPK : 1;
@@ -87,6 +92,12 @@ struct Smem {
     uint32_t notsat;    // exact select: bit r = rank r not saturated
     uint32_t min16;     // exact select: smallest selected ord16
     int seg[17];        // rescue: segment starts
+    int thr_cnt;        // keys in the boundary bin of the last pass
+    int fin_n;          // keys gathered for the warp finish
+    int fin_rank;       // gathered keys above the threshold key
+    int fin_eq;         // gathered keys equal to it
+    uint64_t fin_thr;   // the threshold key
+    uint64_t fin_keys[FIN_MAX];
 };
 
 // Decoded key of slot j of a packed row sent by `owner` (0 = empty).
@@ -230,7 +241,7 @@ struct Sel {
 template <int KPT, class Keys>
 __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
 {
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int tid = threadIdx.x;
     Sel s;
     s.thr_key = 0ull;
     s.need_eq = 0;
@@ -250,18 +261,11 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
         __syncthreads();
         for_keys<KPT>([&](int i) {
             const uint64_t k = keys.get(i);
-            int bin = -1;
+            // An increment by one: the compiler emits the warp-aggregated
+            // shared atomic (ATOMS.POPC.INC), so the crowded top digit
+            // (sign and exponent) costs no more than the others.
             if (k != 0ull && (k >> hi) == prefix)
-                bin = (int)((k >> shift) & (uint64_t)(BINS - 1));
-            if (p == 0) {
-                // The top digit is crowded (sign and exponent): aggregate
-                // equal bins of a warp before the shared atomic.
-                const uint32_t peers = __match_any_sync(0xFFFFFFFFu, bin);
-                if (bin >= 0 && lane == __ffs(peers) - 1)
-                    atomicAdd(&sm.hist[bin], __popc(peers));
-            } else if (bin >= 0) {
-                atomicAdd(&sm.hist[bin], 1);
-            }
+                atomicAdd(&sm.hist[(int)((k >> shift) & (uint64_t)(BINS - 1))], 1);
         });
         __syncthreads();
         const int need = TOPK - committed;
@@ -277,13 +281,16 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
         }
         if (cnt > 0 && incl >= need && incl - cnt < need) {
             sm.thr_bin = b;
+            sm.thr_cnt = cnt;
             sm.new_committed = committed + incl - cnt;
             sm.done = incl == need;
+            sm.fin_n = 0;
         }
         __syncthreads();
         const int tb = sm.thr_bin;
         const int nc = sm.new_committed;
         const int dn = sm.done;
+        const int tcnt = sm.thr_cnt;
         s.count = TOPK;
         const uint64_t np = (prefix << width) | (uint64_t)tb;
         if (dn) {
@@ -297,6 +304,50 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
                 // Equal keys (duplicate ids) straddle the K-th place.
                 s.thr_key = prefix;
                 s.need_eq = TOPK - committed;
+                fin = true;
+            } else if (tcnt <= FIN_MAX) {
+                // Warp finish: the TOPK - committed largest of the tcnt
+                // keys of the boundary bin (order of gathering is free:
+                // only values are compared here; equal keys are ranked by
+                // position below, as after the last pass).
+                const int want = TOPK - committed;
+                for_keys<KPT>([&](int i) {
+                    const uint64_t k = keys.get(i);
+                    if (k != 0ull && (k >> shift) == prefix)
+                        sm.fin_keys[atomicAdd(&sm.fin_n, 1)] = k;
+                });
+                __syncthreads();
+                if (tid < 32) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int me = tid + 32 * h;
+                        if (me < tcnt) {
+                            const uint64_t k = sm.fin_keys[me];
+                            int above = 0, eq = 0;
+                            for (int j = 0; j < tcnt; ++j) {
+                                const uint64_t x = sm.fin_keys[j];
+                                above += x > k ? 1 : 0;
+                                eq += x == k ? 1 : 0;
+                            }
+                            // Every key equal to the threshold writes the
+                            // same values.
+                            if (above < want && above + eq >= want) {
+                                sm.fin_thr = k;
+                                sm.fin_rank = above;
+                                sm.fin_eq = eq;
+                            }
+                        }
+                    }
+                }
+                __syncthreads();
+                const uint64_t thr = sm.fin_thr;
+                const int above = sm.fin_rank, eq = sm.fin_eq;
+                if (above + eq == want) {
+                    s.thr_key = thr - 1ull; // key >= thr
+                } else {
+                    s.thr_key = thr;
+                    s.need_eq = want - above;
+                }
                 fin = true;
             }
         }
