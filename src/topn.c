@@ -122,7 +122,9 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
     cfg->grid[1] = cfg->grid[2] = 1;
     cfg->block[0] = (uint32_t)topn_threads(key);
     cfg->block[1] = cfg->block[2] = 1;
-    cfg->smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u;
+    /* The state, the keys (2 bytes per column), the list of candidate 8-key
+     * vectors (2 bytes per vector). */
+    cfg->smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
     cfg->cluster_x = 1u << p.variant;
     cfg->stream = stream;
     *chunk = p.chunk;

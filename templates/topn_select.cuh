@@ -20,6 +20,9 @@
 //     of keys > tau and == tau (its base in the output);
 //  3. a stable compaction (block-wide prefix scans, ascending local id) writes
 //     every key > tau and the lowest-id (N - count_gt) keys == tau.
+// Steps 1 (after the bound lb, below), 2 and 3 walk only the 8-key vectors
+// whose maximum is >= lb, listed in ascending order in shared memory after
+// the keys (chunk / 8 16-bit entries: the launcher adds chunk / 4 bytes).
 // Since the slots are in ascending local id order, the slots whose id has bit
 // 16 set are a suffix [j0, count): the plane words follow from j0 = the number
 // of selected ids below 2^16, summed in CTA 0 of the group.
@@ -395,14 +398,38 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     find_bin(group_hist(sh.hist_max_local, sh), (uint32_t)NSEL, sh);
     const uint32_t lb = sh.bin < DC_TOPN_BINS && sh.bin > 0u ? (sh.bin << 5) : 1u;
 
-    // ---- 11-bit histogram of the keys >= lb (few: most vectors skip)
+    // ---- the candidate vectors: those whose maximum is >= lb, listed in
+    // ascending order (thread tid takes LV consecutive vectors per round, one
+    // block scan per round). The passes below walk this list only: a few
+    // hundred vectors of a 2048-vector row, with every lane busy.
+    uint16_t *list = keys + chunk; // nvec entries (the launcher's extra space)
+    uint32_t nlist = 0;            // uniform over the CTA
+    {
+        constexpr int LV = 4;
+        for (int32_t r0 = 0; r0 < nvec; r0 += LV * DCPTOPK_THREADS) {
+            const int32_t v0 = r0 + (int32_t)tid * LV;
+            uint32_t flags = 0;
+#pragma unroll
+            for (int u = 0; u < LV; u++)
+                if (v0 + u < nvec && max_key8(kv[v0 + u]) >= lb)
+                    flags |= 1u << u;
+            uint32_t tot;
+            uint32_t at = nlist + block_exclusive_scan((uint32_t)__popc(flags), sh.warp_sums, &tot);
+#pragma unroll
+            for (int u = 0; u < LV; u++)
+                if ((flags >> u) & 1u)
+                    list[at++] = (uint16_t)(v0 + u);
+            nlist += tot;
+        }
+    }
+    __syncthreads();
+
+    // ---- 11-bit histogram of the keys >= lb
     {
         BinRun run;
         uint32_t cnt = 0;
-        for (int32_t v = (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
-            const u32x4 k = kv[v];
-            if (max_key8(k) < lb)
-                continue;
+        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS) {
+            const u32x4 k = kv[list[i]];
             const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
 #pragma unroll
             for (int e = 0; e < 8; e++) {
@@ -440,9 +467,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     {
         uint32_t above = 0;
         const uint32_t bin_lo = bin << 5;
-        for (int32_t v = take_all ? nvec : (int32_t)tid; v < nvec; v += DCPTOPK_THREADS) {
-            const u32x4 k = kv[v];
-            // Most vectors lie wholly below the bin: one test skips them.
+        for (uint32_t i = take_all ? nlist : tid; i < nlist; i += DCPTOPK_THREADS) {
+            const u32x4 k = kv[list[i]];
+            // Many listed vectors lie wholly below the bin: one test skips them.
             if (max_key8(k) < bin_lo)
                 continue;
             const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
@@ -526,17 +553,22 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     const uint32_t need_eq = sh.need_eq;
     uint32_t gt_run = sh.gt_base, eq_run = sh.eq_base;
     uint32_t lo_sel = 0;
-    constexpr int32_t TILE = DCPTOPK_THREADS * DC_TOPN_PER_THREAD;
-    const int32_t nkeys = nvec * 8;
-    for (int32_t t0 = 0; t0 < nkeys; t0 += TILE) {
-        const int32_t v0 = (t0 >> 3) + (int32_t)tid * (DC_TOPN_PER_THREAD / 8);
+    // Tiles of listed vectors; thread tid takes VPT consecutive list entries.
+    constexpr int VPT = DC_TOPN_PER_THREAD / 8;
+    constexpr uint32_t TILE_V = DCPTOPK_THREADS * VPT;
+    for (uint32_t t0 = 0; t0 < nlist; t0 += TILE_V) {
+        const uint32_t l0 = t0 + tid * VPT;
         uint32_t w8[DC_TOPN_PER_THREAD / 2];
+        uint32_t vid[VPT];
         uint32_t kmax = 0;
 #pragma unroll
-        for (int q = 0; q < DC_TOPN_PER_THREAD / 8; q++) {
+        for (int q = 0; q < VPT; q++) {
             u32x4 k = {0u, 0u, 0u, 0u};
-            if (v0 + q < nvec)
-                k = kv[v0 + q];
+            vid[q] = 0;
+            if (l0 + q < nlist) {
+                vid[q] = list[l0 + q];
+                k = kv[vid[q]];
+            }
             const uint32_t m = max_key8(k);
             kmax = m > kmax ? m : kmax;
             w8[4 * q + 0] = k.x;
@@ -545,7 +577,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             w8[4 * q + 3] = k.w;
         }
         // Bit e of gmask / qmask: key e > tau / key e == tau (and not NaN).
-        // Keys below max(tau, 1) are never taken: most threads skip here.
+        // Keys below max(tau, 1) are never taken: many threads skip here.
         uint32_t gmask = 0, qmask = 0;
         if (kmax >= (tau > 1u ? tau : 1u)) {
 #pragma unroll
@@ -559,7 +591,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         uint32_t tile_total;
         const uint32_t ex = block_exclusive_scan(g | (q << 16), sh.warp_sums, &tile_total);
         const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
-        const int32_t i0 = t0 + (int32_t)tid * DC_TOPN_PER_THREAD;
         for (uint32_t sel = gmask | qmask; sel != 0u; sel &= sel - 1u) {
             const uint32_t e = (uint32_t)(__ffs(sel) - 1);
             const uint32_t below = (1u << e) - 1u;
@@ -573,8 +604,14 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                     continue;
                 pos = gbe + qbe;
             }
-            const uint32_t key = keys[i0 + (int32_t)e];
-            const uint32_t l = (uint32_t)(lo + i0) + e;
+            // Registers are not indexed by e (that would put them in local
+            // memory): the vector through a select, the key from shared.
+            uint32_t v = vid[0];
+#pragma unroll
+            for (int qq = 1; qq < VPT; qq++)
+                v = (e >> 3) == (uint32_t)qq ? vid[qq] : v;
+            const uint32_t key = keys[v * 8u + (e & 7u)];
+            const uint32_t l = (uint32_t)lo + v * 8u + (e & 7u);
             out.put(pos, pack_word(key, l));
             lo_sel += l < 65536u ? 1u : 0u;
         }
