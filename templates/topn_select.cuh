@@ -395,16 +395,24 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // ---- the lower bound lb (>= 1): the floor of the bin of the N-th
     // largest maximum; 1 (every non-NaN key) when fewer than N vectors have
     // one.
-    find_bin(group_hist(sh.hist_max_local, sh), (uint32_t)NSEL, sh);
+    const uint32_t *hmax = group_hist(sh.hist_max_local, sh);
+    find_bin(hmax, (uint32_t)NSEL, sh);
     const uint32_t lb = sh.bin < DC_TOPN_BINS && sh.bin > 0u ? (sh.bin << 5) : 1u;
+    // The list pays when it prunes: at most half of the group's vectors
+    // reach lb. Heavily tied rows (integer or +100-shifted scores in bf16)
+    // reach it almost all; they walk every vector instead (uniform).
+    const bool use_list =
+        sh.bin < DC_TOPN_BINS && 2u * (sh.above + hmax[sh.bin]) <= sh.total;
 
     // ---- the candidate vectors: those whose maximum is >= lb, listed in
     // ascending order (thread tid takes LV consecutive vectors per round, one
     // block scan per round). The passes below walk this list only: a few
     // hundred vectors of a 2048-vector row, with every lane busy.
     uint16_t *list = keys + chunk; // nvec entries (the launcher's extra space)
-    uint32_t nlist = 0;            // uniform over the CTA
-    {
+    uint32_t nlist = use_list ? 0u : (uint32_t)nvec; // uniform over the CTA
+    // Vector of list entry i.
+    auto vec_at = [&](uint32_t i) -> uint32_t { return use_list ? (uint32_t)list[i] : i; };
+    if (use_list) {
         constexpr int LV = 4;
         for (int32_t r0 = 0; r0 < nvec; r0 += LV * DCPTOPK_THREADS) {
             const int32_t v0 = r0 + (int32_t)tid * LV;
@@ -429,7 +437,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         BinRun run;
         uint32_t cnt = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS) {
-            const u32x4 k = kv[list[i]];
+            const u32x4 k = kv[vec_at(i)];
+            if (!use_list && max_key8(k) < lb)
+                continue;
             const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
 #pragma unroll
             for (int e = 0; e < 8; e++) {
@@ -468,7 +478,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         uint32_t above = 0;
         const uint32_t bin_lo = bin << 5;
         for (uint32_t i = take_all ? nlist : tid; i < nlist; i += DCPTOPK_THREADS) {
-            const u32x4 k = kv[list[i]];
+            const u32x4 k = kv[vec_at(i)];
             // Many listed vectors lie wholly below the bin: one test skips them.
             if (max_key8(k) < bin_lo)
                 continue;
@@ -566,7 +576,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             u32x4 k = {0u, 0u, 0u, 0u};
             vid[q] = 0;
             if (l0 + q < nlist) {
-                vid[q] = list[l0 + q];
+                vid[q] = vec_at(l0 + q);
                 k = kv[vid[q]];
             }
             const uint32_t m = max_key8(k);
