@@ -348,7 +348,11 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // only keys >= it are histogrammed below.
     const uint16_t *src = row + lo;
     u32x4 *kv = (u32x4 *)keys;
-    constexpr int U = 4;
+    // Vectors in flight per thread: a CTA of a cluster (decode: few long
+    // rows, one CTA per SM) loads 16 or more vectors per thread, so it keeps
+    // twice as many in flight; one CTA per row (prefill, three CTAs per SM)
+    // stays within 40 registers.
+    constexpr int U = DC_TOPN_CLUSTER > 1 ? 8 : 4;
     {
         BinRun run;
         for (int32_t base = 0; base < nvec; base += U * DCPTOPK_THREADS) {
