@@ -114,9 +114,6 @@ dcptopk_rescue(const int32_t *__restrict__ gathered, long long rank_stride_rows,
     __shared__ Smem sm;
     __shared__ int s_abort;
     const int tid = threadIdx.x;
-    // radix_select's entry invariant; the barrier before the first row's
-    // selection orders it.
-    sm.hist[0][tid] = 0;
     for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
         const uint32_t word = sat[t];
         const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);

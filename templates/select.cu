@@ -198,7 +198,6 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
 {
     __shared__ Smem sm;
     const long long rank_words = rank_stride_rows * WORDS;
-    sm.hist[0][threadIdx.x] = 0; // radix_select's entry invariant
     if constexpr (PREFETCH) {
         // Dynamic shared memory: two row buffers of ROW_WORDS words.
         extern __shared__ __align__(16) uint32_t bufs[];
@@ -225,7 +224,6 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         const long long t = blockIdx.x;
         if (t >= rows)
             return;
-        __syncthreads();
         const SelectKeys<(KPT <= REG_MAX)> keys(gathered + t * WORDS, rank_words);
         select_row(keys, t, o, sat, sm);
     }

@@ -82,7 +82,7 @@ struct Out {
 };
 
 struct Smem {
-    int hist[2][BINS];  // radix pass p counts into hist[p & 1]
+    int hist[BINS];
     int scan[CHUNK * NW];
     int warp_tot[NW];
     int thr_bin;
@@ -127,6 +127,39 @@ __device__ __forceinline__ uint32_t lanemask_lt()
     return m;
 }
 
+// Inclusive block-wide sum; *total = the block's sum. Ends with a barrier,
+// so it may be called again at once.
+__device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    if (lane == 31)
+        warp_tot[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        int v = lane < NW ? warp_tot[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, v, o);
+            if (lane >= o)
+                v += y;
+        }
+        if (lane < NW)
+            warp_tot[lane] = v;
+    }
+    __syncthreads();
+    if (w > 0)
+        x += warp_tot[w - 1];
+    *total = warp_tot[NW - 1];
+    __syncthreads();
+    return x;
+}
+
 // Calls f(i) for i in [0, KPT): fully unrolled for register-resident keys.
 template <int KPT, class F>
 __device__ __forceinline__ void for_chunk(int c0, F f)
@@ -158,38 +191,6 @@ __device__ __forceinline__ void for_keys(F f)
 // For every key with pred(i) true, calls emit(i, rank) with its rank among
 // those keys in position order. Returns the number of such keys. Every
 // thread of the block must call it (barriers inside).
-// Inclusive warp scan of x.
-__device__ __forceinline__ int warp_incl_scan(int x)
-{
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xFFFFFFFFu, x, o);
-        if (lane >= o)
-            x += y;
-    }
-    return x;
-}
-
-// The warps' totals (written to warp_tot before a barrier): the sum of the
-// warps before this one, and of all.
-__device__ __forceinline__ int warps_before(const int *warp_tot, int *total)
-{
-    const int w = threadIdx.x >> 5;
-    int before = 0, all = 0;
-#pragma unroll
-    for (int i = 0; i < NW; ++i) {
-        const int y = warp_tot[i];
-        before += i < w ? y : 0;
-        all += y;
-    }
-    *total = all;
-    return before;
-}
-
-// For every key with pred(i) true, calls emit(i, rank) with its rank among
-// those keys in position order. Returns the number of such keys. Every
-// thread of the block must call it (four barriers per chunk of keys).
 template <int KPT, class Pred, class Emit>
 __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
 {
@@ -204,15 +205,10 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
         __syncthreads();
         const int n_entries = (KPT - c0 < CHUNK ? KPT - c0 : CHUNK) * NW;
         const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
-        const int incl = warp_incl_scan(v);
-        if (lane == 31)
-            sm.warp_tot[w] = incl;
-        __syncthreads();
         int total;
-        const int before = warps_before(sm.warp_tot, &total);
-        // Thread tid reads and rewrites only entry tid.
+        const int incl = block_incl_scan(v, sm.warp_tot, &total);
         if ((int)threadIdx.x < n_entries)
-            sm.scan[threadIdx.x] = base + before + incl - v;
+            sm.scan[threadIdx.x] = base + incl - v;
         __syncthreads();
         for_chunk<KPT>(c0, [&](int i) {
             const bool p = pred(i);
@@ -221,7 +217,7 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
                 emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
         });
         base += total;
-        __syncthreads(); // sm.scan is rewritten next
+        __syncthreads();
     };
     if constexpr (KPT <= REG_MAX) {
         chunk(0);
@@ -254,42 +250,29 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
     uint64_t prefix = 0ull;
     int committed = 0;
     bool fin = false;
-    int last_hb = 0;
-    // Not unrolled: one copy of the pass (and of the warp finish) keeps the
-    // register count within the launch bound of three CTAs per SM.
-#pragma unroll 1
+#pragma unroll
     for (int p = 0; p < PASSES; ++p) {
         if (fin)
             break;
         const int hi = KEY_BITS - RADIX * p;
         const int shift = hi > RADIX ? hi - RADIX : 0;
         const int width = hi - shift;
-        // Pass p counts into hist[p & 1] and clears the other buffer, last
-        // read by the previous pass's scan (radix_select's entry invariant:
-        // hist[0] is clear).
-        const int hb = p & 1;
+        sm.hist[tid] = 0;
+        __syncthreads();
         for_keys<KPT>([&](int i) {
             const uint64_t k = keys.get(i);
             // An increment by one: the compiler emits the warp-aggregated
             // shared atomic (ATOMS.POPC.INC), so the crowded top digit
             // (sign and exponent) costs no more than the others.
             if (k != 0ull && (k >> hi) == prefix)
-                atomicAdd(&sm.hist[hb][(int)((k >> shift) & (uint64_t)(BINS - 1))], 1);
+                atomicAdd(&sm.hist[(int)((k >> shift) & (uint64_t)(BINS - 1))], 1);
         });
-        sm.hist[hb ^ 1][tid] = 0;
-        last_hb = hb;
         __syncthreads();
         const int need = TOPK - committed;
         const int b = BINS - 1 - tid;
-        const int cnt = sm.hist[hb][b];
-        // Descending-bin inclusive scan; the boundary bin is published in
-        // the same step (three barriers per pass in all).
-        const int x = warp_incl_scan(cnt);
-        if ((tid & 31) == 31)
-            sm.warp_tot[tid >> 5] = x;
-        __syncthreads();
+        const int cnt = sm.hist[b];
         int total;
-        const int incl = x + warps_before(sm.warp_tot, &total);
+        const int incl = block_incl_scan(cnt, sm.warp_tot, &total);
         if (total < need) {
             // Only in pass 0: fewer than K candidates, take them all.
             s.count = total;
@@ -368,12 +351,6 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
                 fin = true;
             }
         }
-    }
-    if (last_hb == 0) {
-        // hist[0] was the last pass's (read before its scan barrier): clear
-        // it for the next call, and order that before the next call's counts.
-        sm.hist[0][tid] = 0;
-        __syncthreads();
     }
     if (s.need_eq > 0) {
         const uint64_t thr = s.thr_key;
