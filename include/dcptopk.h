@@ -272,7 +272,10 @@ typedef void (*dcptopk_progress_fn)(void *user, const dcptopk_key *key,
 /* Compiles (or finds in the cache) and loads every key of `config`. Without a
  * device (context device -1) it compiles and stores only. With strict set on
  * the context, the context is sealed afterwards. `progress`, `stats` may be
- * NULL. */
+ * NULL. With a writable cache file, the keys missing from it are first
+ * compiled side by side on DCPTOPK_WARMUP_THREADS threads (default: the
+ * online CPUs, at most 8), each once, then loaded in order; `progress` is
+ * called in key order either way. */
 DCPTOPK_API dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
                                           const dcptopk_merge_config *config,
                                           dcptopk_progress_fn progress,

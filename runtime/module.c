@@ -381,6 +381,145 @@ out:
     return r;
 }
 
+/* ------------------------------------------------ parallel precompile */
+
+typedef struct pre_item {
+    dc_unit u;
+    dc_cache_meta meta;
+    int compiled;
+    double ms;
+} pre_item;
+
+typedef struct pre_pool {
+    pre_item *items;
+    size_t n;
+    atomic_size_t next;
+    const char *path;
+} pre_pool;
+
+static void *pre_worker(void *arg)
+{
+    pre_pool *pool = arg;
+    char *err = malloc(DC_ERR_LEN);
+    dc_cache *cache = NULL;
+    if (!err || dc_cache_open(pool->path, DC_CACHE_RW, &cache, err,
+                              DC_ERR_LEN) != DCPTOPK_SUCCESS) {
+        free(err);
+        return NULL;
+    }
+    /* A file that opened read-only or in memory here helps nobody. */
+    if (!dc_cache_is_memory(cache) && !dc_cache_is_readonly(cache)) {
+        for (;;) {
+            size_t i = atomic_fetch_add(&pool->next, 1);
+            if (i >= pool->n)
+                break;
+            pre_item *it = &pool->items[i];
+            compile_job job;
+            memset(&job, 0, sizeof job);
+            job.u = &it->u;
+            dc_cache_hit hit;
+            memset(&hit, 0, sizeof hit);
+            int compiled = 0;
+            err[0] = '\0';
+            if (dc_cache_get_or_compile(cache, it->u.hash, &it->meta,
+                                        job_compile, job_release, &job, &hit,
+                                        &compiled, err,
+                                        DC_ERR_LEN) == DCPTOPK_SUCCESS &&
+                compiled) {
+                it->compiled = 1;
+                it->ms = job.out.compile_ms;
+            }
+            dc_cache_hit_free(&hit);
+            dc_compiled_free(&job.out);
+        }
+    }
+    dc_cache_close(cache);
+    free(err);
+    return NULL;
+}
+
+void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
+                      size_t count, int threads, unsigned char *compiled,
+                      double *ms)
+{
+    struct dc_runtime *rt = ctx->rt;
+    for (size_t i = 0; i < count; i++) {
+        compiled[i] = 0;
+        ms[i] = 0.0;
+    }
+    const char *path = rt->cache ? dc_cache_path(rt->cache) : NULL;
+    if (threads < 2 || count < 2 || !path || !path[0] ||
+        dc_cache_is_memory(rt->cache) || dc_cache_is_readonly(rt->cache))
+        return;
+    pre_item *items = calloc(count, sizeof *items);
+    size_t *index = calloc(count, sizeof *index); /* item -> keys[] index */
+    if (!items || !index) {
+        free(items);
+        free(index);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        dcptopk_key k;
+        key_normalise(ctx, &keys[i], &k);
+        if (dcptopk_key_check(&k) != DCPTOPK_SUCCESS)
+            goto out; /* the serial phase names it; compile nothing early */
+        pthread_rwlock_rdlock(&rt->lock);
+        int loaded = table_find(rt, &k) != NULL;
+        pthread_rwlock_unlock(&rt->lock);
+        int repeat = 0;
+        for (size_t j = 0; j < n && !repeat; j++)
+            repeat = memcmp(&items[j].u.key, &k, sizeof k) == 0;
+        if (loaded || repeat)
+            continue;
+        if (dc_unit_build(ctx, &k, &items[n].u) != DCPTOPK_SUCCESS) {
+            dc_unit_free(&items[n].u);
+            memset(&items[n], 0, sizeof items[n]);
+            continue;
+        }
+        dc_cache_meta meta = {items[n].u.info->name, items[n].u.fields,
+                              items[n].u.key.arch, items[n].u.nvrtc_version,
+                              dcptopk_version_string()};
+        items[n].meta = meta;
+        index[n++] = i;
+    }
+    if (n >= 2) {
+        pre_pool pool;
+        pool.items = items;
+        pool.n = n;
+        atomic_init(&pool.next, 0);
+        pool.path = path;
+        size_t nt = (size_t)threads < n ? (size_t)threads : n;
+        pthread_t th[64];
+        if (nt > sizeof th / sizeof th[0])
+            nt = sizeof th / sizeof th[0];
+        size_t started = 0;
+        for (; started < nt; started++)
+            if (pthread_create(&th[started], NULL, pre_worker, &pool) != 0)
+                break;
+        if (started == 0)
+            pre_worker(&pool); /* no thread: this one does the work */
+        for (size_t t = 0; t < started; t++)
+            pthread_join(th[t], NULL);
+        for (size_t j = 0; j < n; j++) {
+            compiled[index[j]] = (unsigned char)items[j].compiled;
+            ms[index[j]] = items[j].ms;
+        }
+    }
+out:
+    for (size_t j = 0; j < n; j++)
+        dc_unit_free(&items[j].u);
+    free(items);
+    free(index);
+}
+
+void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit)
+{
+    atomic_fetch_add(&ctx->rt->compiles, 1);
+    if (cache_hit)
+        atomic_fetch_sub(&ctx->rt->cache_hits, 1);
+}
+
 /* Function `entry` of the loaded key k: cheap path under the read lock. */
 static int func_find(struct dc_runtime *rt, const dcptopk_key *k,
                      const char *entry, CUfunction *fn, uint32_t *smem_max,

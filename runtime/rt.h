@@ -114,6 +114,22 @@ DC_HIDDEN dcptopk_result dc_rt_prepare(dcptopk_context *ctx,
                                        dcptopk_origin *origin,
                                        double *compile_ms, double *load_ms);
 
+/* Warmup's first phase: compiles, on up to `threads` threads, every key of
+ * keys[0..count) that is neither loaded nor in the cache, into the cache file
+ * (one SQLite connection per thread; threads of a process, like processes,
+ * compile a key once through the claim protocol). Sets compiled[i] = 1 and
+ * ms[i] for the keys it compiled. Best effort and silent: a key it could not
+ * compile or store is left to the serial phase (dc_rt_prepare), which
+ * reports it. Does nothing without a writable cache file, with fewer than
+ * two keys to compile, with threads < 2, or when a key fails its check. */
+DC_HIDDEN void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
+                                size_t count, int threads,
+                                unsigned char *compiled, double *ms);
+/* Counts a key compiled by dc_rt_precompile in the context's statistics; its
+ * serial prepare found it in the cache (cache_hit = 1; that hit is taken
+ * back) or in the module table (0). */
+DC_HIDDEN void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit);
+
 /* Milliseconds of a monotonic clock. */
 DC_HIDDEN double dc_now_ms(void);
 

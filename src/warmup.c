@@ -2,13 +2,31 @@
  * config needs, before the first call, so that serving never waits on NVRTC;
  * seals the context afterwards in strict mode. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "rt.h"
 
 /* More than any config expands to (the key list of one config is short). */
 #define DC_WARMUP_MAX_KEYS 64
+
+/* Threads of warmup's compile phase: DCPTOPK_WARMUP_THREADS (1..64; 1 =
+ * compile one key after another), else the online CPUs, at most 8. */
+static int warmup_threads(void)
+{
+    const char *env = getenv("DCPTOPK_WARMUP_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        long v = strtol(env, &end, 10);
+        if (end && *end == '\0' && v >= 1 && v <= 64)
+            return (int)v;
+        dc_warn("ignoring DCPTOPK_WARMUP_THREADS=\"%s\" (expected 1..64)", env);
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
 
 static dcptopk_result stats_check(const dcptopk_context *ctx,
                                   const dcptopk_warmup_stats *stats)
@@ -47,6 +65,19 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
         return r;
     dcptopk_warmup_stats s = DCPTOPK_WARMUP_STATS_INIT;
     double t0 = dc_now_ms();
+    /* Phase one: the missing keys compiled side by side into the cache file
+     * (skipped without one); phase two, below: each key in order, found in
+     * the cache and loaded, or compiled here when phase one could not. */
+    unsigned char *pre = count > 1 ? calloc(count, 1) : NULL;
+    double *pre_ms = count > 1 ? calloc(count, sizeof *pre_ms) : NULL;
+    if (pre && pre_ms)
+        dc_rt_precompile(ctx, keys, count, warmup_threads(), pre, pre_ms);
+    else {
+        free(pre);
+        free(pre_ms);
+        pre = NULL;
+        pre_ms = NULL;
+    }
     for (size_t i = 0; i < count; i++) {
         dcptopk_key k = keys[i];
         size_t n = strnlen(k.arch, sizeof k.arch);
@@ -64,6 +95,12 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
         r = dc_rt_prepare(ctx, &k, 0, &origin, &compile_ms, &load_ms);
         if (r)
             goto done;
+        if (pre && pre[i] && origin != DCPTOPK_ORIGIN_COMPILED) {
+            /* Compiled in phase one: reported (and counted) as compiled. */
+            dc_rt_count_precompiled(ctx, origin == DCPTOPK_ORIGIN_CACHE);
+            origin = DCPTOPK_ORIGIN_COMPILED;
+            compile_ms = pre_ms[i];
+        }
         s.keys++;
         switch (origin) {
         case DCPTOPK_ORIGIN_MEMORY:
@@ -87,6 +124,8 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
         dc_rt_seal(ctx);
     dc_clear(ctx);
 done:
+    free(pre);
+    free(pre_ms);
     s.total_ms = dc_now_ms() - t0;
     stats_store(stats, &s);
     return r;

@@ -148,6 +148,68 @@ TEST(default_config_warmup_then_all_cache_hits)
     tmpdir_remove(dir);
 }
 
+/* Warmup's compile phase on several threads (DCPTOPK_WARMUP_THREADS): the
+ * same statistics as on one thread, each key compiled once, and the same
+ * cache entries byte for byte. An unusable value is ignored. */
+TEST(parallel_warmup_matches_serial)
+{
+    char dir[512], path[3][600];
+    tmpdir_make(dir, sizeof dir, "ctxpar");
+    CHECK(dir[0]);
+    const char *threads[3] = {"1", "4", "lots"};
+    dcptopk_key keys[7] = {pack_key(32),  pack_key(64),  pack_key(96), pack_key(128),
+                           pack_key(160), pack_key(64), pack_key(192)};
+    for (int v = 0; v < 3; v++) {
+        snprintf(path[v], sizeof path[v], "%s/cache%d.db", dir, v);
+        CHECK(setenv("DCPTOPK_WARMUP_THREADS", threads[v], 1) == 0);
+        dcptopk_context *ctx = cpu_ctx(path[v], DCPTOPK_CACHE_READWRITE, 0);
+        CHECK(ctx != NULL);
+        dcptopk_warmup_stats st = DCPTOPK_WARMUP_STATS_INIT;
+        progress_log log = {0, {0, 0, 0}};
+        CHECK_OK(dcptopk_warmup_keys(ctx, keys, 7, on_progress, &log, &st));
+        CHECK_EQ(st.keys, 7);
+        CHECK_EQ(st.compiled, 6); /* keys[5] repeats keys[1] */
+        CHECK_EQ(st.memory_hits, 1);
+        CHECK_EQ(st.cache_hits, 0);
+        CHECK(st.compile_ms > 0.0);
+        CHECK_EQ(log.by_origin[DCPTOPK_ORIGIN_COMPILED], 6);
+        CHECK_EQ(log.by_origin[DCPTOPK_ORIGIN_MEMORY], 1);
+        dcptopk_context_stats cs = DCPTOPK_CONTEXT_STATS_INIT;
+        CHECK_OK(dcptopk_context_stats_get(ctx, &cs));
+        CHECK_EQ(cs.compiles, 6);
+        CHECK_EQ(cs.cache_hits, 0);
+        CHECK_EQ(cs.modules, 6);
+        dcptopk_context_destroy(ctx);
+    }
+    CHECK(unsetenv("DCPTOPK_WARMUP_THREADS") == 0);
+
+    dcptopk_cache *c[3] = {NULL, NULL, NULL};
+    dcptopk_cache_entry *e[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    for (int v = 0; v < 3; v++) {
+        CHECK_OK(dcptopk_cache_open(path[v], 1, &c[v]));
+        CHECK_OK(dcptopk_cache_list(c[v], &e[v], &n[v]));
+        CHECK_EQ(n[v], 6);
+    }
+    for (size_t i = 0; i < n[0]; i++)
+        for (int v = 1; v < 3; v++) {
+            dcptopk_cache_entry other;
+            CHECK_OK(dcptopk_cache_find(c[v], e[0][i].key, &other));
+            void *a = NULL, *b = NULL;
+            size_t as = 0, bs = 0;
+            CHECK_OK(dcptopk_cache_read_blob(c[0], e[0][i].key, DCPTOPK_BLOB_CUBIN, &a, &as));
+            CHECK_OK(dcptopk_cache_read_blob(c[v], e[0][i].key, DCPTOPK_BLOB_CUBIN, &b, &bs));
+            CHECK(as > 0 && as == bs && memcmp(a, b, as) == 0);
+            free(a);
+            free(b);
+        }
+    for (int v = 0; v < 3; v++) {
+        free(e[v]);
+        dcptopk_cache_close(c[v]);
+    }
+    tmpdir_remove(dir);
+}
+
 TEST(strict_refuses_unwarmed_keys)
 {
     dcptopk_context *ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 1);
