@@ -130,7 +130,10 @@ DCPTOPK_API dcptopk_result dcptopk_context_create(
  * guarantees no launch of this context is still running. */
 DCPTOPK_API void dcptopk_context_destroy(dcptopk_context *ctx);
 /* The last error message of `ctx`, or of the calling thread when ctx is NULL.
- * Valid until the next call on the same context / thread. Never NULL. */
+ * Never NULL. The text belongs to the calling thread and stays valid until
+ * its next dcptopk call. With threads sharing a context, the context's
+ * message is the latest failure of any of them; dcptopk_last_error(NULL)
+ * after a failed context call is the calling thread's own. */
 DCPTOPK_API const char *dcptopk_last_error(const dcptopk_context *ctx);
 /* The target arch the context compiles for, e.g. "sm_90a". */
 DCPTOPK_API const char *dcptopk_context_arch(const dcptopk_context *ctx);

@@ -77,6 +77,7 @@ dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
     dcptopk_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_OUT_OF_MEMORY, "context");
+    pthread_mutex_init(&ctx->err_lock, NULL);
     ctx->config = c;
     ctx->device = c.device;
     if (c.arch)
@@ -94,6 +95,7 @@ dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
         char msg[DC_ERR_LEN];
         snprintf(msg, sizeof msg, "%s", ctx->err.msg);
         dc_rt_close(ctx);
+        pthread_mutex_destroy(&ctx->err_lock);
         free(ctx);
         return dc_fail(NULL, r, "%s", msg);
     }
@@ -108,6 +110,7 @@ void dcptopk_context_destroy(dcptopk_context *ctx)
     if (!ctx)
         return;
     dc_rt_close(ctx);
+    pthread_mutex_destroy(&ctx->err_lock);
     free(ctx);
 }
 

@@ -7,6 +7,23 @@
 #include "internal.h"
 
 static _Thread_local dc_err thread_err;
+/* What dcptopk_last_error(ctx) returned last on this thread: a copy taken
+ * under the context's lock, so that other threads' calls on the same context
+ * cannot change it while the caller reads it. */
+static _Thread_local dc_err ctx_copy;
+
+/* The context's slot is written under its lock (threads share contexts). */
+static void slot_lock(const dcptopk_context *ctx)
+{
+    if (ctx)
+        pthread_mutex_lock((pthread_mutex_t *)&ctx->err_lock);
+}
+
+static void slot_unlock(const dcptopk_context *ctx)
+{
+    if (ctx)
+        pthread_mutex_unlock((pthread_mutex_t *)&ctx->err_lock);
+}
 
 const char *dcptopk_result_name(dcptopk_result r)
 {
@@ -52,14 +69,20 @@ dc_err *dc_err_slot(const dcptopk_context *ctx)
 dcptopk_result dc_vfail(const dcptopk_context *ctx, dcptopk_result code,
                         const char *fmt, va_list ap)
 {
-    dc_err *e = dc_err_slot(ctx);
-    e->code = code;
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    /* Keep the thread slot in step so that dcptopk_last_error(NULL) after a
-     * context call also tells what happened. */
-    if (ctx && e != &thread_err) {
-        thread_err.code = code;
-        memcpy(thread_err.msg, e->msg, sizeof thread_err.msg);
+    /* Formatted aside (an argument may be dcptopk_last_error()'s text),
+     * then stored in the thread slot and, under its lock, the context's:
+     * dcptopk_last_error(NULL) after a context call also tells what
+     * happened. */
+    char buf[DC_ERR_LEN];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    thread_err.code = code;
+    memcpy(thread_err.msg, buf, sizeof thread_err.msg);
+    if (ctx) {
+        dc_err *e = dc_err_slot(ctx);
+        slot_lock(ctx);
+        e->code = code;
+        memcpy(e->msg, thread_err.msg, sizeof e->msg);
+        slot_unlock(ctx);
     }
     return code;
 }
@@ -76,27 +99,38 @@ dcptopk_result dc_fail(const dcptopk_context *ctx, dcptopk_result code,
 
 void dc_fail_append(const dcptopk_context *ctx, const char *text)
 {
-    dc_err *e = dc_err_slot(ctx);
-    size_t n = strlen(e->msg);
-    if (n + 1 < sizeof e->msg)
-        snprintf(e->msg + n, sizeof e->msg - n, "%s", text);
+    size_t n = strlen(thread_err.msg);
+    if (n + 1 < sizeof thread_err.msg)
+        snprintf(thread_err.msg + n, sizeof thread_err.msg - n, "%s", text);
     if (ctx) {
-        n = strlen(thread_err.msg);
-        if (n + 1 < sizeof thread_err.msg)
-            snprintf(thread_err.msg + n, sizeof thread_err.msg - n, "%s", text);
+        dc_err *e = dc_err_slot(ctx);
+        slot_lock(ctx);
+        n = strlen(e->msg);
+        if (n + 1 < sizeof e->msg)
+            snprintf(e->msg + n, sizeof e->msg - n, "%s", text);
+        slot_unlock(ctx);
     }
 }
 
 void dc_clear(const dcptopk_context *ctx)
 {
     dc_err *e = dc_err_slot(ctx);
+    slot_lock(ctx);
     e->code = DCPTOPK_SUCCESS;
     e->msg[0] = '\0';
+    slot_unlock(ctx);
 }
 
 const char *dcptopk_last_error(const dcptopk_context *ctx)
 {
-    const dc_err *e = dc_err_slot(ctx);
+    const dc_err *e = &thread_err;
+    if (ctx) {
+        slot_lock(ctx);
+        ctx_copy.code = ctx->err.code;
+        memcpy(ctx_copy.msg, ctx->err.msg, sizeof ctx_copy.msg);
+        slot_unlock(ctx);
+        e = &ctx_copy;
+    }
     if (e->code == DCPTOPK_SUCCESS && e->msg[0] == '\0')
         return "no error";
     return e->msg;

@@ -6,6 +6,7 @@
 #ifndef DCPTOPK_INTERNAL_H
 #define DCPTOPK_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,7 @@ struct dc_runtime; /* runtime/: CUDA context, module table, cache handle */
 
 struct dcptopk_context {
     dc_err err;                  /* first: dc_err_slot() relies on nothing else */
+    pthread_mutex_t err_lock;    /* guards err: threads share a context        */
     dcptopk_context_config config;
     char arch[16];
     char cache_path[4096];
