@@ -4,7 +4,12 @@
 # synccheck) on small shapes, the benchmarks and the torch.topk baselines, and
 # prints a short table last. Logs and JSON go to $OUT.
 #
-#   bench/device.sh [BUILD_DIR (default build-release)] [STAGES (default "tests sanitize bench torch")]
+#   bench/device.sh [BUILD_DIR (default build-release)] [STAGES (default "tests selftest sanitize bench torch")]
+#
+# Stages: tests (GPU tests), selftest (`dcptopk selftest` and the default
+# config's warmup: the quick start's GPU path), sanitize (compute-sanitizer),
+# bench, torch (the torch.topk baselines), profile (bench/profile.sh: Nsight
+# Compute, archived as prof.tgz).
 #
 # Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
 # GPU tests, default 8: their NVRTC compiles run side by side), BENCHES (the
@@ -18,7 +23,7 @@
 # paths, so /work/main is linked to this checkout when it does not exist.
 set -uo pipefail
 build="${1:-build-release}"
-stages="${2:-tests sanitize bench torch}"
+stages="${2:-tests selftest sanitize bench torch}"
 OUT="${OUT:-/tmp/dcptopk-device}"
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -37,6 +42,21 @@ stage_tests() {
         ${TESTS_RE:+-R "$TESTS_RE"}) >"$OUT/gpu-tests.log" 2>&1
     note "gpu tests: rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
     grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -20
+}
+
+stage_selftest() {
+    local cli="$build/dcptopk" cache="$OUT/selftest-cache.sqlite"
+    timeout 120 "$cli" warmup --cache "$cache" >"$OUT/selftest.log" 2>&1
+    note "warmup (default config, device 0): rc=$?"
+    timeout 120 "$cli" selftest >>"$OUT/selftest.log" 2>&1
+    note "dcptopk selftest: rc=$? $(grep -E 'selftest (passed|FAILED)' "$OUT/selftest.log" | tail -1)"
+    rm -f "$cache" "$cache"-*
+}
+
+stage_profile() {
+    OUT="$OUT" timeout 400 bench/profile.sh "$build" >"$OUT/profile.log" 2>&1
+    note "profile: rc=$? ($(grep -c 'rc=0' "$OUT/profile.log") kernels profiled)"
+    (cd "$OUT" && tar czf prof.tgz prof && rm -rf prof)
 }
 
 stage_sanitize() {
