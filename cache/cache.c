@@ -1367,6 +1367,23 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
     return r;
 }
 
+int dc_cache_contains(dc_cache *c, dc_hash key)
+{
+    if (!c || !c->db)
+        return 0;
+    char hex[33];
+    dc_hash_hex(key, hex);
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(c->db, "SELECT 1 FROM entries WHERE key=?1", -1, &st,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
 dcptopk_result dc_cache_invalidate(dc_cache *c, dc_hash key)
 {
     if (!c || !c->db)

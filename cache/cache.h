@@ -128,6 +128,9 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *cache, dc_hash key,
                                        char *err, size_t err_size);
 /* Deletes one entry (e.g. its cubin failed to load). */
 dcptopk_result dc_cache_invalidate(dc_cache *cache, dc_hash key);
+/* 1 if an entry of `key` exists (its blobs unread and unchecked), else 0 (an
+ * error counts as absent). */
+int dc_cache_contains(dc_cache *cache, dc_hash key);
 void dc_cache_hit_free(dc_cache_hit *hit);
 
 /* Counts compiles done by this process through any dc_cache (for tests). */

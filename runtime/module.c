@@ -472,7 +472,9 @@ void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
             repeat = memcmp(&items[j].u.key, &k, sizeof k) == 0;
         if (loaded || repeat)
             continue;
-        if (dc_unit_build(ctx, &k, &items[n].u) != DCPTOPK_SUCCESS) {
+        if (dc_unit_build(ctx, &k, &items[n].u) != DCPTOPK_SUCCESS ||
+            dc_cache_contains(rt->cache, items[n].u.hash)) {
+            /* A warm start ends here: one lookup per key, no blob read. */
             dc_unit_free(&items[n].u);
             memset(&items[n], 0, sizeof items[n]);
             continue;

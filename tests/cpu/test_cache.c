@@ -400,12 +400,15 @@ TEST(hit_and_miss)
     job j = job_of("alpha");
     dc_cache_hit hit;
     int compiled = -1;
+    CHECK_EQ(dc_cache_contains(c, key_of("alpha")), 0);
     CHECK_OK(get(c, &j, &hit, &compiled));
     CHECK_EQ(compiled, 1);
     CHECK_EQ(j.released, 1);
     CHECK(hit_is(&hit, "alpha", 0));
     dc_cache_hit_free(&hit);
     CHECK_EQ(dc_cache_process_compiles() - before, 1);
+    CHECK_EQ(dc_cache_contains(c, key_of("alpha")), 1);
+    CHECK_EQ(dc_cache_contains(c, key_of("beta")), 0);
 
     CHECK_OK(get(c, &j, &hit, &compiled));
     CHECK_EQ(compiled, 0);
