@@ -299,13 +299,6 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
 __device__ __forceinline__ uint32_t digit_shift(int q) { return q == 0 ? 21u : q == 1 ? 10u : 0u; }
 __device__ __forceinline__ uint32_t digit_mask(int q) { return q == 2 ? 0x3FFu : 0x7FFu; }
 
-// Vector v of iteration i exists (only the last iteration can be partial).
-__device__ __forceinline__ bool in_range(int i, uint32_t v)
-{
-    (void)i;
-    return kFullIters || v < (uint32_t)kVecs;
-}
-
 // Histogram of digit q of the primary keys k with k != 0 and
 // (k & mask) == pre.
 __device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, uint32_t pre)
