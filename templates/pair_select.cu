@@ -132,6 +132,20 @@ __device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
     return gid >= 0 ? dc::ord32((uint32_t)score_bits) : 0u;
 }
 
+// The sum of sh.warp_sums over the warps before `warp`; *all = over all.
+__device__ __forceinline__ uint32_t warps_before(const Shared &sh, uint32_t warp, uint32_t *all)
+{
+    uint32_t before = 0, sum = 0;
+#pragma unroll 4
+    for (int w = 0; w < kWarps; w++) {
+        const uint32_t s = sh.warp_sums[w];
+        before += (uint32_t)w < warp ? s : 0u;
+        sum += s;
+    }
+    *all = sum;
+    return before;
+}
+
 // Inclusive scan of one value per thread over the block; returns the
 // inclusive prefix, *total = the block sum. Two barriers; warp_sums is free
 // again on return.
@@ -147,13 +161,8 @@ __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t 
     if (lane == 31)
         sh.warp_sums[warp] = x;
     __syncthreads();
-    uint32_t before = 0, all = 0;
-#pragma unroll 4
-    for (int w = 0; w < kWarps; w++) {
-        const uint32_t s = sh.warp_sums[w];
-        before += (uint32_t)w < warp ? s : 0u;
-        all += s;
-    }
+    uint32_t all;
+    const uint32_t before = warps_before(sh, warp, &all);
     __syncthreads();
     *total = all;
     return x + before;
@@ -665,13 +674,8 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
             if (lane == 0)
                 sh.warp_sums[warp] = __popc(bal);
             __syncthreads();
-            uint32_t base = nown_all, all = 0;
-#pragma unroll 4
-            for (int w = 0; w < kWarps; w++) {
-                const uint32_t x = sh.warp_sums[w];
-                base += (uint32_t)w < warp ? x : 0u;
-                all += x;
-            }
+            uint32_t all;
+            const uint32_t base = nown_all + warps_before(sh, warp, &all);
             __syncthreads();
             if (own)
                 prow[base + __popc(bal & ((1u << lane) - 1u))] =
