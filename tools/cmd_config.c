@@ -199,7 +199,8 @@ static void warmup_help(void)
 {
     printf(
         "usage: dcptopk warmup [CONFIG] [fields] [--arch ARCH] [--device D]\n"
-        "                      [--cache PATH] [--json] [--quiet] [--verbose]\n"
+        "                      [--cache PATH] [--threads N] [--json] [--quiet]\n"
+        "                      [--verbose]\n"
         "\n"
         "Compiles (or reads from the cache) and loads every kernel of a merge\n"
         "config, so that later launches touch neither NVRTC nor SQLite.\n"
@@ -214,6 +215,9 @@ static void warmup_help(void)
         "  --device D      CUDA device ordinal (default 0); with --arch, compile\n"
         "                  for ARCH and load on device D\n"
         "  --cache PATH    cache file (default: see 'dcptopk cache path')\n"
+        "  --threads N     threads compiling the kernels missing from the cache\n"
+        "                  file, 1..64 (default: DCPTOPK_WARMUP_THREADS, else\n"
+        "                  the online CPUs up to 8)\n"
         "  --json          print the summary as JSON on stdout (progress lines,\n"
         "                  if any, go to stderr)\n"
         "  --quiet         no progress lines, no text summary\n"
@@ -231,6 +235,7 @@ int cmd_warmup(int argc, char **argv)
                       {"--arch", 1, 0, NULL},
                       {"--device", 1, 0, NULL},
                       {"--cache", 1, 0, NULL},
+                      {"--threads", 1, 0, NULL},
                       {"--json", 0, 0, NULL},
                       {"--quiet", 0, 0, NULL},
                       {"--verbose", 0, 0, NULL},
@@ -252,6 +257,18 @@ int cmd_warmup(int argc, char **argv)
         return cli_error(CLI_USAGE, "--quiet and --verbose exclude each other");
     if (cache_opt && !cache_opt[0])
         return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
+    cli_opt *threads_opt = cli_find(opts, "--threads");
+    if (threads_opt->seen) {
+        int32_t t = 0;
+        if ((rc = cli_parse_i32("--threads", threads_opt->value, &t)))
+            return rc;
+        if (t < 1 || t > 64)
+            return cli_error(CLI_USAGE, "--threads = %d: expected 1..64", t);
+        /* The library reads it at warmup. */
+        char v[16];
+        snprintf(v, sizeof v, "%d", t);
+        setenv("DCPTOPK_WARMUP_THREADS", v, 1);
+    }
 
     dcptopk_merge_config c;
     const char *label;
