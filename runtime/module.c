@@ -243,9 +243,12 @@ static dcptopk_result load_module(dcptopk_context *ctx, const void *image,
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
-                             int for_launch, dcptopk_origin *origin,
-                             double *compile_ms, double *load_ms)
+/* dc_rt_prepare, with the unit of `key` when the caller built it already
+ * (pre, not freed here; NULL: built here). */
+static dcptopk_result prepare(dcptopk_context *ctx, const dcptopk_key *key,
+                              const dc_unit *pre, int for_launch,
+                              dcptopk_origin *origin, double *compile_ms,
+                              double *load_ms)
 {
     struct dc_runtime *rt = ctx->rt;
     dcptopk_key k;
@@ -269,8 +272,9 @@ dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
     char key_text[320];
     dcptopk_key_format(&k, key_text, sizeof key_text);
     dcptopk_result r = DCPTOPK_SUCCESS;
-    dc_unit u;
-    memset(&u, 0, sizeof u);
+    dc_unit own;
+    memset(&own, 0, sizeof own);
+    const dc_unit *up = pre;
     compile_job job;
     memset(&job, 0, sizeof job);
     dc_cache_hit hit;
@@ -290,8 +294,11 @@ dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
                     dcptopk_last_error(NULL));
         goto out;
     }
-    if ((r = dc_unit_build(ctx, &k, &u)))
-        goto out;
+    if (!up) {
+        if ((r = dc_unit_build(ctx, &k, &own)))
+            goto out;
+        up = &own;
+    }
     err = malloc(DC_ERR_LEN);
     m = calloc(1, sizeof *m);
     if (!err || !m) {
@@ -299,13 +306,13 @@ dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
         goto out;
     }
     m->key = k;
-    job.u = &u;
-    dc_cache_meta meta = {u.info->name, u.fields, k.arch, u.nvrtc_version,
+    job.u = up;
+    dc_cache_meta meta = {up->info->name, up->fields, k.arch, up->nvrtc_version,
                           dcptopk_version_string()};
     for (int attempt = 0;; attempt++) {
         int compiled = 0;
         err[0] = '\0';
-        r = dc_cache_get_or_compile(rt->cache, u.hash, &meta, job_compile,
+        r = dc_cache_get_or_compile(rt->cache, up->hash, &meta, job_compile,
                                     job_release, &job, &hit, &compiled, err,
                                     DC_ERR_LEN);
         if (r) {
@@ -346,7 +353,7 @@ dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
          * that passed its checksum): drop it and compile once more. */
         dc_warn("%s: the cached cubin failed to load (%s); recompiling",
                 key_text, dcptopk_last_error(ctx));
-        dc_cache_invalidate(rt->cache, u.hash);
+        dc_cache_invalidate(rt->cache, up->hash);
         dc_cache_hit_free(&hit);
         memset(&hit, 0, sizeof hit);
     }
@@ -375,16 +382,30 @@ out:
     }
     dc_cache_hit_free(&hit);
     dc_compiled_free(&job.out);
-    dc_unit_free(&u);
+    dc_unit_free(&own);
     free(err);
     pthread_mutex_unlock(&rt->load_lock);
     return r;
 }
 
+dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
+                             int for_launch, dcptopk_origin *origin,
+                             double *compile_ms, double *load_ms)
+{
+    return prepare(ctx, key, NULL, for_launch, origin, compile_ms, load_ms);
+}
+
+dcptopk_result dc_rt_prepare_unit(dcptopk_context *ctx, const dcptopk_key *key,
+                                  const dc_unit *unit, dcptopk_origin *origin,
+                                  double *compile_ms, double *load_ms)
+{
+    return prepare(ctx, key, unit, 0, origin, compile_ms, load_ms);
+}
+
 /* ------------------------------------------------ parallel precompile */
 
 typedef struct pre_item {
-    dc_unit u;
+    const dc_unit *u;
     dc_cache_meta meta;
     int compiled;
     double ms;
@@ -416,12 +437,12 @@ static void *pre_worker(void *arg)
             pre_item *it = &pool->items[i];
             compile_job job;
             memset(&job, 0, sizeof job);
-            job.u = &it->u;
+            job.u = it->u;
             dc_cache_hit hit;
             memset(&hit, 0, sizeof hit);
             int compiled = 0;
             err[0] = '\0';
-            if (dc_cache_get_or_compile(cache, it->u.hash, &it->meta,
+            if (dc_cache_get_or_compile(cache, it->u->hash, &it->meta,
                                         job_compile, job_release, &job, &hit,
                                         &compiled, err,
                                         DC_ERR_LEN) == DCPTOPK_SUCCESS &&
@@ -439,11 +460,13 @@ static void *pre_worker(void *arg)
 }
 
 void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
-                      size_t count, int threads, unsigned char *compiled,
+                      size_t count, int threads, dc_unit *units,
+                      unsigned char *built, unsigned char *compiled,
                       double *ms)
 {
     struct dc_runtime *rt = ctx->rt;
     for (size_t i = 0; i < count; i++) {
+        built[i] = 0;
         compiled[i] = 0;
         ms[i] = 0.0;
     }
@@ -451,6 +474,12 @@ void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
     if (threads < 2 || count < 2 || !path || !path[0] ||
         dc_cache_is_memory(rt->cache) || dc_cache_is_readonly(rt->cache))
         return;
+    for (size_t i = 0; i < count; i++) {
+        dcptopk_key k;
+        key_normalise(ctx, &keys[i], &k);
+        if (dcptopk_key_check(&k) != DCPTOPK_SUCCESS)
+            return; /* the serial phase names it; compile nothing early */
+    }
     pre_item *items = calloc(count, sizeof *items);
     size_t *index = calloc(count, sizeof *index); /* item -> keys[] index */
     if (!items || !index) {
@@ -462,26 +491,27 @@ void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
     for (size_t i = 0; i < count; i++) {
         dcptopk_key k;
         key_normalise(ctx, &keys[i], &k);
-        if (dcptopk_key_check(&k) != DCPTOPK_SUCCESS)
-            goto out; /* the serial phase names it; compile nothing early */
         pthread_rwlock_rdlock(&rt->lock);
         int loaded = table_find(rt, &k) != NULL;
         pthread_rwlock_unlock(&rt->lock);
         int repeat = 0;
-        for (size_t j = 0; j < n && !repeat; j++)
-            repeat = memcmp(&items[j].u.key, &k, sizeof k) == 0;
+        for (size_t j = 0; j < i && !repeat; j++)
+            repeat = built[j] && memcmp(&units[j].key, &k, sizeof k) == 0;
         if (loaded || repeat)
             continue;
-        if (dc_unit_build(ctx, &k, &items[n].u) != DCPTOPK_SUCCESS ||
-            dc_cache_contains(rt->cache, items[n].u.hash)) {
-            /* A warm start ends here: one lookup per key, no blob read. */
-            dc_unit_free(&items[n].u);
-            memset(&items[n], 0, sizeof items[n]);
+        if (dc_unit_build(ctx, &k, &units[i]) != DCPTOPK_SUCCESS) {
+            dc_unit_free(&units[i]);
+            memset(&units[i], 0, sizeof units[i]);
             continue;
         }
-        dc_cache_meta meta = {items[n].u.info->name, items[n].u.fields,
-                              items[n].u.key.arch, items[n].u.nvrtc_version,
+        built[i] = 1;
+        /* A warm start stops here: one lookup per key, no blob read. */
+        if (dc_cache_contains(rt->cache, units[i].hash))
+            continue;
+        dc_cache_meta meta = {units[i].info->name, units[i].fields,
+                              units[i].key.arch, units[i].nvrtc_version,
                               dcptopk_version_string()};
+        items[n].u = &units[i];
         items[n].meta = meta;
         index[n++] = i;
     }
@@ -508,9 +538,6 @@ void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
             ms[index[j]] = items[j].ms;
         }
     }
-out:
-    for (size_t j = 0; j < n; j++)
-        dc_unit_free(&items[j].u);
     free(items);
     free(index);
 }

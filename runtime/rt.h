@@ -114,17 +114,28 @@ DC_HIDDEN dcptopk_result dc_rt_prepare(dcptopk_context *ctx,
                                        dcptopk_origin *origin,
                                        double *compile_ms, double *load_ms);
 
-/* Warmup's first phase: compiles, on up to `threads` threads, every key of
- * keys[0..count) that is neither loaded nor in the cache, into the cache file
+/* dc_rt_prepare (not for a launch) with the key's unit already built. */
+DC_HIDDEN dcptopk_result dc_rt_prepare_unit(dcptopk_context *ctx,
+                                            const dcptopk_key *key,
+                                            const dc_unit *unit,
+                                            dcptopk_origin *origin,
+                                            double *compile_ms,
+                                            double *load_ms);
+
+/* Warmup's first phase: builds the unit of every key of keys[0..count) that
+ * is not loaded (units[i], built[i] = 1; the caller frees them with
+ * dc_unit_free and passes them to dc_rt_prepare_unit), then compiles, on up
+ * to `threads` threads, those missing from the cache into the cache file
  * (one SQLite connection per thread; threads of a process, like processes,
  * compile a key once through the claim protocol). Sets compiled[i] = 1 and
  * ms[i] for the keys it compiled. Best effort and silent: a key it could not
- * compile or store is left to the serial phase (dc_rt_prepare), which
- * reports it. Does nothing without a writable cache file, with fewer than
- * two keys to compile, with threads < 2, or when a key fails its check. */
+ * build, compile or store is left to the serial phase, which reports it.
+ * Does nothing without a writable cache file, with fewer than two keys,
+ * with threads < 2, or when a key fails its check. */
 DC_HIDDEN void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
-                                size_t count, int threads,
-                                unsigned char *compiled, double *ms);
+                                size_t count, int threads, dc_unit *units,
+                                unsigned char *built, unsigned char *compiled,
+                                double *ms);
 /* Counts a key compiled by dc_rt_precompile in the context's statistics; its
  * serial prepare found it in the cache (cache_hit = 1; that hit is taken
  * back) or in the module table (0). */
