@@ -9,7 +9,10 @@
 # Stages: tests (GPU tests), selftest (`dcptopk selftest` and the default
 # config's warmup: the quick start's GPU path), sanitize (compute-sanitizer),
 # bench, torch (the torch.topk baselines), profile (bench/profile.sh: Nsight
-# Compute, archived as prof.tgz).
+# Compute, archived as prof.tgz), keepcache (the kernel cache the run filled,
+# archived as cache.tgz: unpack it here into an ignored folder, carry that
+# folder and point DCPTOPK_CACHE_DIR at it, and the next run's tests compile
+# only what changed).
 #
 # Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
 # GPU tests, default 8: their NVRTC compiles run side by side), BENCHES (the
@@ -57,6 +60,12 @@ stage_profile() {
     OUT="$OUT" timeout 400 bench/profile.sh "$build" >"$OUT/profile.log" 2>&1
     note "profile: rc=$? ($(grep -c 'rc=0' "$OUT/profile.log") kernels profiled)"
     (cd "$OUT" && tar czf prof.tgz prof && rm -rf prof)
+}
+
+stage_keepcache() {
+    (cd "$(dirname "$DCPTOPK_CACHE_DIR")" &&
+        tar czf "$OUT/cache.tgz" "$(basename "$DCPTOPK_CACHE_DIR")")
+    note "kernel cache archived: $(du -h "$OUT/cache.tgz" | cut -f1)"
 }
 
 stage_sanitize() {
