@@ -68,19 +68,15 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
     /* Phase one: the missing keys compiled side by side into the cache file
      * (skipped without one); phase two, below: each key in order, found in
      * the cache and loaded, or compiled here when phase one could not. */
-    unsigned char *pre = count > 1 ? calloc(count, 2) : NULL; /* built, compiled */
+    unsigned char *flags = count > 1 ? calloc(count, 2) : NULL;
     double *pre_ms = count > 1 ? calloc(count, sizeof *pre_ms) : NULL;
     dc_unit *units = count > 1 ? calloc(count, sizeof *units) : NULL;
-    if (pre && pre_ms && units) {
-        dc_rt_precompile(ctx, keys, count, warmup_threads(), units, pre,
-                         pre + count, pre_ms);
-    } else {
-        free(pre);
-        free(pre_ms);
-        free(units);
-        pre = NULL;
-        pre_ms = NULL;
-        units = NULL;
+    unsigned char *built = NULL, *pre = NULL; /* unit i built / key i compiled */
+    if (flags && pre_ms && units) {
+        built = flags;
+        pre = flags + count;
+        dc_rt_precompile(ctx, keys, count, warmup_threads(), units, built, pre,
+                         pre_ms);
     }
     for (size_t i = 0; i < count; i++) {
         dcptopk_key k = keys[i];
@@ -96,13 +92,13 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
         }
         dcptopk_origin origin = DCPTOPK_ORIGIN_MEMORY;
         double compile_ms = 0.0, load_ms = 0.0;
-        r = pre && pre[i]
+        r = built && built[i]
                 ? dc_rt_prepare_unit(ctx, &k, &units[i], &origin, &compile_ms,
                                      &load_ms)
                 : dc_rt_prepare(ctx, &k, 0, &origin, &compile_ms, &load_ms);
         if (r)
             goto done;
-        if (pre && pre[count + i] && origin != DCPTOPK_ORIGIN_COMPILED) {
+        if (pre && pre[i] && origin != DCPTOPK_ORIGIN_COMPILED) {
             /* Compiled in phase one: reported (and counted) as compiled. */
             dc_rt_count_precompiled(ctx, origin == DCPTOPK_ORIGIN_CACHE);
             origin = DCPTOPK_ORIGIN_COMPILED;
@@ -131,12 +127,11 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
         dc_rt_seal(ctx);
     dc_clear(ctx);
 done:
-    if (units)
-        for (size_t i = 0; i < count; i++)
-            if (pre[i])
-                dc_unit_free(&units[i]);
+    for (size_t i = 0; built && i < count; i++)
+        if (built[i])
+            dc_unit_free(&units[i]);
     free(units);
-    free(pre);
+    free(flags);
     free(pre_ms);
     s.total_ms = dc_now_ms() - t0;
     stats_store(stats, &s);
