@@ -16,7 +16,8 @@
 #
 # Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
 # GPU tests, default 8: their NVRTC compiles run side by side), BENCHES (the
-# bench programs to run, default all four), DCPTOPK_CACHE_DIR (a kernel cache
+# bench programs to run, default all four), SAN_TESTS (the sanitizer's tests,
+# "binary case;binary case"), DCPTOPK_CACHE_DIR (a kernel cache
 # to start from, e.g. a carried copy of an earlier run's). Only 8 files come
 # back from the machine: every log goes into $OUT/logs.tgz, and summary.txt
 # and bench.jsonl stay beside it.
@@ -77,6 +78,10 @@ stage_sanitize() {
         "test_packed select_duplicates_and_junk"
         "test_loopback merge_saturated_and_nan"
     )
+    # SAN_TESTS: "binary case;binary case;..." instead of the list above.
+    if [ -n "${SAN_TESTS:-}" ]; then
+        IFS=';' read -r -a small <<<"$SAN_TESTS"
+    fi
     for tool in memcheck racecheck synccheck; do
         fails=0
         for t in "${small[@]}"; do

@@ -55,10 +55,27 @@ constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // the same rule from W and K for the dynamic shared memory size).
 constexpr int kSmemKeyBytes = 131072;
 constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
-// Three CTAs per SM when the keys take 64 KiB or less (3 x (64 + 8.25 + 1
-// reserved) KiB <= 228 KiB).
-constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
-// Vectors loaded per batch of the load phase (registers in flight).
+// Bytes reserved for Shared (below) at the start of the dynamic shared
+// memory; the keys follow, then the pipelined path's ring. The launcher adds
+// the same constant (src/pair.c).
+constexpr int kSharedBytes = 8448;
+// Pipelined path (rows of at most 16384 candidates: keys of 64 KiB or less).
+// A persistent CTA walks its rows t = blockIdx.x, + gridDim.x, ... and streams
+// them through a ring of kStages chunks; chunk i of a row is the vectors
+// v = i * kThreads + tid, one 16-byte slot per thread and stage. Each thread
+// copies (cp.async) and later consumes its own slots only, so the stream
+// needs no barrier, and the copies run kStages - 1 chunks ahead of the
+// consumer, across row ends: the next row's chunks are in flight while the
+// block selects the current one. kTarget CTAs share an SM (launch bounds:
+// 64 registers a thread); the shared memory left to each after its working
+// area and keys sizes the ring. src/pair.c derives the same numbers.
+constexpr bool kPipe = kCands * 4 <= 65536;
+constexpr int kTarget = kThreads >= 1024 ? 1 : (1024 / kThreads < 16 ? 1024 / kThreads : 16);
+constexpr int kCtaSmem = 233472 / kTarget - 1024; // 228 KiB an SM, 1 KiB reserved a CTA
+constexpr int kStagesFit = (kCtaSmem - kSharedBytes - kCands * 4) / (kThreads * 16);
+constexpr int kStages = kStagesFit < 2 ? 2 : kStagesFit > 8 ? 8 : kStagesFit;
+constexpr int kMinBlocks = kPipe ? kTarget : 1;
+// Vectors loaded per batch of the other path's load phase (registers in flight).
 constexpr int kLoadBatch = 4;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
@@ -90,9 +107,6 @@ struct Shared {
     uint32_t bin, above, cnt, total;
     Decision dec;
 };
-// Bytes reserved for Shared at the start of the dynamic shared memory; the
-// keys follow. The launcher adds the same constant (src/pair.c).
-constexpr int kSharedBytes = 8448;
 static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
@@ -261,8 +275,24 @@ __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
     return ld_nc(row.base + pair_offset(p, row.rank_stride) + 1);
 }
 
-// Load phase: keys to shared memory (when kept there) and the histogram of
-// their top 11 bits. V16: 16-byte loads (buffer 16-byte aligned).
+// The two candidates of vector v (positions 2v, 2v + 1): their primary keys
+// to shared memory (when kept there), their top 11 bits to the histogram.
+__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_t v, int32_t s0,
+                                            int32_t g0, int32_t s1, int32_t g1)
+{
+    const uint32_t k0 = primary_key(s0, g0);
+    const uint32_t k1 = primary_key(s1, g1);
+    if (kSmemKeys)
+        *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
+    if (k0)
+        atomicAdd(&sh.hist[k0 >> 21], 1u);
+    if (k1)
+        atomicAdd(&sh.hist[k1 >> 21], 1u);
+}
+
+// Load phase of the other path: keys to shared memory (when kept there) and
+// the histogram of their top 11 bits. V16: 16-byte loads (buffer 16-byte
+// aligned).
 template <bool V16>
 __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
 {
@@ -290,17 +320,81 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
 #pragma unroll
         for (int b = 0; b < kLoadBatch; b++) {
             const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
-            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
-                const uint32_t k0 = primary_key(s0[b], g0[b]);
-                const uint32_t k1 = primary_key(s1[b], g1[b]);
-                if (kSmemKeys)
-                    *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
-                if (k0)
-                    atomicAdd(&sh.hist[k0 >> 21], 1u);
-                if (k1)
-                    atomicAdd(&sh.hist[k1 >> 21], 1u);
-            }
+            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
+                take_vector(sh, skeys, v, s0[b], g0[b], s1[b], g1[b]);
         }
+    }
+}
+
+// ---- the pipelined path (kPipe)
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// The producer side of the ring: the next chunk this thread copies, as
+// (row, chunk of the row, slot). Rows advance by the grid size.
+struct Stream {
+    long long row;
+    int chunk;
+    int slot;
+};
+
+// Starts the copy of this thread's vector of the stream's next chunk into
+// its slot, commits it as one group (an empty one past the last row or the
+// row's vectors: the consumer counts groups), and advances the stream.
+template <bool V16>
+__device__ __forceinline__ void issue_chunk(Stream &st, const int32_t *candidates, long long rows,
+                                           long long rank_stride, uint4 *ring)
+{
+    const uint32_t v = (uint32_t)st.chunk * kThreads + threadIdx.x;
+    if (st.row < rows && (kFullIters || v < (uint32_t)kVecs)) {
+        const int32_t *src = candidates +
+                             st.row * (kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2) +
+                             pair_offset(2 * v, rank_stride);
+        const uint32_t dst = smem_addr(ring + st.slot * kThreads + threadIdx.x);
+        if (V16) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)
+                         : "memory");
+        } else {
+            // 8-byte aligned buffer: the vector's two pairs are adjacent (a
+            // vector never straddles two ranks).
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src)
+                         : "memory");
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst + 8u),
+                         "l"(src + 2)
+                         : "memory");
+        }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    st.slot = st.slot + 1 == kStages ? 0 : st.slot + 1;
+    if (++st.chunk == kIters) {
+        st.chunk = 0;
+        st.row += gridDim.x;
+    }
+}
+
+// Streams row t's chunks through the ring: keys to shared memory and the
+// histogram of their top 11 bits, as load_phase does. Each step first
+// issues the chunk kStages - 1 ahead (into the slot this thread consumed
+// last), then waits for its own oldest group.
+template <bool V16>
+__device__ __forceinline__ void stream_row(Shared &sh, Stream &st, int &slot,
+                                           const int32_t *candidates, long long rows,
+                                           long long rank_stride, uint4 *ring, uint32_t *skeys)
+{
+    const uint32_t tid = threadIdx.x;
+#pragma unroll 1
+    for (int i = 0; i < kIters; i++) {
+        issue_chunk<V16>(st, candidates, rows, rank_stride, ring);
+        asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
+        const uint32_t v = (uint32_t)i * kThreads + tid;
+        if (kFullIters || v < (uint32_t)kVecs) {
+            const uint4 q = ring[slot * kThreads + tid];
+            take_vector(sh, skeys, v, (int32_t)q.x, (int32_t)q.y, (int32_t)q.z, (int32_t)q.w);
+        }
+        slot = slot + 1 == kStages ? 0 : slot + 1;
     }
 }
 
@@ -492,63 +586,35 @@ __device__ __forceinline__ int32_t physical_row(const RowsMap &m, int32_t entry,
     return (int32_t)((uint32_t)entry * (uint32_t)m.stride_rows + l % b);
 }
 
-} // namespace ps
+// The outputs of a row and what they need.
+struct Out {
+    int32_t *ids; // nullptr: no ids
+    long long ids_stride;
+    const int32_t *req_id;
+    int32_t num_reqs;
+    RowsMap map; // req set per row
+    int32_t *rows_out; // nullptr: no owned rows
+    long long rows_stride;
+    int32_t *counts_out;
+};
 
-extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
-dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
-                    long long rank_stride, int32_t rank, int32_t *__restrict__ ids_out,
-                    long long ids_stride, const int32_t *__restrict__ req_id,
-                    const int32_t *__restrict__ block_table, long long bt_stride,
-                    int32_t bt_cols, int32_t num_reqs, int32_t stride_rows,
-                    int32_t *__restrict__ rows_out, long long rows_stride,
-                    int32_t *__restrict__ counts_out)
+// Selects row t (its keys and first histogram in place) and writes its
+// outputs. The caller puts a barrier before Shared is reused.
+__device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long long t, const Out &o)
 {
-    using namespace ps;
-    // All shared memory is dynamic (the launcher asks for kSharedBytes plus
-    // the keys), so that the runtime opts in past 48 KiB from one number.
-    extern __shared__ __align__(16) uint32_t dyn_smem[];
-    Shared &sh = *reinterpret_cast<Shared *>(dyn_smem);
-    uint32_t *dyn_keys = dyn_smem + kSharedBytes / 4;
-
-    const long long t = blockIdx.x;
-    if (t >= rows)
-        return;
     const uint32_t tid = threadIdx.x;
-
-    Row row;
-    row.base = candidates + t * (kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2);
-    row.rank_stride = rank_stride;
-    row.keys = kSmemKeys ? dyn_keys : nullptr;
-
-    for (int c = tid; c < kBins; c += kThreads)
-        sh.hist[c] = 0u;
-    __syncthreads();
-
-    // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
-    // are multiples of 16 bytes since K is a multiple of 32).
-    if (((unsigned long long)candidates & 15ull) == 0ull)
-        load_phase<true>(sh, row, dyn_keys);
-    else
-        load_phase<false>(sh, row, dyn_keys);
-    __syncthreads();
-
     radix_select(sh, row);
 
     const Decision &d = sh.dec;
     __syncthreads();
 
-    const bool want_ids = kEmitIds && ids_out != nullptr;
-    const bool want_rows = kB > 0 && rows_out != nullptr;
-    RowsMap m;
-    m.block_table = block_table;
-    m.bt_stride = bt_stride;
-    m.bt_cols = bt_cols;
-    m.stride_rows = stride_rows;
-    m.rank = rank;
+    const bool want_ids = kEmitIds && o.ids != nullptr;
+    const bool want_rows = kB > 0 && o.rows_out != nullptr;
+    RowsMap m = o.map;
     m.req = -1;
     if (want_rows) {
-        const int32_t r = req_id[t];
-        m.req = (r >= 0 && r < num_reqs) ? r : -1;
+        const int32_t r = o.req_id[t];
+        m.req = (r >= 0 && r < o.num_reqs) ? r : -1;
     }
 
     const uint32_t p0 = tid * kChunk;
@@ -649,7 +715,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
         g[it] = r < nsel_all ? gid_at(row, list[r]) : -1;
     }
     if (want_ids) {
-        int32_t *ids = ids_out + t * ids_stride;
+        int32_t *ids = o.ids + t * o.ids_stride;
 #pragma unroll
         for (int it = 0; it < kItems; it++) {
             const uint32_t r = (uint32_t)it * kThreads + tid;
@@ -661,7 +727,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     if (want_rows) {
         // Owned ones compacted in item order: a ballot per warp, the warps'
         // counts through shared memory (warp_sums), one round per item.
-        int32_t *prow = rows_out + t * rows_stride;
+        int32_t *prow = o.rows_out + t * o.rows_stride;
 #pragma unroll 1
         for (int it = 0; it < kItems; it++) {
             if ((uint32_t)it * kThreads >= nsel_all)
@@ -685,10 +751,100 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     }
     // Padding: -1 after the owned rows; the owned count.
     if (want_rows) {
-        int32_t *out = rows_out + t * rows_stride;
+        int32_t *out = o.rows_out + t * o.rows_stride;
         for (uint32_t c = nown_all + tid; c < (uint32_t)kK; c += kThreads)
             out[c] = -1;
         if (tid == 0)
-            counts_out[t] = (int32_t)nown_all;
+            o.counts_out[t] = (int32_t)nown_all;
+    }
+}
+
+} // namespace ps
+
+extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
+dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
+                    long long rank_stride, int32_t rank, int32_t *__restrict__ ids_out,
+                    long long ids_stride, const int32_t *__restrict__ req_id,
+                    const int32_t *__restrict__ block_table, long long bt_stride,
+                    int32_t bt_cols, int32_t num_reqs, int32_t stride_rows,
+                    int32_t *__restrict__ rows_out, long long rows_stride,
+                    int32_t *__restrict__ counts_out)
+{
+    using namespace ps;
+    // All shared memory is dynamic (the launcher asks for kSharedBytes plus
+    // the keys, plus the ring on the pipelined path), so that the runtime
+    // opts in past 48 KiB from one number.
+    extern __shared__ __align__(16) uint32_t dyn_smem[];
+    Shared &sh = *reinterpret_cast<Shared *>(dyn_smem);
+    uint32_t *dyn_keys = dyn_smem + kSharedBytes / 4;
+    const uint32_t tid = threadIdx.x;
+
+    Out o;
+    o.ids = ids_out;
+    o.ids_stride = ids_stride;
+    o.req_id = req_id;
+    o.num_reqs = num_reqs;
+    o.map.block_table = block_table;
+    o.map.bt_stride = bt_stride;
+    o.map.bt_cols = bt_cols;
+    o.map.stride_rows = stride_rows;
+    o.map.req = -1;
+    o.map.rank = rank;
+    o.rows_out = rows_out;
+    o.rows_stride = rows_stride;
+    o.counts_out = counts_out;
+
+    Row row;
+    row.rank_stride = rank_stride;
+    row.keys = kSmemKeys ? dyn_keys : nullptr;
+    const long long row_words = kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2;
+    // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
+    // are multiples of 16 bytes since K is a multiple of 32).
+    const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;
+
+    if constexpr (kPipe) {
+        uint4 *ring = reinterpret_cast<uint4 *>(dyn_keys + kCands);
+        Stream st;
+        st.row = blockIdx.x;
+        st.chunk = 0;
+        st.slot = 0;
+        int slot = 0;
+#pragma unroll 1
+        for (int s = 0; s < kStages - 1; s++) {
+            if (v16)
+                issue_chunk<true>(st, candidates, rows, rank_stride, ring);
+            else
+                issue_chunk<false>(st, candidates, rows, rank_stride, ring);
+        }
+#pragma unroll 1
+        for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
+            for (int c = tid; c < kBins; c += kThreads)
+                sh.hist[c] = 0u;
+            __syncthreads();
+            if (v16)
+                stream_row<true>(sh, st, slot, candidates, rows, rank_stride, ring, dyn_keys);
+            else
+                stream_row<false>(sh, st, slot, candidates, rows, rank_stride, ring, dyn_keys);
+            __syncthreads();
+            row.base = candidates + t * row_words;
+            select_emit(sh, row, t, o);
+            // Shared (the position list) and the keys are rewritten next.
+            __syncthreads();
+        }
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+    } else {
+        const long long t = blockIdx.x;
+        if (t >= rows)
+            return;
+        row.base = candidates + t * row_words;
+        for (int c = tid; c < kBins; c += kThreads)
+            sh.hist[c] = 0u;
+        __syncthreads();
+        if (v16)
+            load_phase<true>(sh, row, dyn_keys);
+        else
+            load_phase<false>(sh, row, dyn_keys);
+        __syncthreads();
+        select_emit(sh, row, t, o);
     }
 }
