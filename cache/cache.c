@@ -7,8 +7,9 @@
  * atomically by one transaction) and the claims of compiles in progress.
  * Every write runs in BEGIN IMMEDIATE (in WAL a deferred transaction that
  * reads then writes gets SQLITE_BUSY without waiting); compiles run outside
- * any transaction. The cache is disposable: every failure degrades to
- * compiling uncached with one warning, never to an error of the caller.
+ * any transaction; waiting on another compile's claim only reads. The cache
+ * is disposable: every failure degrades to compiling uncached with one
+ * warning, never to an error of the caller.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -86,12 +87,14 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void sleep_ms(int ms)
+static void sleep_us(long us)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+static void sleep_ms(int ms) { sleep_us((long)ms * 1000L); }
 
 int dc_cache_exec(dc_cache *c, const char *sql)
 {
@@ -471,25 +474,49 @@ static int64_t max_bytes_env(void)
     return (int64_t)v << shift;
 }
 
-static int open_db(const char *name, int flags, sqlite3 **out)
+/* The busy handler of every connection: retries a lock every 0.25, 0.5,
+ * 1, then 2 ms until c->busy_limit_ms have passed. sqlite3_busy_timeout()
+ * sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then 100 ms per retry, and
+ * SQLite's locks are not queued: under contention (processes and warmup
+ * threads storing entries, counting hits) a writer that has backed off to
+ * 100 ms steps can keep losing the lock to connections that retry sooner,
+ * and a delayed store delays every process waiting for that entry. */
+static int busy_wait(void *arg, int count)
+{
+    dc_cache *c = arg;
+    double now = mono_ms();
+    if (count == 0)
+        c->busy_since_ms = now;
+    double left = (double)c->busy_limit_ms - (now - c->busy_since_ms);
+    if (left <= 0.0)
+        return 0;
+    long us = count < 3 ? 250L << count : 2000L;
+    if ((double)us > left * 1000.0)
+        us = (long)(left * 1000.0) + 1;
+    sleep_us(us);
+    return 1;
+}
+
+static int open_db(dc_cache *c, const char *name, int flags)
 {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(name, &db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         sqlite3_close(db);
-        *out = NULL;
+        c->db = NULL;
         return rc;
     }
     sqlite3_extended_result_codes(db, 1);
-    sqlite3_busy_timeout(db, busy_ms());
-    *out = db;
+    c->busy_limit_ms = c->busy_ms;
+    sqlite3_busy_handler(db, busy_wait, c);
+    c->db = db;
     return SQLITE_OK;
 }
 
 static int open_memory(dc_cache *c)
 {
-    int rc = open_db(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                     &c->db);
+    int rc =
+        open_db(c, ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (rc == SQLITE_OK)
         rc = dc_cache_create_schema(c->db);
     c->memory = 1;
@@ -535,7 +562,7 @@ static int move_aside(const char *path, const char *tag, char *moved,
 static int open_readonly_probe(dc_cache *c, const char *name, int flags,
                                int *foreign)
 {
-    int rc = open_db(name, flags, &c->db);
+    int rc = open_db(c, name, flags);
     if (rc == SQLITE_OK)
         rc = dc_cache_check_schema(c->db, 0, foreign);
     if (rc == SQLITE_OK && !*foreign) {
@@ -618,8 +645,8 @@ static void open_readwrite(dc_cache *c)
         return;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
-        int rc = open_db(c->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                         &c->db);
+        int rc =
+            open_db(c, c->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
         if (rc == SQLITE_OK && sqlite3_db_readonly(c->db, "main") == 1)
             rc = SQLITE_READONLY;
         int foreign = 0;
@@ -630,16 +657,29 @@ static void open_readwrite(dc_cache *c)
         }
         if (rc == SQLITE_OK) {
             if (wal_allowed(c->path)) {
-                sqlite3_stmt *st = NULL;
-                int wrc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL",
+                /* Processes creating the file at once: the switch to WAL can
+                 * fail SQLITE_BUSY at once, without the busy handler (it
+                 * needs the exclusive lock while others read the header).
+                 * Retried, or this connection would run synchronous=FULL and
+                 * fsync the WAL on every commit, inside the write lock. */
+                double t0 = mono_ms();
+                int wrc;
+                for (;;) {
+                    sqlite3_stmt *st = NULL;
+                    wrc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL",
                                              -1, &st, NULL);
-                if (wrc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-                    const unsigned char *m = sqlite3_column_text(st, 0);
-                    c->wal = m && strcmp((const char *)m, "wal") == 0;
-                } else {
-                    wrc = sqlite3_errcode(c->db);
+                    if (wrc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+                        const unsigned char *m = sqlite3_column_text(st, 0);
+                        c->wal = m && strcmp((const char *)m, "wal") == 0;
+                    } else {
+                        wrc = sqlite3_errcode(c->db);
+                    }
+                    sqlite3_finalize(st);
+                    if ((wrc & 0xff) != SQLITE_BUSY ||
+                        mono_ms() - t0 >= (double)c->busy_ms)
+                        break;
+                    sleep_us(500);
                 }
-                sqlite3_finalize(st);
                 if (dc_cache_is_corrupt_rc(wrc) || is_readonly_rc(wrc))
                     rc = wrc;
             }
@@ -733,6 +773,7 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
         return DCPTOPK_OUT_OF_MEMORY;
     }
     c->claim_timeout_s = claim_timeout_s();
+    c->busy_ms = busy_ms();
     c->max_bytes = max_bytes_env();
     c->mode = mode;
     c->pid = getpid();
@@ -935,7 +976,7 @@ static void bump_hit(dc_cache *c, const char *hex)
 {
     if (c->readonly)
         return;
-    sqlite3_busy_timeout(c->db, 100);
+    c->busy_limit_ms = c->busy_ms < 100 ? c->busy_ms : 100;
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(c->db,
                            "UPDATE entries SET hits=hits+1, last_used=?2 "
@@ -946,7 +987,7 @@ static void bump_hit(dc_cache *c, const char *hex)
         sqlite3_step(st);
     }
     sqlite3_finalize(st);
-    sqlite3_busy_timeout(c->db, busy_ms());
+    c->busy_limit_ms = c->busy_ms;
 }
 
 /* Deletes a row whose checksum failed (only that version of it). */
@@ -1031,6 +1072,22 @@ static int claim_is_live(const dc_cache *c, const claim_row *row)
         return 0;
     return 1;
 }
+
+/* 1 if a live claim on `hex` is visible to a plain read. Waiting on a claim
+ * takes no write lock: in WAL a read neither waits for nor delays the
+ * claimant's store. Any error reads as 0 (try_claim decides under the
+ * write lock). */
+static int live_claim_seen(dc_cache *c, const char *hex)
+{
+    claim_row row;
+    int rc = SQLITE_OK;
+    return read_claim(c, hex, &row, &rc) > 0 && claim_is_live(c, &row);
+}
+
+/* The pause between two looks at a claimed key: 1, 2, 4, then 5 ms, so a
+ * waiter sees a stored entry within about 5 ms (a compile takes 10 ms to
+ * seconds) at the cost of two indexed reads per look. */
+static int claim_poll_ms(int polls) { return polls < 3 ? 1 << polls : 5; }
 
 static int try_claim(dc_cache *c, const char *hex, int *rc_out)
 {
@@ -1247,7 +1304,7 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
     char hex[33];
     dc_hash_hex(key, hex);
 
-    int claimed = 0, store = 1;
+    int claimed = 0, store = 1, polls = 0;
     double start = mono_ms();
     for (;;) {
         char bad_sum[33] = "";
@@ -1299,27 +1356,35 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
         }
         if (c->memory)
             break;
-        int crc = SQLITE_OK;
-        int cl = try_claim(c, hex, &crc);
-        if (cl == CLAIM_TAKEN) {
-            claimed = 1;
-            break;
-        }
-        if (cl == CLAIM_ENTRY_EXISTS)
-            continue;
-        if (cl == CLAIM_ERROR) {
-            if (dc_cache_is_corrupt_rc(crc) && recover_corrupt(c, crc))
+        /* A live claim is waited for with reads only; the write lock is
+         * taken only to claim a key nobody (alive) holds. Waiters that took
+         * it on every look kept the claimant's store waiting for the lock. */
+        if (!live_claim_seen(c, hex)) {
+            int crc = SQLITE_OK;
+            int cl = try_claim(c, hex, &crc);
+            if (cl == CLAIM_TAKEN) {
+                claimed = 1;
+                break;
+            }
+            if (cl == CLAIM_ENTRY_EXISTS)
                 continue;
-            /* Cannot claim (busy past the timeout, disk full...): compile
-             * anyway and try to store; duplicates are harmless. */
-            break;
+            if (cl == CLAIM_ERROR) {
+                if (dc_cache_is_corrupt_rc(crc) && recover_corrupt(c, crc))
+                    continue;
+                /* Cannot claim (busy past the timeout, disk full...):
+                 * compile anyway and try to store (duplicates are
+                 * harmless), unless a live process claimed the key
+                 * meanwhile: then wait for it. */
+                if (!live_claim_seen(c, hex))
+                    break;
+            }
         }
-        /* CLAIM_WAIT: another live process compiles it. Its claim goes
+        /* Another live process (or thread) compiles it. Its claim goes
          * stale after the timeout; past that plus a margin, stop waiting
          * whatever happens. */
         if (mono_ms() - start > c->claim_timeout_s * 1000.0 + 10000.0)
             break;
-        sleep_ms(20);
+        sleep_ms(claim_poll_ms(polls++));
     }
 
     dc_cache_blobs b;

@@ -23,6 +23,9 @@ struct dc_cache {
     int recovered;                /* a damaged file was moved aside        */
     int warned_store;             /* the one store-failure warning done    */
     double claim_timeout_s;       /* DCPTOPK_CACHE_CLAIM_TIMEOUT           */
+    int busy_ms;                  /* DCPTOPK_CACHE_BUSY_MS                 */
+    int busy_limit_ms;            /* the busy handler's budget now         */
+    double busy_since_ms;         /* when the current lock wait began      */
     int64_t max_bytes;            /* DCPTOPK_CACHE_MAX_BYTES, 0 = no cap   */
     dc_cache_open_mode mode;      /* as asked at open                      */
     pid_t pid;                    /* the process that opened db            */

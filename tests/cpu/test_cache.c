@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -93,6 +94,8 @@ typedef struct job {
     const char *log;     /* appended "<tag> <pid>\n" with O_APPEND    */
     int fail;            /* return DCPTOPK_NVRTC_ERROR                */
     int notify_fd;       /* >= 0: write one byte when compiling starts */
+    int wait_fd;         /* >= 0: then read one byte before going on    */
+    int calls;           /* times the callback ran                      */
     int released;
     unsigned char *buf[3];
 } job;
@@ -101,9 +104,15 @@ static dcptopk_result job_compile(void *user, dc_cache_blobs *out, char *err,
                                   size_t err_size)
 {
     job *j = user;
+    j->calls++;
     if (j->notify_fd >= 0) {
         char b = 'c';
         if (write(j->notify_fd, &b, 1) != 1)
+            abort();
+    }
+    if (j->wait_fd >= 0) {
+        char b;
+        if (read(j->wait_fd, &b, 1) != 1)
             abort();
     }
     if (j->log) {
@@ -143,6 +152,7 @@ static job job_of(const char *tag)
     memset(&j, 0, sizeof j);
     j.tag = tag;
     j.notify_fd = -1;
+    j.wait_fd = -1;
     return j;
 }
 
@@ -1316,4 +1326,106 @@ TEST(handle_inherited_through_fork_reopens)
     CHECK(hit_is(&hit, "child", 0));
     dc_cache_hit_free(&hit);
     dc_cache_close(c);
+}
+
+/* -------------------------------------------- waiting takes no write lock */
+
+typedef struct lock_holder {
+    sqlite3 *db;   /* holds BEGIN IMMEDIATE until released */
+    int go_fd;     /* then one byte here lets the claimant finish */
+    int hold_ms;
+    double released_at;
+} lock_holder;
+
+static void *hold_then_release(void *arg)
+{
+    lock_holder *h = arg;
+    sleep_ms(h->hold_ms);
+    sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL);
+    h->released_at = now_s();
+    char b = 'g';
+    if (write(h->go_fd, &b, 1) != 1)
+        abort();
+    return NULL;
+}
+
+/* A process waiting on another live process's claim must neither compile
+ * the key nor need the write lock while it waits: the write lock is what the
+ * claimant needs to store, and every waiter that took it to look at the
+ * claim (and backed off in SQLite's busy handler when it was taken) delayed
+ * the store all the others wait for. Here the write lock is held by someone
+ * else for the whole wait and the busy timeout is 0, so any write attempt of
+ * the waiter fails at once; it used to compile the key then. */
+TEST(waiter_on_a_live_claim_takes_no_write_lock)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    int started[2], go[2];
+    CHECK_EQ(pipe(started), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        /* The claimant: claims, signals, compiles until told to finish. */
+        close(started[0]);
+        close(go[1]);
+        dc_cache *c = open_cache(path, DC_CACHE_RW);
+        if (!c)
+            _exit(20);
+        job j = job_of("held");
+        j.notify_fd = started[1];
+        j.wait_fd = go[0];
+        dc_cache_hit hit;
+        int compiled = 0;
+        if (get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS || !compiled ||
+            !hit_is(&hit, "held", 0))
+            _exit(21);
+        dc_cache_hit_free(&hit);
+        dc_cache_close(c);
+        _exit(0);
+    }
+    close(started[1]);
+    close(go[0]);
+    char b = 0;
+    CHECK_EQ(read(started[0], &b, 1), 1); /* the claim is committed */
+    close(started[0]);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 1);
+
+    /* Someone else holds the write lock from before the waiter starts. */
+    lock_holder h = {NULL, go[1], 300, 0.0};
+    CHECK_EQ(sqlite3_open(path, &h.db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(h.db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+             SQLITE_OK);
+    setenv("DCPTOPK_CACHE_BUSY_MS", "0", 1);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_BUSY_MS");
+    CHECK(c != NULL);
+    CHECK(!dc_cache_is_memory(c) && !dc_cache_is_readonly(c));
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, hold_then_release, &h), 0);
+    job j = job_of("held");
+    dc_cache_hit hit;
+    int compiled = -1;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    double seen_at = now_s();
+    pthread_join(th, NULL);
+    sqlite3_close(h.db);
+    close(go[1]);
+    int status = 0;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "claimant: status 0x%x", status);
+    CHECK_OK(r);
+    CHECK_MSG(j.calls == 0 && compiled == 0,
+              "the waiter compiled the claimed key (%d calls, compiled %d)",
+              j.calls, compiled);
+    CHECK(hit_is(&hit, "held", 0));
+    /* It got the claimant's entry, which exists only after the release. */
+    CHECK_MSG(seen_at >= h.released_at, "seen %.3f s before the release",
+              h.released_at - seen_at);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
 }
