@@ -73,7 +73,9 @@ constexpr bool kPipe = kCands * 4 <= 65536;
 constexpr int kTarget = kThreads >= 1024 ? 1 : (1024 / kThreads < 16 ? 1024 / kThreads : 16);
 constexpr int kCtaSmem = 233472 / kTarget - 1024; // 228 KiB an SM, 1 KiB reserved a CTA
 constexpr int kStagesFit = (kCtaSmem - kSharedBytes - kCands * 4) / (kThreads * 16);
-constexpr int kStages = kStagesFit < 2 ? 2 : kStagesFit > 8 ? 8 : kStagesFit;
+// 2 .. 8 stages, and at most one row ahead (kStages - 1 <= kIters).
+constexpr int kStagesCap = kIters + 1 < 8 ? kIters + 1 : 8;
+constexpr int kStages = kStagesFit < 2 ? 2 : kStagesFit > kStagesCap ? kStagesCap : kStagesFit;
 constexpr int kMinBlocks = kPipe ? kTarget : 1;
 // Vectors loaded per batch of the other path's load phase (registers in flight).
 constexpr int kLoadBatch = 4;
@@ -102,7 +104,7 @@ struct Decision {
 };
 
 struct Shared {
-    uint32_t hist[kBins];
+    uint32_t hist[kBins + 1]; // + a sink: the load phase's invalid keys, never read
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
     Decision dec;
@@ -141,23 +143,25 @@ __device__ __forceinline__ long long pair_offset(uint32_t p, long long rank_stri
     return (long long)p * 2;
 }
 
+// dc::ord32 of the score, 0 when the gid is negative: without branches
+// (ord32 flips every bit of a negative score and the sign bit of another).
 __device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
 {
-    return gid >= 0 ? dc::ord32((uint32_t)score_bits) : 0u;
+    const uint32_t b = (uint32_t)score_bits;
+    const uint32_t k = b ^ ((uint32_t)(score_bits >> 31) | 0x80000000u);
+    const bool invalid = gid < 0 || (b & 0x7FFFFFFFu) > 0x7F800000u;
+    return invalid ? 0u : k;
 }
 
 // The sum of sh.warp_sums over the warps before `warp`; *all = over all.
+// Lane w reads warp w's sum, two warp reductions add them up. Every lane of
+// the warp calls it.
 __device__ __forceinline__ uint32_t warps_before(const Shared &sh, uint32_t warp, uint32_t *all)
 {
-    uint32_t before = 0, sum = 0;
-#pragma unroll 4
-    for (int w = 0; w < kWarps; w++) {
-        const uint32_t s = sh.warp_sums[w];
-        before += (uint32_t)w < warp ? s : 0u;
-        sum += s;
-    }
-    *all = sum;
-    return before;
+    const uint32_t lane = dc::lane_id();
+    const uint32_t s = lane < (uint32_t)kWarps ? sh.warp_sums[lane] : 0u;
+    *all = __reduce_add_sync(0xFFFFFFFFu, s);
+    return __reduce_add_sync(0xFFFFFFFFu, lane < warp ? s : 0u);
 }
 
 // Inclusive scan of one value per thread over the block; returns the
@@ -284,10 +288,9 @@ __device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
         *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
-    if (k0)
-        atomicAdd(&sh.hist[k0 >> 21], 1u);
-    if (k1)
-        atomicAdd(&sh.hist[k1 >> 21], 1u);
+    // Invalid keys (0) count in the sink: no branch.
+    atomicAdd(&sh.hist[k0 ? k0 >> 21 : (uint32_t)kBins], 1u);
+    atomicAdd(&sh.hist[k1 ? k1 >> 21 : (uint32_t)kBins], 1u);
 }
 
 // Load phase of the other path: keys to shared memory (when kept there) and
@@ -333,27 +336,16 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-// The producer side of the ring: the next chunk this thread copies, as
-// (row, chunk of the row, slot). Rows advance by the grid size.
-struct Stream {
-    long long row;
-    int chunk;
-    int slot;
-};
-
-// Starts the copy of this thread's vector of the stream's next chunk into
-// its slot, commits it as one group (an empty one past the last row or the
-// row's vectors: the consumer counts groups), and advances the stream.
+// Starts the copy of this thread's vector of chunk c of the row at `rowp`
+// into `slot` (nothing past the row's vectors).
 template <bool V16>
-__device__ __forceinline__ void issue_chunk(Stream &st, const int32_t *candidates, long long rows,
-                                           long long rank_stride, uint4 *ring)
+__device__ __forceinline__ void issue_copy(const int32_t *rowp, int c, long long rank_stride,
+                                           uint4 *slot)
 {
-    const uint32_t v = (uint32_t)st.chunk * kThreads + threadIdx.x;
-    if (st.row < rows && (kFullIters || v < (uint32_t)kVecs)) {
-        const int32_t *src = candidates +
-                             st.row * (kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2) +
-                             pair_offset(2 * v, rank_stride);
-        const uint32_t dst = smem_addr(ring + st.slot * kThreads + threadIdx.x);
+    const uint32_t v = (uint32_t)c * kThreads + threadIdx.x;
+    if (kFullIters || v < (uint32_t)kVecs) {
+        const int32_t *src = rowp + pair_offset(2 * v, rank_stride);
+        const uint32_t dst = smem_addr(slot);
         if (V16) {
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)
                          : "memory");
@@ -367,34 +359,45 @@ __device__ __forceinline__ void issue_chunk(Stream &st, const int32_t *candidate
                          : "memory");
         }
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    st.slot = st.slot + 1 == kStages ? 0 : st.slot + 1;
-    if (++st.chunk == kIters) {
-        st.chunk = 0;
-        st.row += gridDim.x;
-    }
 }
 
-// Streams row t's chunks through the ring: keys to shared memory and the
-// histogram of their top 11 bits, as load_phase does. Each step first
-// issues the chunk kStages - 1 ahead (into the slot this thread consumed
-// last), then waits for its own oldest group.
+__device__ __forceinline__ void commit_copies()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ int next_slot(int s) { return s + 1 == kStages ? 0 : s + 1; }
+
+// Streams row `cur`'s chunks through the ring: keys to shared memory and the
+// histogram of their top 11 bits, as load_phase does. Step i first issues
+// chunk i + kStages - 1 (of this row, or else of the next row `next`, null
+// when there is none) into the slot this thread consumed last, commits it
+// as one group (empty or not: the wait counts groups), then waits for its
+// own oldest group and consumes chunk i from `slot`.
 template <bool V16>
-__device__ __forceinline__ void stream_row(Shared &sh, Stream &st, int &slot,
-                                           const int32_t *candidates, long long rows,
-                                           long long rank_stride, uint4 *ring, uint32_t *skeys)
+__device__ __forceinline__ void stream_row(Shared &sh, const int32_t *cur, const int32_t *next,
+                                           long long rank_stride, uint4 *ring, uint32_t *skeys,
+                                           int &slot)
 {
     const uint32_t tid = threadIdx.x;
-#pragma unroll 1
+    int islot = slot == 0 ? kStages - 1 : slot - 1;
+#pragma unroll 2
     for (int i = 0; i < kIters; i++) {
-        issue_chunk<V16>(st, candidates, rows, rank_stride, ring);
+        const int j = i + kStages - 1;
+        uint4 *dst = ring + islot * kThreads + tid;
+        if (j < kIters)
+            issue_copy<V16>(cur, j, rank_stride, dst);
+        else if (next != nullptr)
+            issue_copy<V16>(next, j - kIters, rank_stride, dst);
+        commit_copies();
         asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
         const uint32_t v = (uint32_t)i * kThreads + tid;
         if (kFullIters || v < (uint32_t)kVecs) {
             const uint4 q = ring[slot * kThreads + tid];
             take_vector(sh, skeys, v, (int32_t)q.x, (int32_t)q.y, (int32_t)q.z, (int32_t)q.w);
         }
-        slot = slot + 1 == kStages ? 0 : slot + 1;
+        slot = next_slot(slot);
+        islot = next_slot(islot);
     }
 }
 
@@ -726,9 +729,11 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
     uint32_t nown_all = 0;
     if (want_rows) {
         // Owned ones compacted in item order: a ballot per warp, the warps'
-        // counts through shared memory (warp_sums), one round per item.
+        // counts through shared memory (warp_sums), one round per item
+        // (unrolled: g stays in registers; kItems <= 16).
+        static_assert(kItems <= 16, "K / threads <= 16 (src/pair.c)");
         int32_t *prow = o.rows_out + t * o.rows_stride;
-#pragma unroll 1
+#pragma unroll
         for (int it = 0; it < kItems; it++) {
             if ((uint32_t)it * kThreads >= nsel_all)
                 break;
@@ -804,29 +809,33 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
 
     if constexpr (kPipe) {
         uint4 *ring = reinterpret_cast<uint4 *>(dyn_keys + kCands);
-        Stream st;
-        st.row = blockIdx.x;
-        st.chunk = 0;
-        st.slot = 0;
-        int slot = 0;
+        // The first row's first kStages - 1 chunks, into slots 0 ..
+        // kStages - 2 (kStages - 1 <= kIters).
+        if ((long long)blockIdx.x < rows) {
+            const int32_t *first = candidates + (long long)blockIdx.x * row_words;
 #pragma unroll 1
-        for (int s = 0; s < kStages - 1; s++) {
-            if (v16)
-                issue_chunk<true>(st, candidates, rows, rank_stride, ring);
-            else
-                issue_chunk<false>(st, candidates, rows, rank_stride, ring);
+            for (int c = 0; c < kStages - 1; c++) {
+                if (v16)
+                    issue_copy<true>(first, c, rank_stride, ring + c * kThreads + tid);
+                else
+                    issue_copy<false>(first, c, rank_stride, ring + c * kThreads + tid);
+                commit_copies();
+            }
         }
+        int slot = 0;
 #pragma unroll 1
         for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
             for (int c = tid; c < kBins; c += kThreads)
                 sh.hist[c] = 0u;
             __syncthreads();
+            const int32_t *cur = candidates + t * row_words;
+            const int32_t *next = t + gridDim.x < rows ? cur + gridDim.x * row_words : nullptr;
             if (v16)
-                stream_row<true>(sh, st, slot, candidates, rows, rank_stride, ring, dyn_keys);
+                stream_row<true>(sh, cur, next, rank_stride, ring, dyn_keys, slot);
             else
-                stream_row<false>(sh, st, slot, candidates, rows, rank_stride, ring, dyn_keys);
+                stream_row<false>(sh, cur, next, rank_stride, ring, dyn_keys, slot);
             __syncthreads();
-            row.base = candidates + t * row_words;
+            row.base = cur;
             select_emit(sh, row, t, o);
             // Shared (the position list) and the keys are rewritten next.
             __syncthreads();
