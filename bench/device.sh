@@ -15,7 +15,8 @@
 # only what changed).
 #
 # Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
-# GPU tests, default 8: their NVRTC compiles run side by side), BENCHES (the
+# GPU tests, default 8: their NVRTC compiles run side by side), PROFILE_WHICH
+# (the kernels bench/profile.sh profiles, default "pair topn select"), BENCHES (the
 # bench programs to run, default all four), SAN_TESTS (the sanitizer's tests,
 # "binary case;binary case"), DCPTOPK_CACHE_DIR (a kernel cache
 # to start from, e.g. a carried copy of an earlier run's). Only 8 files come
@@ -58,7 +59,7 @@ stage_selftest() {
 }
 
 stage_profile() {
-    OUT="$OUT" timeout 400 bench/profile.sh "$build" >"$OUT/profile.log" 2>&1
+    OUT="$OUT" timeout 400 bench/profile.sh "$build" "${PROFILE_WHICH:-pair topn select}" >"$OUT/profile.log" 2>&1
     note "profile: rc=$? ($(grep -c 'rc=0' "$OUT/profile.log") kernels profiled)"
     (cd "$OUT" && tar czf prof.tgz prof && rm -rf prof)
 }
