@@ -9,8 +9,8 @@
 #include "runtime.h"
 
 /* Threads per block of the pair select: about 16 candidates a thread, whole
- * warps, at most 512 (two CTAs an SM on the pipelined path at W*K = 16384:
- * one CTA of 1024 measured 860 us against 531 us on the H200, 3e43af2). */
+ * warps, at most 512 (one CTA of 1024 at W*K = 16384 measured 860 us against
+ * 531 us on the H200, 3e43af2). */
 int32_t dc_pair_select_threads(const dcptopk_key *key)
 {
     int64_t cands = (int64_t)key->world_size * key->topk;
@@ -22,32 +22,14 @@ int32_t dc_pair_select_threads(const dcptopk_key *key)
     return (int32_t)t;
 }
 
-/* The pair select's launch shape, mirroring templates/pair_select.cu. Its
- * dynamic shared memory: the working area (8448 bytes, ps::kSharedBytes),
- * then the row's primary keys when W*K*4 bytes fit in 128 KiB. Rows of at
- * most 16384 candidates take the pipelined path (ps::kPipe): a persistent
- * grid of `target` CTAs an SM, each with a ring of 2..8 stages of
- * threads * 16 bytes in the shared memory left to it. */
-typedef struct pair_select_shape {
-    uint32_t smem;
-    int32_t per_sm; /* CTAs an SM on the pipelined path; 0: one CTA a row */
-} pair_select_shape;
-
-static pair_select_shape pair_select_shape_of(int32_t world_size, int32_t topk,
-                                              int32_t threads)
+/* Dynamic shared memory of the pair select: its working area (8448 bytes,
+ * ps::kSharedBytes), then the row's primary keys when W*K*4 bytes fit in
+ * 128 KiB, else none (they are re-read from global memory). The template
+ * derives the same rule (ps::kSmemKeys). */
+static uint32_t pair_select_smem(int32_t world_size, int32_t topk)
 {
-    pair_select_shape sh = {0, 0};
-    int64_t cands = (int64_t)world_size * topk;
-    int64_t keys = cands * 4;
-    sh.smem = (uint32_t)(8448 + (keys <= 131072 ? keys : 0));
-    if (keys <= 65536) {
-        int32_t target = threads >= 1024 ? 1 : (1024 / threads < 16 ? 1024 / threads : 16);
-        int64_t fit = (233472 / target - 1024 - 8448 - keys) / ((int64_t)threads * 16);
-        int64_t stages = fit < 2 ? 2 : fit > 8 ? 8 : fit;
-        sh.smem += (uint32_t)(stages * threads * 16);
-        sh.per_sm = target;
-    }
-    return sh;
+    uint32_t keys = (uint32_t)world_size * (uint32_t)topk * 4u;
+    return 8448u + (keys <= 131072u ? keys : 0u);
 }
 
 /* Threads per block of the pack: the registry's (src/kernels.c). */
@@ -145,19 +127,11 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
 
     dc_launch_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    const int32_t threads = dc_pair_select_threads(&key);
-    const pair_select_shape shape = pair_select_shape_of(c.world_size, c.topk, threads);
-    int64_t grid = args->rows; /* <= INT32_MAX (checked) */
-    if (shape.per_sm > 0) {
-        int32_t sms = dc_ctx_sm_count(ctx);
-        int64_t resident = (int64_t)(sms > 0 ? sms : 1) * shape.per_sm;
-        grid = grid < resident ? grid : resident;
-    }
-    cfg.grid[0] = (uint32_t)grid;
+    cfg.grid[0] = (uint32_t)args->rows; /* <= INT32_MAX (checked) */
     cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)threads;
+    cfg.block[0] = (uint32_t)dc_pair_select_threads(&key);
     cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = shape.smem;
+    cfg.smem_bytes = pair_select_smem(c.world_size, c.topk);
     cfg.stream = args->stream;
     return dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, params);
 }

@@ -56,28 +56,15 @@ constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 constexpr int kSmemKeyBytes = 131072;
 constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
-// memory; the keys follow, then the pipelined path's ring. The launcher adds
-// the same constant (src/pair.c).
+// memory; the keys follow. The launcher adds the same constant (src/pair.c).
 constexpr int kSharedBytes = 8448;
-// Pipelined path (rows of at most 16384 candidates: keys of 64 KiB or less).
-// A persistent CTA walks its rows t = blockIdx.x, + gridDim.x, ... and streams
-// them through a ring of kStages chunks; chunk i of a row is the vectors
-// v = i * kThreads + tid, one 16-byte slot per thread and stage. Each thread
-// copies (cp.async) and later consumes its own slots only, so the stream
-// needs no barrier, and the copies run kStages - 1 chunks ahead of the
-// consumer, across row ends: the next row's chunks are in flight while the
-// block selects the current one. kTarget CTAs share an SM (launch bounds:
-// 64 registers a thread); the shared memory left to each after its working
-// area and keys sizes the ring. src/pair.c derives the same numbers.
-constexpr bool kPipe = kCands * 4 <= 65536;
-constexpr int kTarget = kThreads >= 1024 ? 1 : (1024 / kThreads < 16 ? 1024 / kThreads : 16);
-constexpr int kCtaSmem = 233472 / kTarget - 1024; // 228 KiB an SM, 1 KiB reserved a CTA
-constexpr int kStagesFit = (kCtaSmem - kSharedBytes - kCands * 4) / (kThreads * 16);
-// 2 .. 8 stages, and at most one row ahead (kStages - 1 <= kIters).
-constexpr int kStagesCap = kIters + 1 < 8 ? kIters + 1 : 8;
-constexpr int kStages = kStagesFit < 2 ? 2 : kStagesFit > kStagesCap ? kStagesCap : kStagesFit;
-constexpr int kMinBlocks = kPipe ? kTarget : 1;
-// Vectors loaded per batch of the other path's load phase (registers in flight).
+// Three CTAs per SM when the keys take 64 KiB or less (3 x (64 + 8.25 + 1
+// reserved) KiB <= 228 KiB). A pipelined variant (two persistent CTAs an SM,
+// each streaming its rows through a cp.async ring) measured slower on the
+// H200: 599 against 531 us at W=8 K=2048 T=6710 (16a5294); the selection is
+// issue-bound and wants the third CTA's warps more than the overlap.
+constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
+// Vectors loaded per batch of the load phase (registers in flight).
 constexpr int kLoadBatch = 4;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
@@ -293,9 +280,8 @@ __device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_
     atomicAdd(&sh.hist[k1 ? k1 >> 21 : (uint32_t)kBins], 1u);
 }
 
-// Load phase of the other path: keys to shared memory (when kept there) and
-// the histogram of their top 11 bits. V16: 16-byte loads (buffer 16-byte
-// aligned).
+// Load phase: keys to shared memory (when kept there) and the histogram of
+// their top 11 bits. V16: 16-byte loads (buffer 16-byte aligned).
 template <bool V16>
 __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
 {
@@ -326,78 +312,6 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
                 take_vector(sh, skeys, v, s0[b], g0[b], s1[b], g1[b]);
         }
-    }
-}
-
-// ---- the pipelined path (kPipe)
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// Starts the copy of this thread's vector of chunk c of the row at `rowp`
-// into `slot` (nothing past the row's vectors).
-template <bool V16>
-__device__ __forceinline__ void issue_copy(const int32_t *rowp, int c, long long rank_stride,
-                                           uint4 *slot)
-{
-    const uint32_t v = (uint32_t)c * kThreads + threadIdx.x;
-    if (kFullIters || v < (uint32_t)kVecs) {
-        const int32_t *src = rowp + pair_offset(2 * v, rank_stride);
-        const uint32_t dst = smem_addr(slot);
-        if (V16) {
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src)
-                         : "memory");
-        } else {
-            // 8-byte aligned buffer: the vector's two pairs are adjacent (a
-            // vector never straddles two ranks).
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src)
-                         : "memory");
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst + 8u),
-                         "l"(src + 2)
-                         : "memory");
-        }
-    }
-}
-
-__device__ __forceinline__ void commit_copies()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-__device__ __forceinline__ int next_slot(int s) { return s + 1 == kStages ? 0 : s + 1; }
-
-// Streams row `cur`'s chunks through the ring: keys to shared memory and the
-// histogram of their top 11 bits, as load_phase does. Step i first issues
-// chunk i + kStages - 1 (of this row, or else of the next row `next`, null
-// when there is none) into the slot this thread consumed last, commits it
-// as one group (empty or not: the wait counts groups), then waits for its
-// own oldest group and consumes chunk i from `slot`.
-template <bool V16>
-__device__ __forceinline__ void stream_row(Shared &sh, const int32_t *cur, const int32_t *next,
-                                           long long rank_stride, uint4 *ring, uint32_t *skeys,
-                                           int &slot)
-{
-    const uint32_t tid = threadIdx.x;
-    int islot = slot == 0 ? kStages - 1 : slot - 1;
-#pragma unroll 2
-    for (int i = 0; i < kIters; i++) {
-        const int j = i + kStages - 1;
-        uint4 *dst = ring + islot * kThreads + tid;
-        if (j < kIters)
-            issue_copy<V16>(cur, j, rank_stride, dst);
-        else if (next != nullptr)
-            issue_copy<V16>(next, j - kIters, rank_stride, dst);
-        commit_copies();
-        asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 1) : "memory");
-        const uint32_t v = (uint32_t)i * kThreads + tid;
-        if (kFullIters || v < (uint32_t)kVecs) {
-            const uint4 q = ring[slot * kThreads + tid];
-            take_vector(sh, skeys, v, (int32_t)q.x, (int32_t)q.y, (int32_t)q.z, (int32_t)q.w);
-        }
-        slot = next_slot(slot);
-        islot = next_slot(islot);
     }
 }
 
@@ -777,8 +691,7 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
 {
     using namespace ps;
     // All shared memory is dynamic (the launcher asks for kSharedBytes plus
-    // the keys, plus the ring on the pipelined path), so that the runtime
-    // opts in past 48 KiB from one number.
+    // the keys), so that the runtime opts in past 48 KiB from one number.
     extern __shared__ __align__(16) uint32_t dyn_smem[];
     Shared &sh = *reinterpret_cast<Shared *>(dyn_smem);
     uint32_t *dyn_keys = dyn_smem + kSharedBytes / 4;
@@ -807,53 +720,17 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     // are multiples of 16 bytes since K is a multiple of 32).
     const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;
 
-    if constexpr (kPipe) {
-        uint4 *ring = reinterpret_cast<uint4 *>(dyn_keys + kCands);
-        // The first row's first kStages - 1 chunks, into slots 0 ..
-        // kStages - 2 (kStages - 1 <= kIters).
-        if ((long long)blockIdx.x < rows) {
-            const int32_t *first = candidates + (long long)blockIdx.x * row_words;
-#pragma unroll 1
-            for (int c = 0; c < kStages - 1; c++) {
-                if (v16)
-                    issue_copy<true>(first, c, rank_stride, ring + c * kThreads + tid);
-                else
-                    issue_copy<false>(first, c, rank_stride, ring + c * kThreads + tid);
-                commit_copies();
-            }
-        }
-        int slot = 0;
-#pragma unroll 1
-        for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
-            for (int c = tid; c < kBins; c += kThreads)
-                sh.hist[c] = 0u;
-            __syncthreads();
-            const int32_t *cur = candidates + t * row_words;
-            const int32_t *next = t + gridDim.x < rows ? cur + gridDim.x * row_words : nullptr;
-            if (v16)
-                stream_row<true>(sh, cur, next, rank_stride, ring, dyn_keys, slot);
-            else
-                stream_row<false>(sh, cur, next, rank_stride, ring, dyn_keys, slot);
-            __syncthreads();
-            row.base = cur;
-            select_emit(sh, row, t, o);
-            // Shared (the position list) and the keys are rewritten next.
-            __syncthreads();
-        }
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-    } else {
-        const long long t = blockIdx.x;
-        if (t >= rows)
-            return;
-        row.base = candidates + t * row_words;
-        for (int c = tid; c < kBins; c += kThreads)
-            sh.hist[c] = 0u;
-        __syncthreads();
-        if (v16)
-            load_phase<true>(sh, row, dyn_keys);
-        else
-            load_phase<false>(sh, row, dyn_keys);
-        __syncthreads();
-        select_emit(sh, row, t, o);
-    }
+    const long long t = blockIdx.x;
+    if (t >= rows)
+        return;
+    row.base = candidates + t * row_words;
+    for (int c = tid; c < kBins; c += kThreads)
+        sh.hist[c] = 0u;
+    __syncthreads();
+    if (v16)
+        load_phase<true>(sh, row, dyn_keys);
+    else
+        load_phase<false>(sh, row, dyn_keys);
+    __syncthreads();
+    select_emit(sh, row, t, o);
 }
