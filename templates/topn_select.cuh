@@ -214,13 +214,10 @@ __device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *w
     if (lane == 31)
         warp_sums[warp] = x;
     __syncthreads();
-    uint32_t before = 0, sum = 0;
-#pragma unroll
-    for (int w = 0; w < DC_TOPN_WARPS; w++) {
-        const uint32_t s = warp_sums[w];
-        before += ((uint32_t)w < warp) ? s : 0u;
-        sum += s;
-    }
+    // Lane w reads warp w's sum; two warp reductions add them up.
+    const uint32_t s = lane < (uint32_t)DC_TOPN_WARPS ? warp_sums[lane] : 0u;
+    const uint32_t sum = __reduce_add_sync(0xFFFFFFFFu, s);
+    const uint32_t before = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? s : 0u);
     __syncthreads();
     *total = sum;
     return before + x - v;
