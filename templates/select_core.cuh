@@ -141,11 +141,21 @@ __device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
     if (lane == 31)
         warp_tot[w] = x;
     __syncthreads();
-    // Lane v reads warp v's sum; two warp reductions give the warps before
-    // this one and the block's total (two barriers instead of three).
-    const uint32_t s = lane < NW ? (uint32_t)warp_tot[lane] : 0u;
-    *total = (int)__reduce_add_sync(0xFFFFFFFFu, s);
-    x += (int)__reduce_add_sync(0xFFFFFFFFu, lane < w ? s : 0u);
+    if (w == 0) {
+        int v = lane < NW ? warp_tot[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, v, o);
+            if (lane >= o)
+                v += y;
+        }
+        if (lane < NW)
+            warp_tot[lane] = v;
+    }
+    __syncthreads();
+    if (w > 0)
+        x += warp_tot[w - 1];
+    *total = warp_tot[NW - 1];
     __syncthreads();
     return x;
 }
