@@ -1,5 +1,6 @@
 /* bench_packed.c - timings of the packed merge on the GPU: the select (W=8,
- * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64
+ * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64;
+ * also 50 launches back to back, per launch: "piped"
  * with no saturated row; T=6710 with 1%, 10%, 100% of rows saturated) and
  * the whole two-round loopback merge at T=64 (decode) and T=6710 (prefill).
  *
@@ -84,6 +85,34 @@ static double time_us(dcptopk_context *ctx, void *stream, bench_fn fn,
     dc_event_destroy(ctx, e1);
     qsort(ms, ITERS, sizeof ms[0], cmp_f);
     return 1000.0 * ms[ITERS / 2];
+}
+
+/* Per-launch time of `batch` calls issued back to back between two events
+ * (no host gap between launches, as in a CUDA graph): the median over ITERS
+ * batches, in microseconds. It hides the fixed event and launch overhead
+ * (about 3.7 us here) that a single timed call carries. */
+static double piped_us(dcptopk_context *ctx, void *stream, bench_fn fn,
+                       void *user, int batch)
+{
+    void *e0, *e1;
+    float ms[ITERS];
+    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
+        DIE("events");
+    for (int i = 0; i < WARMUP + ITERS; i++) {
+        if (dc_event_record(ctx, e0, stream))
+            DIE("record");
+        for (int j = 0; j < batch; j++)
+            if (fn(user, i * batch + j))
+                DIE("call %d", i);
+        if (dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
+            DIE("record");
+        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
+            DIE("elapsed");
+    }
+    dc_event_destroy(ctx, e0);
+    dc_event_destroy(ctx, e1);
+    qsort(ms, ITERS, sizeof ms[0], cmp_f);
+    return 1000.0 * ms[ITERS / 2] / batch;
 }
 
 static void report(const char *name, const char *shape, double us,
@@ -216,6 +245,8 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         b.a[i].rows = 64;
     us = time_us(ctx, stream, run_rescue, &b, NULL);
     report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
+    us = piped_us(ctx, stream, run_rescue, &b, 50);
+    report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
 
     /* Rescue with 1%, 10%, 100% of T = 6710 rows saturated (rank 3, tau16
      * in the middle of the keys); flags always 1 and seq reset to 0 before

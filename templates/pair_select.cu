@@ -55,6 +55,10 @@ constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // the same rule from W and K for the dynamic shared memory size).
 constexpr int kSmemKeyBytes = 131072;
 constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
+// At most 32 positions a thread and keys in shared memory: the radix passes
+// and the emit keep per-key flags as bit masks in registers (bit j =
+// position tid * kChunk + j).
+constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow. The launcher adds the same constant (src/pair.c).
 constexpr int kSharedBytes = 8448;
@@ -130,14 +134,16 @@ __device__ __forceinline__ long long pair_offset(uint32_t p, long long rank_stri
     return (long long)p * 2;
 }
 
-// dc::ord32 of the score, 0 when the gid is negative: without branches
-// (ord32 flips every bit of a negative score and the sign bit of another).
+// dc::ord32 of the score, 0 when the gid is negative: without branches.
+// ord32 flips every bit of a negative score and the sign bit of another;
+// the non-NaN scores (-inf .. +inf) land exactly on [0x007FFFFF,
+// 0xFF800000], the NaNs outside it, so one unsigned range test finds them.
 __device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
 {
     const uint32_t b = (uint32_t)score_bits;
     const uint32_t k = b ^ ((uint32_t)(score_bits >> 31) | 0x80000000u);
-    const bool invalid = gid < 0 || (b & 0x7FFFFFFFu) > 0x7F800000u;
-    return invalid ? 0u : k;
+    const bool valid = gid >= 0 && k - 0x007FFFFFu <= 0xFF800000u - 0x007FFFFFu;
+    return valid ? k : 0u;
 }
 
 // The sum of sh.warp_sums over the warps before `warp`; *all = over all.
@@ -282,11 +288,14 @@ __device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_
 
 // Load phase: keys to shared memory (when kept there) and the histogram of
 // their top 11 bits. V16: 16-byte loads (buffer 16-byte aligned).
+//
+// Rows of at most 16 iterations are unrolled whole: every iteration's rank
+// and offset in the rank fold into constants.
 template <bool V16>
 __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
-#pragma unroll 1
+#pragma unroll(kIters <= 16 ? 16 : 1)
     for (int i0 = 0; i0 < kIters; i0 += kLoadBatch) {
         int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
 #pragma unroll
@@ -297,7 +306,14 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
             s1[b] = 0;
             g1[b] = -1;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
-                const int32_t *p = row.base + pair_offset(2 * v, row.rank_stride);
+                // A whole iteration in one rank (2 * kThreads divides K):
+                // its rank and first position are known without tid.
+                constexpr bool kOneRank = kLayout == 0 && kK % (2 * kThreads) == 0;
+                const uint32_t p0 = (uint32_t)(i0 + b) * (2 * kThreads);
+                const int32_t *p =
+                    kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
+                                   (long long)((p0 % kK + 2 * tid) * 2)
+                             : row.base + pair_offset(2 * v, row.rank_stride);
                 if (V16) {
                     ld_nc_v4(p, s0[b], g0[b], s1[b], g1[b]);
                 } else {
@@ -364,15 +380,67 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
     __syncthreads();
 }
 
+// Pass 1 with masks (kMask): the histogram of digit 1 of the keys in the
+// pass-0 boundary bin b0, and this thread's flags: *above = keys whose top
+// 11 bits exceed b0, *inbin = valid keys in b0.
+__device__ void hist_pass1(Shared &sh, const Row &row, uint32_t b0, uint32_t &above,
+                           uint32_t &inbin)
+{
+    const uint32_t p0 = threadIdx.x * kChunk;
+    above = 0u;
+    inbin = 0u;
+#pragma unroll
+    for (int c = 0; c < kChunk; c += 4) {
+        if (p0 + c >= (uint32_t)kCands)
+            break;
+        const uint4 q4 = key4(row, p0 + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t k = get(q4, j), top = k >> 21;
+            above |= (top > b0 ? 1u : 0u) << (c + j);
+            if (k != 0u && top == b0) {
+                inbin |= 1u << (c + j);
+                atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// Pass 2 with masks: the histogram of digit 2 of the keys flagged in inbin
+// with (k & mask) == pre.
+__device__ void hist_pass2(Shared &sh, const Row &row, uint32_t inbin, uint32_t mask,
+                           uint32_t pre)
+{
+    const uint32_t p0 = threadIdx.x * kChunk;
+    for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
+        const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
+        if ((k & mask) == pre)
+            atomicAdd(&sh.hist[k & 0x3FFu], 1u);
+    }
+    __syncthreads();
+}
+
 // Radix select; leaves the decision in sh.dec. The first
 // histogram is already in sh.hist.
-__device__ void radix_select(Shared &sh, const Row &row)
+// With kMask, *masked says whether pass 1 ran and left this thread's flags
+// in above / inbin (see hist_pass1).
+__device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
+                             uint32_t &inbin_mask, bool &masked)
 {
     uint32_t need = kK, mask = 0, pre = 0;
+    masked = false;
     for (int q = 0; q < 3; q++) {
         if (q > 0) {
             clear_hist(sh);
-            hist_primary(sh, row, q, mask, pre);
+            if (kMask && q == 1) {
+                hist_pass1(sh, row, pre >> 21, above_mask, inbin_mask);
+                masked = true;
+            } else if (kMask && q == 2) {
+                hist_pass2(sh, row, inbin_mask, mask, pre);
+            } else {
+                hist_primary(sh, row, q, mask, pre);
+            }
         }
         find_bin(sh, need);
         if (q == 0 && sh.total <= need) {
@@ -520,7 +588,9 @@ struct Out {
 __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long long t, const Out &o)
 {
     const uint32_t tid = threadIdx.x;
-    radix_select(sh, row);
+    uint32_t above_mask = 0, inbin_mask = 0;
+    bool masked = false;
+    radix_select(sh, row, above_mask, inbin_mask, masked);
 
     const Decision &d = sh.dec;
     __syncthreads();
@@ -589,25 +659,46 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
         return f;
     };
 
-    // (A) count.
-    uint32_t nsel = 0;
-    {
+    // (A) count. Rows of at most 32 positions a thread keep the flags as a
+    // bit mask, which (B) walks without reading the keys again. A primary
+    // threshold found after pass 1 needs only the keys of the pass-0 bin:
+    // the ones above it are all taken.
+    uint32_t nsel = 0, selmask = 0;
+    if (kMask && masked && d.mode == kModePrimary) {
+        selmask = above_mask;
+        for (uint32_t m = inbin_mask; m != 0u; m &= m - 1u) {
+            const uint32_t j = (uint32_t)(__ffs(m) - 1);
+            if (row.keys[key_index(p0 + j)] >= lo)
+                selmask |= 1u << j;
+        }
+    } else {
         uint32_t eq = eq_base;
-#pragma unroll 4
+#pragma unroll(kMask ? 8 : 4)
         for (int c = 0; c < kChunk; c += 4) {
             if (p0 + c >= (uint32_t)kCands)
                 break;
             const uint4 q4 = key4(row, p0 + c);
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                nsel += pick(get(q4, j), p0 + c + j, eq) ? 1u : 0u;
+            for (int j = 0; j < 4; j++) {
+                const bool f = pick(get(q4, j), p0 + c + j, eq);
+                if (kMask)
+                    selmask |= (f ? 1u : 0u) << (c + j);
+                else
+                    nsel += f ? 1u : 0u;
+            }
         }
     }
+    if (kMask)
+        nsel = __popc(selmask);
     uint32_t nsel_all;
     const uint32_t before = block_scan(sh, nsel, &nsel_all) - nsel;
 
     // (B) positions, in order.
-    {
+    if (kMask) {
+        uint32_t at = before;
+        for (uint32_t m = selmask; m != 0u; m &= m - 1u)
+            list[at++] = (uint16_t)(p0 + (uint32_t)(__ffs(m) - 1));
+    } else {
         uint32_t at = before, eq = eq_base;
 #pragma unroll 4
         for (int c = 0; c < kChunk; c += 4) {
