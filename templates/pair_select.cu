@@ -68,6 +68,14 @@ constexpr int kSharedBytes = 8448;
 // H200: 599 against 531 us at W=8 K=2048 T=6710 (16a5294); the selection is
 // issue-bound and wants the third CTA's warps more than the overlap.
 constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
+// With three CTAs an SM the grid is persistent (src/pair.c: min(rows, 3 x
+// SMs)): CTA b takes rows b, b + grid, ... and, once a row's keys are in
+// shared memory, asks L2 for the first kPrefetchBytes of its next row, so
+// that HBM works while the block selects. Half a row: the 3 x 132 next rows
+// then take 25 MiB of the 60 MiB L2, which still holds the current rows for
+// the emit's gid loads.
+constexpr bool kPersist = kMinBlocks == 3;
+constexpr int kPrefetchBytes = kCands * 4;
 // Vectors loaded per batch of the load phase (registers in flight).
 constexpr int kLoadBatch = 4;
 
@@ -274,13 +282,14 @@ __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
 // to shared memory (when kept there), their top 11 bits to the histogram.
-__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_t v, int32_t s0,
-                                            int32_t g0, int32_t s1, int32_t g1)
+// kidx = key_index(2 * v).
+__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_t kidx,
+                                            int32_t s0, int32_t g0, int32_t s1, int32_t g1)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
-        *reinterpret_cast<uint2 *>(skeys + key_index(2 * v)) = make_uint2(k0, k1);
+        *reinterpret_cast<uint2 *>(skeys + kidx) = make_uint2(k0, k1);
     // Invalid keys (0) count in the sink: no branch.
     atomicAdd(&sh.hist[k0 ? k0 >> 21 : (uint32_t)kBins], 1u);
     atomicAdd(&sh.hist[k1 ? k1 >> 21 : (uint32_t)kBins], 1u);
@@ -295,6 +304,7 @@ template <bool V16>
 __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
+    const uint32_t key0 = key_index(2 * tid);
 #pragma unroll(kIters <= 16 ? 16 : 1)
     for (int i0 = 0; i0 < kIters; i0 += kLoadBatch) {
         int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
@@ -325,8 +335,14 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
 #pragma unroll
         for (int b = 0; b < kLoadBatch; b++) {
             const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
+            // With whole 128-thread groups an iteration moves every position
+            // by a multiple of 256 (8 swizzle rows): the swizzle of 2 * tid
+            // holds for all iterations.
+            const uint32_t kidx = kThreads % 128 == 0
+                                      ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
+                                      : key_index(2 * v);
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(sh, skeys, v, s0[b], g0[b], s1[b], g1[b]);
+                take_vector(sh, skeys, kidx, s0[b], g0[b], s1[b], g1[b]);
         }
     }
 }
@@ -811,17 +827,29 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     // are multiples of 16 bytes since K is a multiple of 32).
     const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;
 
-    const long long t = blockIdx.x;
-    if (t >= rows)
-        return;
-    row.base = candidates + t * row_words;
-    for (int c = tid; c < kBins; c += kThreads)
-        sh.hist[c] = 0u;
-    __syncthreads();
-    if (v16)
-        load_phase<true>(sh, row, dyn_keys);
-    else
-        load_phase<false>(sh, row, dyn_keys);
-    __syncthreads();
-    select_emit(sh, row, t, o);
+    const long long step = kPersist ? (long long)gridDim.x : rows;
+#pragma unroll 1
+    for (long long t = blockIdx.x; t < rows; t += step) {
+        row.base = candidates + t * row_words;
+        for (int c = tid; c < kBins; c += kThreads)
+            sh.hist[c] = 0u;
+        __syncthreads();
+        if (v16)
+            load_phase<true>(sh, row, dyn_keys);
+        else
+            load_phase<false>(sh, row, dyn_keys);
+        __syncthreads();
+        if (kPersist && t + step < rows) {
+            // One 128-byte line per 16 pairs; a line never straddles two
+            // ranks (K * 8 bytes is a multiple of 256).
+            const int32_t *next = row.base + step * row_words;
+            for (uint32_t line = tid; line < (uint32_t)(kPrefetchBytes / 128); line += kThreads) {
+                const int32_t *a = next + pair_offset(line * 16u, rank_stride);
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+            }
+        }
+        select_emit(sh, row, t, o);
+        // The next row rewrites Shared (the position list, warp sums).
+        __syncthreads();
+    }
 }
