@@ -314,7 +314,27 @@ static void immutable_uri(const char *path, char *out, size_t size)
 
 /* Small columns first, blobs last: SUM(size), listings and the LRU scan then
  * never touch the blobs' overflow pages. created / last_used / started are
- * unix milliseconds. */
+ * unix milliseconds.
+ *
+ * Hits are counted in table usage, not in entries: SQLite rewrites a whole
+ * record on UPDATE, and an entries row holds the blobs (0.1 to 1.4 MB in
+ * overflow pages), so counting a hit there wrote up to a megabyte into the
+ * WAL (whenever the record's size changed, as hits going from 1 to 2 does)
+ * and always read and rebuilt the record. A usage row is a few dozen bytes.
+ * An entry's hits are entries.hits + usage.hits and its last use the later
+ * of the two last_used (entries keeps what older versions counted there; this
+ * version stores entries with hits 0 and last_used = created and never
+ * updates them). The schema version stays 1: an older library ignores
+ * usage (it counts into entries, and its LRU sees only that), and the
+ * trigger, which lives in the file, drops the usage row of an entry
+ * whoever deletes it, so a key stored again later starts from 0. */
+#define USAGE_SQL                                                              \
+    "CREATE TABLE IF NOT EXISTS main.usage("                                   \
+    " key TEXT PRIMARY KEY NOT NULL, hits INTEGER NOT NULL,"                   \
+    " last_used INTEGER NOT NULL) WITHOUT ROWID;"                              \
+    "CREATE TRIGGER IF NOT EXISTS main.usage_of_deleted_entry AFTER DELETE"    \
+    " ON entries BEGIN DELETE FROM usage WHERE key=old.key; END;"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS entries("
     " key TEXT PRIMARY KEY NOT NULL,"
@@ -327,7 +347,8 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS entries_last_used ON entries(last_used);"
     "CREATE TABLE IF NOT EXISTS claims("
     " key TEXT PRIMARY KEY NOT NULL, pid INTEGER NOT NULL,"
-    " host TEXT NOT NULL, token INTEGER NOT NULL, started INTEGER NOT NULL);";
+    " host TEXT NOT NULL, token INTEGER NOT NULL, started INTEGER NOT NULL);"
+    USAGE_SQL;
 
 int dc_cache_create_schema(sqlite3 *db)
 {
@@ -359,12 +380,49 @@ int dc_cache_read_int(sqlite3 *db, const char *sql, int64_t *out)
     return rc;
 }
 
-/* Checks (and for a new, empty file creates) the schema. *foreign = 1 when
- * the file is a database of another schema version or of something else. */
-int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
+static const char usage_exists_sql[] =
+    "SELECT count(*) FROM main.sqlite_master WHERE type='table' AND "
+    "name='usage'";
+
+/* Table usage for a file of schema 1 that lacks it (made before it
+ * existed): added to the file when writable (once, under the write lock),
+ * else an empty TEMP table stands in for it. A damaged file's code is
+ * returned (the caller moves it aside); any other failure to add it only
+ * costs the cheap hit counting. */
+static int ensure_usage(sqlite3 *db, int writable, int *in_file)
+{
+    int64_t n = 0;
+    int rc = dc_cache_read_int(db, usage_exists_sql, &n);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (n == 0 && writable) {
+        rc = sqlite3_exec(db, "BEGIN IMMEDIATE;" USAGE_SQL "COMMIT;", NULL,
+                          NULL, NULL);
+        if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        if (dc_cache_is_corrupt_rc(rc))
+            return rc;
+        if (dc_cache_read_int(db, usage_exists_sql, &n) != SQLITE_OK)
+            n = 0;
+    }
+    *in_file = n != 0;
+    if (n != 0)
+        return SQLITE_OK;
+    return sqlite3_exec(db,
+                        "CREATE TEMP TABLE IF NOT EXISTS usage("
+                        " key TEXT PRIMARY KEY NOT NULL, hits INTEGER NOT NULL,"
+                        " last_used INTEGER NOT NULL)",
+                        NULL, NULL, NULL);
+}
+
+int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign,
+                          int *usage_in_file)
 {
     int64_t version = 0, tables = 0;
+    int in_file = 0;
     *foreign = 0;
+    if (usage_in_file)
+        *usage_in_file = 0;
     int rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return rc;
@@ -375,6 +433,10 @@ int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
                                &tables);
         if (rc == SQLITE_OK && tables != 2)
             *foreign = 1;
+        if (rc == SQLITE_OK && !*foreign)
+            rc = ensure_usage(db, writable, &in_file);
+        if (usage_in_file)
+            *usage_in_file = in_file;
         return rc;
     }
     if (version != 0 || !writable) {
@@ -399,16 +461,25 @@ int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign)
     if (rc == SQLITE_OK)
         rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master",
                                &tables);
+    int created = 0;
     if (rc == SQLITE_OK) {
-        if (version == 0 && tables == 0)
+        if (version == 0 && tables == 0) {
             rc = dc_cache_create_schema(db);
-        else if (version != DC_CACHE_SCHEMA_VERSION)
+            created = 1;
+        } else if (version != DC_CACHE_SCHEMA_VERSION) {
             *foreign = 1;
+        }
     }
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && !*foreign && !created) {
+        /* Another opener created the schema meanwhile: check it as ours. */
+        return dc_cache_check_schema(db, writable, foreign, usage_in_file);
+    }
+    if (rc == SQLITE_OK && created && usage_in_file)
+        *usage_in_file = 1;
     return rc;
 }
 
@@ -519,6 +590,7 @@ static int open_memory(dc_cache *c)
         open_db(c, ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (rc == SQLITE_OK)
         rc = dc_cache_create_schema(c->db);
+    c->usage = rc == SQLITE_OK;
     c->memory = 1;
     c->readonly = 0;
     return rc;
@@ -564,7 +636,7 @@ static int open_readonly_probe(dc_cache *c, const char *name, int flags,
 {
     int rc = open_db(c, name, flags);
     if (rc == SQLITE_OK)
-        rc = dc_cache_check_schema(c->db, 0, foreign);
+        rc = dc_cache_check_schema(c->db, 0, foreign, &c->usage);
     if (rc == SQLITE_OK && !*foreign) {
         int64_t n = 0;
         rc = dc_cache_read_int(c->db, "SELECT count(*) FROM entries", &n);
@@ -689,7 +761,7 @@ static void open_readwrite(dc_cache *c)
                 sqlite3_exec(c->db, c->wal ? "PRAGMA synchronous=NORMAL"
                                            : "PRAGMA synchronous=FULL",
                              NULL, NULL, NULL);
-                rc = dc_cache_check_schema(c->db, 1, &foreign);
+                rc = dc_cache_check_schema(c->db, 1, &foreign, &c->usage);
             }
         }
         if (rc == SQLITE_OK && !foreign) {
@@ -971,17 +1043,24 @@ static int read_entry(dc_cache *c, const char *hex, dc_cache_hit *out,
 }
 
 /* Counts a hit (best effort and cheap: a short busy wait, failures ignored;
- * a read-only file is never written). */
+ * a read-only file is never written). One small row of table usage: never
+ * the entries row, whose rewrite would copy its blobs (see schema_sql). The
+ * row is written only while the entry exists, so no usage row outlives its
+ * entry (the trigger drops it with the entry). */
 static void bump_hit(dc_cache *c, const char *hex)
 {
     if (c->readonly)
         return;
     c->busy_limit_ms = c->busy_ms < 100 ? c->busy_ms : 100;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db,
-                           "UPDATE entries SET hits=hits+1, last_used=?2 "
-                           "WHERE key=?1",
-                           -1, &st, NULL) == SQLITE_OK) {
+    const char *sql =
+        c->usage ? "INSERT INTO main.usage(key, hits, last_used) SELECT ?1, 1,"
+                   " ?2 WHERE EXISTS(SELECT 1 FROM entries WHERE key=?1) "
+                   "ON CONFLICT(key) DO UPDATE SET hits=hits+1, "
+                   "last_used=excluded.last_used"
+                 /* A file that could not get table usage: the old way. */
+                 : "UPDATE entries SET hits=hits+1, last_used=?2 WHERE key=?1";
+    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, dc_cache_now_ms());
         sqlite3_step(st);

@@ -13,14 +13,28 @@
 
 #include "cache_int.h"
 
-#define ENTRY_COLUMNS                                                          \
-    "key, kernel, fields, arch, nvrtc_version, lib_version, length(cubin), " \
-    "length(ptx), length(source), compile_ms, created, last_used, hits"
+/* An entry's hits and last use: what entries holds (counted there by older
+ * versions) plus its row of table usage (cache.c, schema_sql). Every query
+ * reads entries as `e` joined with usage as `u` (FROM_ENTRIES); `usage` is
+ * a TEMP table when the file has none (dc_cache_check_schema). */
+#define HITS "e.hits + coalesce(u.hits, 0)"
+#define LAST_USED "max(e.last_used, coalesce(u.last_used, 0))"
+#define FROM_ENTRIES " FROM entries e LEFT JOIN usage u ON u.key = e.key"
 
-/* Every column, in table order (the blobs last). */
+#define ENTRY_COLUMNS                                                          \
+    "e.key, e.kernel, e.fields, e.arch, e.nvrtc_version, e.lib_version, "      \
+    "length(e.cubin), length(e.ptx), length(e.source), e.compile_ms, "        \
+    "e.created, " LAST_USED ", " HITS
+
+/* Every column, in table order (the blobs last), as written to another
+ * file: hits and last_used folded in from usage. */
 #define ALL_COLUMNS                                                            \
     "key, kernel, fields, arch, nvrtc_version, lib_version, checksum, "       \
     "compile_ms, size, created, last_used, hits, cubin, ptx, source"
+#define ALL_COLUMNS_READ                                                       \
+    "e.key, e.kernel, e.fields, e.arch, e.nvrtc_version, e.lib_version, "      \
+    "e.checksum, e.compile_ms, e.size, e.created, " LAST_USED ", " HITS ", "  \
+    "e.cubin, e.ptx, e.source"
 
 static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col)
 {
@@ -128,8 +142,8 @@ dcptopk_result dc_cache_list(dc_cache *c, dcptopk_cache_entry **out,
         return DCPTOPK_INVALID_ARGUMENT;
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(c->db,
-                                "SELECT " ENTRY_COLUMNS " FROM entries ORDER BY"
-                                " last_used DESC, rowid DESC",
+                                "SELECT " ENTRY_COLUMNS FROM_ENTRIES
+                                " ORDER BY " LAST_USED " DESC, e.rowid DESC",
                                 -1, &st, NULL);
     dcptopk_cache_entry *v = NULL;
     size_t n = 0, cap = 0;
@@ -194,7 +208,7 @@ dcptopk_result dc_cache_entry_get(dc_cache *c, const char *hex,
         return DCPTOPK_INVALID_ARGUMENT;
     sqlite3_stmt *st;
     dcptopk_result r = find_by_key(
-        c, "SELECT " ENTRY_COLUMNS " FROM entries WHERE key=?1", hex,
+        c, "SELECT " ENTRY_COLUMNS FROM_ENTRIES " WHERE e.key=?1", hex,
         "reading an entry", &st, err, err_size);
     if (r != DCPTOPK_SUCCESS)
         return r;
@@ -259,8 +273,9 @@ dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
         return DCPTOPK_INVALID_ARGUMENT;
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(c->db,
-                                "SELECT count(*), total(size), total(hits), "
-                                "total(compile_ms) FROM entries",
+                                "SELECT count(*), total(e.size), "
+                                "total(" HITS "), total(e.compile_ms)"
+                                FROM_ENTRIES,
                                 -1, &st, NULL);
     if (rc == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW) {
@@ -405,8 +420,9 @@ dcptopk_result dc_cache_prune(dc_cache *c, int64_t max_bytes,
                                &total);
     if (rc == SQLITE_OK && total > max_bytes) {
         rc = sqlite3_prepare_v2(c->db,
-                                "SELECT key, size FROM entries WHERE key IS "
-                                "NOT ?1 ORDER BY last_used, rowid",
+                                "SELECT e.key, e.size" FROM_ENTRIES
+                                " WHERE e.key IS NOT ?1 ORDER BY " LAST_USED
+                                ", e.rowid",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK && keep_hex)
             sqlite3_bind_text(st, 1, keep_hex, -1, SQLITE_STATIC);
@@ -500,14 +516,15 @@ dcptopk_result dc_cache_clear(dc_cache *c, int64_t *removed, char *err,
 
 /* ----------------------------------------------------------- export/import */
 
-/* Copies the valid rows of `src` (a SELECT ALL_COLUMNS) into `dst`, keeping
+/* Copies the valid rows of `src` (a SELECT ALL_COLUMNS_READ) into `dst`, keeping
  * existing keys. *added counts rows inserted, *skipped bad rows. */
 static int copy_rows(sqlite3 *srcdb, sqlite3 *dst, int64_t *added,
                      int64_t *skipped)
 {
     sqlite3_stmt *src = NULL, *ins = NULL;
-    int rc = sqlite3_prepare_v2(srcdb, "SELECT " ALL_COLUMNS " FROM entries",
-                                -1, &src, NULL);
+    int rc = sqlite3_prepare_v2(srcdb,
+                                "SELECT " ALL_COLUMNS_READ FROM_ENTRIES, -1,
+                                &src, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(dst,
                                 "INSERT OR IGNORE INTO entries(" ALL_COLUMNS
@@ -626,7 +643,7 @@ dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
     if (rc == SQLITE_OK) {
         sqlite3_extended_result_codes(src, 1);
         sqlite3_busy_timeout(src, 10000);
-        rc = dc_cache_check_schema(src, 0, &foreign);
+        rc = dc_cache_check_schema(src, 0, &foreign, NULL);
     }
     if (rc != SQLITE_OK || foreign) {
         if (rc == SQLITE_OK)

@@ -22,6 +22,8 @@ struct dc_cache {
     int wal;                      /* journal_mode is WAL                   */
     int recovered;                /* a damaged file was moved aside        */
     int warned_store;             /* the one store-failure warning done    */
+    int usage;                    /* the file has table usage: hits go
+                                     there (else into entries, the old way) */
     double claim_timeout_s;       /* DCPTOPK_CACHE_CLAIM_TIMEOUT           */
     int busy_ms;                  /* DCPTOPK_CACHE_BUSY_MS                 */
     int busy_limit_ms;            /* the busy handler's budget now         */
@@ -53,6 +55,13 @@ void dc_cache_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n);
 int dc_cache_column_copy(sqlite3_stmt *st, int col, void **out, size_t *size);
 void dc_cache_identity(int64_t *pid, int64_t *token, char host[256]);
 int dc_cache_create_schema(sqlite3 *db);
-int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign);
+/* Checks (and for a new, empty file creates) the schema. *foreign = 1 when
+ * the file is a database of another schema version or of something else.
+ * For a file of ours without table usage (made by an older version), adds
+ * it when writable, else (or when that fails) creates an empty TEMP table
+ * usage, so that queries may always name `usage`. *usage_in_file (may be
+ * NULL) = 1 when the file itself has it. */
+int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign,
+                          int *usage_in_file);
 
 #endif /* DCPTOPK_CACHE_INT_H */

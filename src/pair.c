@@ -127,16 +127,8 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
 
     dc_launch_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
-    /* Three CTAs an SM (keys of 64 KiB or less, 512 threads): a persistent
-     * grid of one wave (templates/pair_select.cu, ps::kPersist). */
-    int64_t grid = args->rows; /* <= INT32_MAX (checked) */
     const int32_t threads = dc_pair_select_threads(&key);
-    if ((int64_t)c.world_size * c.topk * 4 <= 65536 && threads >= 512) {
-        int32_t sms = dc_ctx_sm_count(ctx);
-        int64_t resident = 3 * (int64_t)(sms > 0 ? sms : 1);
-        grid = grid < resident ? grid : resident;
-    }
-    cfg.grid[0] = (uint32_t)grid;
+    cfg.grid[0] = (uint32_t)args->rows; /* <= INT32_MAX (checked) */
     cfg.grid[1] = cfg.grid[2] = 1;
     cfg.block[0] = (uint32_t)threads;
     cfg.block[1] = cfg.block[2] = 1;

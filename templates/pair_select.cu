@@ -68,14 +68,9 @@ constexpr int kSharedBytes = 8448;
 // H200: 599 against 531 us at W=8 K=2048 T=6710 (16a5294); the selection is
 // issue-bound and wants the third CTA's warps more than the overlap.
 constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
-// With three CTAs an SM the grid is persistent (src/pair.c: min(rows, 3 x
-// SMs)): CTA b takes rows b, b + grid, ... and, once a row's keys are in
-// shared memory, asks L2 for the first kPrefetchBytes of its next row, so
-// that HBM works while the block selects. Half a row: the 3 x 132 next rows
-// then take 25 MiB of the 60 MiB L2, which still holds the current rows for
-// the emit's gid loads.
-constexpr bool kPersist = kMinBlocks == 3;
-constexpr int kPrefetchBytes = kCands * 4;
+// A persistent grid of three CTAs an SM that prefetched half of each CTA's
+// next row into L2 during the selection measured slower too: 519.7 against
+// 445.9 us (8a13148).
 // Vectors loaded per batch of the load phase (registers in flight).
 constexpr int kLoadBatch = 4;
 
@@ -827,29 +822,17 @@ dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
     // are multiples of 16 bytes since K is a multiple of 32).
     const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;
 
-    const long long step = kPersist ? (long long)gridDim.x : rows;
-#pragma unroll 1
-    for (long long t = blockIdx.x; t < rows; t += step) {
-        row.base = candidates + t * row_words;
-        for (int c = tid; c < kBins; c += kThreads)
-            sh.hist[c] = 0u;
-        __syncthreads();
-        if (v16)
-            load_phase<true>(sh, row, dyn_keys);
-        else
-            load_phase<false>(sh, row, dyn_keys);
-        __syncthreads();
-        if (kPersist && t + step < rows) {
-            // One 128-byte line per 16 pairs; a line never straddles two
-            // ranks (K * 8 bytes is a multiple of 256).
-            const int32_t *next = row.base + step * row_words;
-            for (uint32_t line = tid; line < (uint32_t)(kPrefetchBytes / 128); line += kThreads) {
-                const int32_t *a = next + pair_offset(line * 16u, rank_stride);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-            }
-        }
-        select_emit(sh, row, t, o);
-        // The next row rewrites Shared (the position list, warp sums).
-        __syncthreads();
-    }
+    const long long t = blockIdx.x;
+    if (t >= rows)
+        return;
+    row.base = candidates + t * row_words;
+    for (int c = tid; c < kBins; c += kThreads)
+        sh.hist[c] = 0u;
+    __syncthreads();
+    if (v16)
+        load_phase<true>(sh, row, dyn_keys);
+    else
+        load_phase<false>(sh, row, dyn_keys);
+    __syncthreads();
+    select_emit(sh, row, t, o);
 }

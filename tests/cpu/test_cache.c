@@ -2,7 +2,8 @@
  * test_cache.c - the SQLite compile cache (cache/): key derivation, hits and
  * misses, 8 processes warming the same keys, a claimant killed mid-compile,
  * stale claims, corrupted blobs and files, read-only and full stores, the
- * size cap, schema mismatches, compile failures.
+ * size cap, schema mismatches, compile failures; hit counting in table usage
+ * (a few bytes per hit), and files of the version before it.
  *
  * Every test works in its own directory under /tmp. Expected blobs come from
  * dc_test_blob() below, never from the cache.
@@ -447,8 +448,14 @@ TEST(hit_and_miss)
     CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
     char hex[33], sql[256];
     dc_hash_hex(key_of("alpha"), hex);
-    snprintf(sql, sizeof sql, "SELECT hits FROM entries WHERE key='%s'", hex);
+    /* Hits go to table usage; the entries row is never rewritten. */
+    snprintf(sql, sizeof sql, "SELECT hits FROM usage WHERE key='%s'", hex);
     CHECK_EQ(sql_on(path, sql), 2);
+    snprintf(sql, sizeof sql,
+             "SELECT hits = 0 AND last_used = created FROM entries WHERE "
+             "key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 1);
     snprintf(sql, sizeof sql,
              "SELECT size FROM entries WHERE key='%s' AND kernel='select' AND "
              "arch='sm_90a' AND nvrtc_version='13.0' AND lib_version='0.1.0' "
@@ -1428,4 +1435,340 @@ TEST(waiter_on_a_live_claim_takes_no_write_lock)
     dc_cache_close(c);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+}
+
+/* ------------------------------------------------------- hits and usage */
+
+/* Bytes of `path`-wal now (0 when there is none). */
+static int64_t wal_bytes(const char *path)
+{
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat st;
+    return stat(wal, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+TEST(hit_writes_a_few_bytes_into_usage)
+{
+    const char *dir = test_dir();
+    char path[512], path2[512], sql[256], hex[33], err[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    path_in(path2, sizeof path2, dir, "export.sqlite");
+    dc_hash_hex(key_of("big"), hex);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job j = job_of("big");
+    j.cubin_size = 1 << 20; /* overflow pages, as a real cubin */
+    dc_cache_hit hit;
+    int compiled = -1;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
+
+    /* A reader holding a snapshot keeps the WAL from being checkpointed
+     * and reset, so its growth is what the hits wrote. Before table usage,
+     * the hit that took hits from 1 to 2 (the record grows a byte) rewrote
+     * the whole row: over a megabyte. */
+    sqlite3 *reader = NULL;
+    CHECK_EQ(sqlite3_open(path, &reader), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM entries;",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    int64_t wal0 = wal_bytes(path);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        CHECK_EQ(compiled, 0);
+        CHECK(hit_is(&hit, "big", j.cubin_size));
+        dc_cache_hit_free(&hit);
+    }
+    int64_t grown = wal_bytes(path) - wal0;
+    sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(reader);
+    CHECK_MSG(grown <= 3 * 16 * 1024,
+              "3 hits wrote %lld bytes into the WAL", (long long)grown);
+
+    snprintf(sql, sizeof sql, "SELECT hits FROM usage WHERE key='%s'", hex);
+    CHECK_EQ(sql_on(path, sql), 3);
+    CHECK_EQ(sql_on(path, "SELECT hits FROM entries"), 0);
+    CHECK_EQ(sql_on(path, "SELECT last_used = created FROM entries"), 1);
+    CHECK_EQ(sql_on(path, "SELECT u.last_used >= e.created FROM usage u, "
+                          "entries e"),
+             1);
+
+    /* Listing, lookup and statistics add them in. */
+    dcptopk_cache_entry *v = NULL;
+    size_t n = 0;
+    CHECK_OK(dc_cache_list(c, &v, &n, err, sizeof err));
+    CHECK_EQ(n, 1);
+    CHECK_EQ(v[0].hits, 3);
+    CHECK(v[0].last_used >= v[0].created);
+    free(v);
+    dcptopk_cache_entry e;
+    CHECK_OK(dc_cache_entry_get(c, hex, &e, err, sizeof err));
+    CHECK_EQ(e.hits, 3);
+    dcptopk_cache_stats s;
+    memset(&s, 0, sizeof s);
+    CHECK_OK(dc_cache_stats(c, &s, err, sizeof err));
+    CHECK_EQ(s.hits, 3);
+
+    /* An export folds them into the entries row of the new file. */
+    int64_t count = 0;
+    CHECK_OK(dc_cache_export(c, path2, &count, err, sizeof err));
+    CHECK_EQ(count, 1);
+    CHECK_EQ(sql_on(path2, "SELECT hits FROM entries"), 3);
+    CHECK_EQ(sql_on(path2, "SELECT count(*) FROM usage"), 0);
+
+    /* Removing the entry drops its usage row: stored again, it starts
+     * from 0. */
+    CHECK_OK(dc_cache_remove(c, hex, err, sizeof err));
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_OK(dc_cache_entry_get(c, hex, &e, err, sizeof err));
+    CHECK_EQ(e.hits, 0);
+    dc_cache_close(c);
+}
+
+TEST(listing_and_lru_order_use_usage)
+{
+    const char *dir = test_dir();
+    char path[512], sql[256], hex[33], err[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    static const char *const tags[] = {"A", "B", "C"};
+    dc_cache_hit hit;
+    int compiled;
+    for (int i = 0; i < 3; i++) {
+        job j = job_of(tags[i]);
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        dc_cache_hit_free(&hit);
+        sleep_ms(5);
+    }
+    job a = job_of("A");
+    CHECK_OK(get(c, &a, &hit, &compiled)); /* the oldest is now the newest */
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+
+    dcptopk_cache_entry *v = NULL;
+    size_t n = 0;
+    CHECK_OK(dc_cache_list(c, &v, &n, err, sizeof err));
+    CHECK_EQ(n, 3);
+    static const char *const order[] = {"A", "C", "B"};
+    for (size_t i = 0; i < n; i++) {
+        dc_hash_hex(key_of(order[i]), hex);
+        CHECK_MSG(strcmp(v[i].key, hex) == 0, "listing position %zu is not %s",
+                  i, order[i]);
+    }
+    free(v);
+
+    /* Room for two: B (least recently used) goes, not A (oldest stored). */
+    const int64_t entry = 4096 + 777 + 1234;
+    int64_t removed = -1;
+    CHECK_OK(dc_cache_prune(c, 2 * entry, NULL, &removed, err, sizeof err));
+    CHECK_EQ(removed, 1);
+    dc_hash_hex(key_of("B"), hex);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM entries WHERE key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 0);
+    CHECK_OK(dc_cache_prune(c, entry, NULL, &removed, err, sizeof err));
+    CHECK_EQ(removed, 1);
+    dc_hash_hex(key_of("A"), hex);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM entries WHERE key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 1);
+    dc_cache_close(c);
+}
+
+/* The schema of the version before table usage, verbatim. */
+static const char old_schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS entries("
+    " key TEXT PRIMARY KEY NOT NULL,"
+    " kernel TEXT NOT NULL, fields TEXT NOT NULL, arch TEXT NOT NULL,"
+    " nvrtc_version TEXT NOT NULL, lib_version TEXT NOT NULL,"
+    " checksum TEXT NOT NULL, compile_ms REAL NOT NULL,"
+    " size INTEGER NOT NULL, created INTEGER NOT NULL,"
+    " last_used INTEGER NOT NULL, hits INTEGER NOT NULL,"
+    " cubin BLOB, ptx BLOB, source BLOB);"
+    "CREATE INDEX IF NOT EXISTS entries_last_used ON entries(last_used);"
+    "CREATE TABLE IF NOT EXISTS claims("
+    " key TEXT PRIMARY KEY NOT NULL, pid INTEGER NOT NULL,"
+    " host TEXT NOT NULL, token INTEGER NOT NULL, started INTEGER NOT NULL);"
+    "PRAGMA user_version=1;";
+
+/* Inserts the entry of `tag` as the previous version stored it, with its
+ * hits and last use counted in the row. 0 on success. */
+static int old_insert(sqlite3 *db, const char *tag, int64_t hits,
+                      int64_t last_used_ms)
+{
+    const size_t sizes[3] = {4096, 777, 1234};
+    unsigned char *bufs[3] = {NULL, NULL, NULL};
+    dc_cache_blobs b;
+    memset(&b, 0, sizeof b);
+    dc_test_blobs_make(tag, sizes, bufs, &b);
+    char sum[33], hex[33];
+    dc_cache_checksum(b.cubin, b.cubin_size, b.ptx, b.ptx_size, b.source,
+                      b.source_size, sum);
+    dc_hash_hex(key_of(tag), hex);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        db,
+        "INSERT INTO entries VALUES(?1, 'select', 'topk=2048', 'sm_90a', "
+        "'13.0', '0.1.0', ?2, 1.0, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, sum, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 3, 4096 + 777 + 1234);
+        sqlite3_bind_int64(st, 4, last_used_ms - 1000);
+        sqlite3_bind_int64(st, 5, last_used_ms);
+        sqlite3_bind_int64(st, 6, hits);
+        sqlite3_bind_blob(st, 7, b.cubin, (int)b.cubin_size, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 8, b.ptx, (int)b.ptx_size, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 9, b.source, (int)b.source_size, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+    }
+    sqlite3_finalize(st);
+    dc_test_blobs_free(bufs);
+    return rc;
+}
+
+/* The effective hits of `tag` as listed, or -1. */
+static int64_t listed_hits(dc_cache *c, const char *tag)
+{
+    char hex[33], err[512];
+    dc_hash_hex(key_of(tag), hex);
+    dcptopk_cache_entry e;
+    if (dc_cache_entry_get(c, hex, &e, err, sizeof err) != DCPTOPK_SUCCESS)
+        return -1;
+    return e.hits;
+}
+
+TEST(file_of_the_previous_version_keeps_working)
+{
+    const char *dir = test_dir();
+    char path[512], sql[256], hex[33], err[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    sqlite3 *db = NULL;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
+             SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, old_schema_sql, NULL, NULL, NULL), SQLITE_OK);
+    int64_t now = (int64_t)time(NULL) * 1000; /* unix ms, as stored */
+    /* By the old columns: C most recent, then A, then B. */
+    CHECK_EQ(old_insert(db, "A", 5, now - 1000000), SQLITE_OK);
+    CHECK_EQ(old_insert(db, "B", 2, now - 2000000), SQLITE_OK);
+    CHECK_EQ(old_insert(db, "C", 0, now - 500000), SQLITE_OK);
+    sqlite3_close(db);
+    const char *has_usage =
+        "SELECT count(*) FROM sqlite_master WHERE name IN "
+        "('usage','usage_of_deleted_entry')";
+
+    /* Read-only: served and listed from the old columns, the file left as
+     * it is. */
+    capture_begin(dir);
+    dc_cache *c = open_cache(path, DC_CACHE_RO);
+    int warnings = capture_end(NULL, 0);
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 0);
+    CHECK_EQ(dc_cache_is_readonly(c), 1);
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    job a = job_of("A");
+    dc_cache_hit hit;
+    int compiled = -1;
+    CHECK_OK(get(c, &a, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "A", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(listed_hits(c, "A"), 5);
+    dcptopk_cache_entry *v = NULL;
+    size_t n = 0;
+    CHECK_OK(dc_cache_list(c, &v, &n, err, sizeof err));
+    CHECK_EQ(n, 3);
+    dc_hash_hex(key_of("C"), hex);
+    CHECK_STR_EQ(v[0].key, hex);
+    CHECK_EQ(v[0].last_used, (now - 500000) / 1000);
+    free(v);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, has_usage), 0);
+
+    /* Read-write: table usage (and its trigger) added at open; the entries
+     * served; hits add to the old counts (C gets none). */
+    capture_begin(dir);
+    c = open_cache(path, DC_CACHE_RW);
+    warnings = capture_end(NULL, 0);
+    CHECK(c != NULL);
+    CHECK_EQ(warnings, 0);
+    CHECK_EQ(dc_cache_is_readonly(c), 0);
+    CHECK_EQ(dc_cache_is_memory(c), 0);
+    CHECK_EQ(sql_on(path, has_usage), 2);
+    static const char *const tags[] = {"A", "B"};
+    for (int i = 0; i < 2; i++) {
+        job j = job_of(tags[i]);
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        CHECK_MSG(compiled == 0, "%s was compiled again", tags[i]);
+        CHECK(hit_is(&hit, tags[i], 0));
+        dc_cache_hit_free(&hit);
+    }
+    job b = job_of("B");
+    CHECK_OK(get(c, &b, &hit, &compiled)); /* B: the most recent now */
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(listed_hits(c, "A"), 6);
+    CHECK_EQ(listed_hits(c, "B"), 4);
+    CHECK_EQ(listed_hits(c, "C"), 0);
+    CHECK_EQ(sql_on(path, "SELECT sum(hits) FROM entries"), 7); /* as was */
+    dcptopk_cache_stats s;
+    memset(&s, 0, sizeof s);
+    CHECK_OK(dc_cache_stats(c, &s, err, sizeof err));
+    CHECK_EQ(s.hits, 10);
+    CHECK_EQ(s.entries, 3);
+
+    /* An older library on the new file: it still takes it for its own
+     * (schema 1, tables entries and claims), counts into entries (here a
+     * hit of C 100 s from now), and its deletes drop the usage row through
+     * the trigger. */
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM sqlite_master WHERE "
+                          "type='table' AND name IN ('entries','claims')"),
+             2);
+    dc_hash_hex(key_of("C"), hex);
+    snprintf(sql, sizeof sql,
+             "UPDATE entries SET hits=hits+1, last_used=%lld WHERE key='%s'",
+             (long long)(now + 100000), hex);
+    CHECK_EQ(sql_on(path, sql), -1);
+    CHECK_EQ(listed_hits(c, "C"), 1);
+    dc_hash_hex(key_of("A"), hex);
+    snprintf(sql, sizeof sql, "DELETE FROM entries WHERE key='%s'", hex);
+    CHECK_EQ(sql_on(path, sql), -1);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM usage WHERE key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 1);
+
+    /* LRU over both: B's last use is its usage row's (now, though its old
+     * column is the oldest), C's the old column's (now + 100 s, no usage
+     * row): B goes. */
+    int64_t removed = -1;
+    CHECK_OK(dc_cache_prune(c, 4096 + 777 + 1234, NULL, &removed, err,
+                            sizeof err));
+    CHECK_EQ(removed, 1);
+    CHECK_EQ(listed_hits(c, "B"), -1);
+    CHECK_EQ(listed_hits(c, "C"), 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
+    dc_cache_close(c);
+
+    /* Opened again: nothing added twice, C still served. */
+    c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    job cj = job_of("C");
+    CHECK_OK(get(c, &cj, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    CHECK(hit_is(&hit, "C", 0));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(listed_hits(c, "C"), 2);
+    dc_cache_close(c);
+    CHECK_EQ(sql_on(path, has_usage), 2);
 }
