@@ -275,6 +275,24 @@ __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
     return ld_nc(row.base + pair_offset(p, row.rank_stride) + 1);
 }
 
+// Calls f(k, j) with the primary key k of each of this thread's positions
+// p0 + j (p0 = tid * kChunk, j < kChunk, ascending, none past the row),
+// reading them four at a time. U: the unroll of the loop over groups of 4.
+template <int U, class F>
+__device__ __forceinline__ void for_my_keys(const Row &row, F f)
+{
+    const uint32_t p0 = threadIdx.x * kChunk;
+#pragma unroll(U)
+    for (int c = 0; c < kChunk; c += 4) {
+        if (p0 + c >= (uint32_t)kCands)
+            break;
+        const uint4 q4 = key4(row, p0 + c);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            f(get(q4, j), (uint32_t)(c + j));
+    }
+}
+
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
 // to shared memory (when kept there), their top 11 bits to the histogram.
 // kidx = key_index(2 * v).
@@ -351,19 +369,10 @@ __device__ __forceinline__ uint32_t digit_mask(int q) { return q == 2 ? 0x3FFu :
 __device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, uint32_t pre)
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
-    const uint32_t p0 = threadIdx.x * kChunk;
-#pragma unroll 4
-    for (int c = 0; c < kChunk; c += 4) {
-        if (p0 + c >= (uint32_t)kCands)
-            break;
-        const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t k = get(q4, j);
-            if (k && (k & mask) == pre)
-                atomicAdd(&sh.hist[(k >> shift) & dm], 1u);
-        }
-    }
+    for_my_keys<4>(row, [&](uint32_t k, uint32_t) {
+        if (k && (k & mask) == pre)
+            atomicAdd(&sh.hist[(k >> shift) & dm], 1u);
+    });
     __syncthreads();
 }
 
@@ -374,20 +383,13 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
     const uint32_t p0 = threadIdx.x * kChunk;
-#pragma unroll 1
-    for (int c = 0; c < kChunk; c += 4) {
-        if (p0 + c >= (uint32_t)kCands)
-            break;
-        const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            if (get(q4, j) != prim)
-                continue;
-            const uint32_t sk = ~(uint32_t)gid_at(row, p0 + c + j);
-            if ((sk & mask) == pre)
-                atomicAdd(&sh.hist[(sk >> shift) & dm], 1u);
-        }
-    }
+    for_my_keys<1>(row, [&](uint32_t k, uint32_t j) {
+        if (k != prim)
+            return;
+        const uint32_t sk = ~(uint32_t)gid_at(row, p0 + j);
+        if ((sk & mask) == pre)
+            atomicAdd(&sh.hist[(sk >> shift) & dm], 1u);
+    });
     __syncthreads();
 }
 
@@ -397,24 +399,16 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
 __device__ void hist_pass1(Shared &sh, const Row &row, uint32_t b0, uint32_t &above,
                            uint32_t &inbin)
 {
-    const uint32_t p0 = threadIdx.x * kChunk;
     above = 0u;
     inbin = 0u;
-#pragma unroll
-    for (int c = 0; c < kChunk; c += 4) {
-        if (p0 + c >= (uint32_t)kCands)
-            break;
-        const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t k = get(q4, j), top = k >> 21;
-            above |= (top > b0 ? 1u : 0u) << (c + j);
-            if (k != 0u && top == b0) {
-                inbin |= 1u << (c + j);
-                atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
-            }
+    for_my_keys<8>(row, [&](uint32_t k, uint32_t j) {
+        const uint32_t top = k >> 21;
+        above |= (top > b0 ? 1u : 0u) << j;
+        if (k != 0u && top == b0) {
+            inbin |= 1u << j;
+            atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
         }
-    }
+    });
     __syncthreads();
 }
 
@@ -639,19 +633,12 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
     uint32_t eq_base = 0;
     if (d.mode == kModeDuplicates) {
         uint32_t n = 0;
-#pragma unroll 1
-        for (int c = 0; c < kChunk; c += 4) {
-            if (p0 + c >= (uint32_t)kCands)
-                break;
-            const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int32_t g;
-                bool have = false, e;
-                decide(d, row, get(q4, j), p0 + c + j, g, have, e);
-                n += e ? 1u : 0u;
-            }
-        }
+        for_my_keys<1>(row, [&](uint32_t k, uint32_t j) {
+            int32_t g;
+            bool have = false, e;
+            decide(d, row, k, p0 + j, g, have, e);
+            n += e ? 1u : 0u;
+        });
         uint32_t total;
         eq_base = block_scan(sh, n, &total) - n;
     }
@@ -684,20 +671,13 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
         }
     } else {
         uint32_t eq = eq_base;
-#pragma unroll(kMask ? 8 : 4)
-        for (int c = 0; c < kChunk; c += 4) {
-            if (p0 + c >= (uint32_t)kCands)
-                break;
-            const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const bool f = pick(get(q4, j), p0 + c + j, eq);
-                if (kMask)
-                    selmask |= (f ? 1u : 0u) << (c + j);
-                else
-                    nsel += f ? 1u : 0u;
-            }
-        }
+        for_my_keys<(kMask ? 8 : 4)>(row, [&](uint32_t k, uint32_t j) {
+            const bool f = pick(k, p0 + j, eq);
+            if (kMask)
+                selmask |= (f ? 1u : 0u) << j;
+            else
+                nsel += f ? 1u : 0u;
+        });
     }
     if (kMask)
         nsel = __popc(selmask);
@@ -711,16 +691,10 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
             list[at++] = (uint16_t)(p0 + (uint32_t)(__ffs(m) - 1));
     } else {
         uint32_t at = before, eq = eq_base;
-#pragma unroll 4
-        for (int c = 0; c < kChunk; c += 4) {
-            if (p0 + c >= (uint32_t)kCands)
-                break;
-            const uint4 q4 = key4(row, p0 + c);
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (pick(get(q4, j), p0 + c + j, eq))
-                    list[at++] = (uint16_t)(p0 + c + j);
-        }
+        for_my_keys<4>(row, [&](uint32_t k, uint32_t j) {
+            if (pick(k, p0 + j, eq))
+                list[at++] = (uint16_t)(p0 + j);
+        });
     }
     __syncthreads();
 
