@@ -4,7 +4,9 @@
  * the store.
  *
  * One database file holds every entry in one row (so an entry is published
- * atomically by one transaction) and the claims of compiles in progress.
+ * atomically by one transaction), the claims of compiles in progress, and
+ * per entry a small usage row (hits, last use) that a hit updates instead of
+ * rewriting the entry's blobs.
  * Every write runs in BEGIN IMMEDIATE (in WAL a deferred transaction that
  * reads then writes gets SQLITE_BUSY without waiting); compiles run outside
  * any transaction; waiting on another compile's claim only reads. The cache

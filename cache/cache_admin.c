@@ -516,8 +516,8 @@ dcptopk_result dc_cache_clear(dc_cache *c, int64_t *removed, char *err,
 
 /* ----------------------------------------------------------- export/import */
 
-/* Copies the valid rows of `src` (a SELECT ALL_COLUMNS_READ) into `dst`, keeping
- * existing keys. *added counts rows inserted, *skipped bad rows. */
+/* Copies the valid rows of `src` (a SELECT ALL_COLUMNS_READ) into `dst`,
+ * keeping existing keys. *added counts rows inserted, *skipped bad rows. */
 static int copy_rows(sqlite3 *srcdb, sqlite3 *dst, int64_t *added,
                      int64_t *skipped)
 {
