@@ -435,6 +435,10 @@ static void *pre_worker(void *arg)
             if (i >= pool->n)
                 break;
             pre_item *it = &pool->items[i];
+            /* Stored meanwhile by another process: the serial phase reads
+             * it; reading it here too would only copy the blob twice. */
+            if (dc_cache_contains(cache, it->u->hash))
+                continue;
             compile_job job;
             memset(&job, 0, sizeof job);
             job.u = it->u;
