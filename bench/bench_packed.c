@@ -1,7 +1,8 @@
 /* bench_packed.c - timings of the packed merge on the GPU: the select (W=8,
- * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64;
- * also 50 launches back to back, per launch: "piped"
- * with no saturated row; T=6710 with 1%, 10%, 100% of rows saturated) and
+ * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64
+ * with no saturated row, timed per call, per call of 50 launched back to
+ * back ("piped"), and per call of the same 50 replayed as a CUDA graph
+ * ("graph"); T=6710 with 1%, 10%, 100% of rows saturated) and
  * the whole two-round loopback merge at T=64 (decode) and T=6710 (prefill).
  *
  * CUDA events around each call, 5 warm-up calls, the median of 25; inputs
@@ -111,6 +112,37 @@ static double piped_us(dcptopk_context *ctx, void *stream, bench_fn fn,
     }
     dc_event_destroy(ctx, e0);
     dc_event_destroy(ctx, e1);
+    qsort(ms, ITERS, sizeof ms[0], cmp_f);
+    return 1000.0 * ms[ITERS / 2] / batch;
+}
+
+/* The same `batch` calls captured once into a CUDA graph; the median over
+ * ITERS graph launches between two events, per call. What an engine that
+ * replays its decode step as a graph pays per call. */
+static double graph_us(dcptopk_context *ctx, void *stream, bench_fn fn,
+                       void *user, int batch)
+{
+    void *exec = NULL, *e0, *e1;
+    float ms[ITERS];
+    if (dc_graph_begin(ctx, stream))
+        DIE("capture");
+    for (int j = 0; j < batch; j++)
+        if (fn(user, j))
+            DIE("captured call %d", j);
+    if (dc_graph_end(ctx, stream, &exec))
+        DIE("capture end");
+    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
+        DIE("events");
+    for (int i = 0; i < WARMUP + ITERS; i++) {
+        if (dc_event_record(ctx, e0, stream) || dc_graph_launch(ctx, exec, stream) ||
+            dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
+            DIE("graph %d", i);
+        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
+            DIE("elapsed");
+    }
+    dc_event_destroy(ctx, e0);
+    dc_event_destroy(ctx, e1);
+    dc_graph_destroy(ctx, exec);
     qsort(ms, ITERS, sizeof ms[0], cmp_f);
     return 1000.0 * ms[ITERS / 2] / batch;
 }
@@ -247,6 +279,8 @@ static void bench_select(dcptopk_context *ctx, void *stream)
     report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
     us = piped_us(ctx, stream, run_rescue, &b, 50);
     report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
+    us = graph_us(ctx, stream, run_rescue, &b, 50);
+    report("rescue, no saturated row, graph", "W=8 K=2048 N=384 T=64 x50", us, 0);
 
     /* Rescue with 1%, 10%, 100% of T = 6710 rows saturated (rank 3, tau16
      * in the middle of the keys); flags always 1 and seq reset to 0 before
