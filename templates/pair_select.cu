@@ -71,8 +71,11 @@ constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
 // A persistent grid of three CTAs an SM that prefetched half of each CTA's
 // next row into L2 during the selection measured slower too: 519.7 against
 // 445.9 us (8a13148).
-// Vectors loaded per batch of the load phase (registers in flight).
-constexpr int kLoadBatch = 4;
+// Vectors loaded per batch of the load phase (registers in flight): 8 when
+// no register bound holds them back (W=16 K=2048: 1000 against 1089 us,
+// W=8 K=4096: 1103 against 1195 us on the H200); under the three-CTA bound
+// 6 or 8 measured the same as 4.
+constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
