@@ -23,11 +23,15 @@
 //    soon as the boundary bin is taken whole. If the boundary primary value is
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
 //    candidates (gids re-read from global). If even the full keys are tied
-//    (duplicates), the first ones in position order are taken.
-// 3. Emit: thread tid owns a contiguous run of kChunk positions; it counts
-//    its selected (and owned) candidates, one block scan gives its output
-//    offsets, and it writes its ids and owned rows in ascending position
-//    order (gids re-read from global memory, mostly L2 hits). Keys are read
+//    (duplicates), the first ones in position order are taken. With at most
+//    32 positions a thread (kMask), pass 1 also leaves two bit masks in
+//    registers, the keys above and in the pass-0 boundary bin, and pass 2
+//    walks only the latter.
+// 3. Emit: thread tid owns a contiguous run of kChunk positions; it flags its
+//    selected candidates (from the masks when the threshold came after pass
+//    1), one block scan gives its output offsets, it lists their positions
+//    in shared memory, and the block loads their gids (mostly L2 hits) and
+//    writes ids and owned rows in ascending position order. Keys are read
 //    back from shared memory in 16-byte groups; their XOR-swizzled layout
 //    keeps both access patterns free of bank conflicts.
 #include "common.cuh"
