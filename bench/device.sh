@@ -94,7 +94,9 @@ stage_sanitize() {
             rc=$?
             [ $rc -eq 0 ] || { fails=$((fails + 1)); echo "   rc=$rc" >>"$log"; }
         done
-        note "compute-sanitizer $tool: ${#small[@]} tests, $fails failing ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/san-$tool.log") clean summaries)"
+        # memcheck and synccheck end with "ERROR SUMMARY: 0 errors", racecheck
+        # with "RACECHECK SUMMARY: 0 hazards displayed".
+        note "compute-sanitizer $tool: ${#small[@]} tests, $fails failing ($(grep -cE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$OUT/san-$tool.log") clean summaries)"
     done
 }
 
