@@ -88,63 +88,57 @@ static double time_us(dcptopk_context *ctx, void *stream, bench_fn fn,
     return 1000.0 * ms[ITERS / 2];
 }
 
-/* Per-launch time of `batch` calls issued back to back between two events
- * (no host gap between launches, as in a CUDA graph): the median over ITERS
- * batches, in microseconds. It hides the fixed event and launch overhead
- * (about 3.7 us here) that a single timed call carries. */
+/* `batch` calls of fn as one timed unit (run_batch), or their CUDA graph
+ * (run_graph, once captured into exec). */
+typedef struct batch_of {
+    bench_fn fn;
+    void *user;
+    int batch;
+    dcptopk_context *ctx;
+    void *stream;
+    void *exec;
+} batch_of;
+
+static dcptopk_result run_batch(void *p, int iter)
+{
+    const batch_of *b = p;
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    for (int j = 0; j < b->batch && !r; j++)
+        r = b->fn(b->user, iter * b->batch + j);
+    return r;
+}
+
+static dcptopk_result run_graph(void *p, int iter)
+{
+    const batch_of *b = p;
+    (void)iter;
+    return dc_graph_launch(b->ctx, b->exec, b->stream);
+}
+
+/* Per-call time of `batch` calls issued back to back between two events
+ * (no host gap between launches): the median over ITERS batches, in
+ * microseconds. It hides the fixed event and launch overhead (about 3.7 us
+ * here) that a single timed call carries. */
 static double piped_us(dcptopk_context *ctx, void *stream, bench_fn fn,
                        void *user, int batch)
 {
-    void *e0, *e1;
-    float ms[ITERS];
-    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
-        DIE("events");
-    for (int i = 0; i < WARMUP + ITERS; i++) {
-        if (dc_event_record(ctx, e0, stream))
-            DIE("record");
-        for (int j = 0; j < batch; j++)
-            if (fn(user, i * batch + j))
-                DIE("call %d", i);
-        if (dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
-            DIE("record");
-        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
-            DIE("elapsed");
-    }
-    dc_event_destroy(ctx, e0);
-    dc_event_destroy(ctx, e1);
-    qsort(ms, ITERS, sizeof ms[0], cmp_f);
-    return 1000.0 * ms[ITERS / 2] / batch;
+    batch_of b = {fn, user, batch, ctx, stream, NULL};
+    return time_us(ctx, stream, run_batch, &b, NULL) / batch;
 }
 
 /* The same `batch` calls captured once into a CUDA graph; the median over
- * ITERS graph launches between two events, per call. What an engine that
- * replays its decode step as a graph pays per call. */
+ * ITERS graph launches, per call. What an engine that replays its decode
+ * step as a graph pays per call. */
 static double graph_us(dcptopk_context *ctx, void *stream, bench_fn fn,
                        void *user, int batch)
 {
-    void *exec = NULL, *e0, *e1;
-    float ms[ITERS];
-    if (dc_graph_begin(ctx, stream))
+    batch_of b = {fn, user, batch, ctx, stream, NULL};
+    if (dc_graph_begin(ctx, stream) || run_batch(&b, 0) ||
+        dc_graph_end(ctx, stream, &b.exec))
         DIE("capture");
-    for (int j = 0; j < batch; j++)
-        if (fn(user, j))
-            DIE("captured call %d", j);
-    if (dc_graph_end(ctx, stream, &exec))
-        DIE("capture end");
-    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
-        DIE("events");
-    for (int i = 0; i < WARMUP + ITERS; i++) {
-        if (dc_event_record(ctx, e0, stream) || dc_graph_launch(ctx, exec, stream) ||
-            dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
-            DIE("graph %d", i);
-        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
-            DIE("elapsed");
-    }
-    dc_event_destroy(ctx, e0);
-    dc_event_destroy(ctx, e1);
-    dc_graph_destroy(ctx, exec);
-    qsort(ms, ITERS, sizeof ms[0], cmp_f);
-    return 1000.0 * ms[ITERS / 2] / batch;
+    double us = time_us(ctx, stream, run_graph, &b, NULL) / batch;
+    dc_graph_destroy(ctx, b.exec);
+    return us;
 }
 
 static void report(const char *name, const char *shape, double us,
