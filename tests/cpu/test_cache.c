@@ -1113,6 +1113,24 @@ TEST(full_store_still_returns_the_blobs)
 
 /* ------------------------------------------------------------- size cap */
 
+/* Stores the entries of tags[0 .. n) 5 ms apart, then looks `again` up: a
+ * hit, no compile, and `again` becomes the most recently used entry. */
+static void store_then_hit(dc_cache *c, const char *const *tags, int n, const char *again)
+{
+    dc_cache_hit hit;
+    int compiled;
+    for (int i = 0; i < n; i++) {
+        job j = job_of(tags[i]);
+        CHECK_OK(get(c, &j, &hit, &compiled));
+        dc_cache_hit_free(&hit);
+        sleep_ms(5);
+    }
+    job a = job_of(again);
+    CHECK_OK(get(c, &a, &hit, &compiled));
+    CHECK_EQ(compiled, 0);
+    dc_cache_hit_free(&hit);
+}
+
 TEST(size_cap_evicts_least_recently_used)
 {
     const char *dir = test_dir();
@@ -1128,16 +1146,7 @@ TEST(size_cap_evicts_least_recently_used)
     static const char *const tags[] = {"A", "B", "C", "D", "E"};
     dc_cache_hit hit;
     int compiled;
-    for (int i = 0; i < 3; i++) {
-        job j = job_of(tags[i]);
-        CHECK_OK(get(c, &j, &hit, &compiled));
-        dc_cache_hit_free(&hit);
-        sleep_ms(5);
-    }
-    job a = job_of("A");
-    CHECK_OK(get(c, &a, &hit, &compiled)); /* A is now the most recent */
-    CHECK_EQ(compiled, 0);
-    dc_cache_hit_free(&hit);
+    store_then_hit(c, tags, 3, "A"); /* A is now the most recent */
     sleep_ms(5);
     job d = job_of("D");
     CHECK_OK(get(c, &d, &hit, &compiled));
@@ -1539,18 +1548,7 @@ TEST(listing_and_lru_order_use_usage)
     dc_cache *c = open_cache(path, DC_CACHE_RW);
     CHECK(c != NULL);
     static const char *const tags[] = {"A", "B", "C"};
-    dc_cache_hit hit;
-    int compiled;
-    for (int i = 0; i < 3; i++) {
-        job j = job_of(tags[i]);
-        CHECK_OK(get(c, &j, &hit, &compiled));
-        dc_cache_hit_free(&hit);
-        sleep_ms(5);
-    }
-    job a = job_of("A");
-    CHECK_OK(get(c, &a, &hit, &compiled)); /* the oldest is now the newest */
-    CHECK_EQ(compiled, 0);
-    dc_cache_hit_free(&hit);
+    store_then_hit(c, tags, 3, "A"); /* the oldest is now the newest */
 
     dcptopk_cache_entry *v = NULL;
     size_t n = 0;
