@@ -20,8 +20,9 @@
 #define DC_TOPN_CHUNK_MIN 4096
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
 /* Dynamic shared memory before the keys: the selection state
- * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh). */
-#define DC_TOPN_SHARED_BYTES 25600
+ * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh): one histogram with one
+ * CTA per row, two in a cluster. */
+#define DC_TOPN_SHARED_BYTES(variant) ((variant) > 0 ? 17408u : 9216u)
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */
@@ -124,7 +125,7 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
     cfg->block[1] = cfg->block[2] = 1;
     /* The state, the keys (2 bytes per column), the list of candidate 8-key
      * vectors (2 bytes per vector). */
-    cfg->smem_bytes = DC_TOPN_SHARED_BYTES + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
+    cfg->smem_bytes = DC_TOPN_SHARED_BYTES(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
     cfg->cluster_x = 1u << p.variant;
     cfg->stream = stream;
     *chunk = p.chunk;

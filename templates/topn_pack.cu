@@ -29,7 +29,13 @@ struct PackOut {
 };
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
+// One CTA per row (prefill): its footprint (the state, 2 bytes a column and a
+// list entry per 8 columns: 46 KiB at 16384 columns) lets four CTAs share an
+// SM, which the register bound (32 a thread at 512 threads) must allow too.
+// A cluster's CTAs hold longer chunks: one or two an SM, no register bound.
+#define DC_TOPN_MIN_CTAS (DC_TOPN_CLUSTER == 1 ? 2048 / DCPTOPK_THREADS : 1)
+
+extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS, DC_TOPN_MIN_CTAS)
 dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
                   long long max_local_len, const int32_t *__restrict__ row_ends,
                   long long rows, int chunk, int32_t *__restrict__ out)

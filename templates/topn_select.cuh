@@ -12,25 +12,39 @@
 // it as DC_TOPN_CLUSTER). CTA c owns the columns [c * chunk, (c + 1) * chunk)
 // of the row (chunk: a multiple of 8, from the launcher) and keeps them in
 // shared memory as ord16 keys, so HBM is read once. The selection is exact:
-//  1. while loading, a histogram of the top 11 key bits (2048 bins); the
-//     cluster sums its CTAs' histograms through distributed shared memory; a
-//     block scan finds the bin holding the N-th largest key;
-//  2. a 32-bin histogram of the low 5 bits of the keys in that bin gives the
-//     threshold key tau, the number of keys > tau, and each CTA's own counts
-//     of keys > tau and == tau (its base in the output);
-//  3. a stable compaction (block-wide prefix scans, ascending local id) writes
+//  1. the row's bytes arrive by bulk copies (cp.async.bulk, in
+//     DC_TOPN_PIECES pieces, each on its own mbarrier: no registers hold
+//     loads in flight); each piece is turned into keys in place while the
+//     next ones arrive, with a histogram of the top 11 bits of the maxima of
+//     the 8-key vectors. The N-th largest maximum gives a lower bound lb of
+//     the N-th largest key (N vectors each hold a key >= it), a tight one;
+//  2. one pass over the vectors lists those whose maximum is >= lb (ascending,
+//     in shared memory after the keys: chunk / 8 16-bit entries, the
+//     launcher adds chunk / 4 bytes) and counts their keys in a *window*
+//     histogram of full 16-bit resolution: bin d = key - lb for d < 2048,
+//     keys above the window in one overflow count. When fewer than N keys
+//     overflow (always but on contrived rows), the window holds the N-th
+//     largest key exactly: one block scan of the window gives the threshold
+//     tau, the count of keys > tau and the keys == tau still needed.
+//     Otherwise an 11-bit pass over the listed keys finds the bin of the N-th
+//     key and a second window pass starts there (the slow, exact fallback);
+//  3. a stable compaction of the listed vectors (ascending local id) writes
 //     every key > tau and the lowest-id (N - count_gt) keys == tau.
-// Steps 1 (after the bound lb, below), 2 and 3 walk only the 8-key vectors
-// whose maximum is >= lb, listed in ascending order in shared memory after
-// the keys (chunk / 8 16-bit entries: the launcher adds chunk / 4 bytes).
+// The passes of 2 and 3 give each warp a contiguous segment of vectors (or
+// list entries), one per lane and step: counts per warp, one barrier, the
+// warp's base from the warp sums, then ballots / a warp scan for positions.
+// The cluster sums its CTAs' histograms through distributed shared memory,
+// straight into the registers of the block scan; the same reads give each
+// CTA the counts of the CTAs before it (its base in the output).
 // Since the slots are in ascending local id order, the slots whose id has bit
 // 16 set are a suffix [j0, count): the plane words follow from j0 = the number
 // of selected ids below 2^16, summed in CTA 0 of the group.
 //
 // NaN keys (ord16 0) are never counted nor selected; when v <= N every
-// non-NaN key is taken (tau = 0, no tie rule). Nothing depends on the value
-// distribution but the atomic contention of step 1, which a run-length merge
-// of equal bins in each thread's 8 consecutive keys keeps low on masked rows.
+// non-NaN key is taken (no tie rule). Nothing depends on the value
+// distribution but the shared atomics of the histograms (one per vector for
+// the maxima, one per key >= lb for the window): equal bins of a warp are
+// one ATOMS.POPC.INC, so masked and tied rows stay cheap.
 #pragma once
 #include "common.cuh"
 
@@ -43,12 +57,14 @@ static_assert(DC_TOPN_CLUSTER == 1 || DC_TOPN_CLUSTER == 2 || DC_TOPN_CLUSTER ==
 static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
               "256..1024 threads per CTA");
 
-#define DC_TOPN_BINS 2048          // 11 high key bits
-#define DC_TOPN_FINE 32            // 5 low key bits
-#define DC_TOPN_PER_THREAD 16      // consecutive keys per thread in a compaction tile
+#define DC_TOPN_BINS 2048          // histogram bins (11 bits, or a 2048-key window)
+#define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
+#define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
-static_assert(DCPTOPK_THREADS * DC_TOPN_PER_THREAD < 65536, "tile counts fit 16 bits");
+// A warp's segment of vectors (chunk <= 65536: at most 8192 vectors) takes at
+// most 32 steps of 32 vectors: one flag bit per step in a 32-bit word.
+static_assert(65536 / 8 / DC_TOPN_WARPS <= 32 * 32, "flag bits fit a word");
 
 namespace dc {
 
@@ -57,15 +73,6 @@ struct alignas(16) u32x4 {
 };
 
 // ------------------------------------------------------- PTX helpers
-
-__device__ __forceinline__ u32x4 ldg_nc_v4(const void *p)
-{
-    u32x4 v;
-    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 __device__ __forceinline__ uint32_t ldg_nc_u16(const uint16_t *p)
 {
@@ -79,6 +86,60 @@ __device__ __forceinline__ uint32_t smem_u32addr(const void *p)
     uint64_t a;
     asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
     return (uint32_t)a;
+}
+
+__device__ __forceinline__ uint32_t lanemask_lt()
+{
+    uint32_t m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// mbarrier of one bulk copy: initialised with one arrival (the issuing
+// thread's arrive.expect_tx), completes when its bytes have landed.
+__device__ __forceinline__ void mbar_init(uint64_t *bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32addr(bar)) : "memory");
+}
+
+// Makes the initialised mbarriers visible to the async proxy (the bulk
+// copies' complete_tx), as the PTX ISA requires before their first use.
+__device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n\t"
+                 "fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
+// `src` to this CTA's shared `dst`, completing on `bar` (PTX ISA,
+// "cp.async.bulk"; a shared::cta address is a valid shared::cluster one).
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes,
+                                          uint64_t *bar)
+{
+    uint64_t g;
+    asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(src));
+    const uint32_t b = smem_u32addr(bar);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"(smem_u32addr(dst)),
+                 "l"(g), "r"(bytes), "r"(b)
+                 : "memory");
+}
+
+// Waits for phase 0 of `bar` (its only phase: one copy per barrier and row).
+__device__ __forceinline__ void mbar_wait0(uint64_t *bar)
+{
+    const uint32_t b = smem_u32addr(bar);
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(b)
+                     : "memory");
+    } while (!done);
 }
 
 __device__ __forceinline__ uint32_t cluster_rank()
@@ -174,75 +235,164 @@ __device__ __forceinline__ uint32_t max_key8(const u32x4 &k)
     return lo > hi ? lo : hi;
 }
 
+// Key e (0..7) of a vector, without indexing registers (that would put the
+// vector in local memory).
+__device__ __forceinline__ uint32_t key_at(const u32x4 &k, uint32_t e)
+{
+    const uint32_t a = (e & 2u) ? k.y : k.x;
+    const uint32_t b = (e & 2u) ? k.w : k.z;
+    const uint32_t w = (e & 4u) ? b : a;
+    return (e & 1u) ? (w >> 16) : (w & 0xFFFFu);
+}
+
 // --------------------------------------------------- block primitives
 
+// Scratch words of the block scans and the warp passes: each slot is written
+// once per row, so no barrier protects a reuse.
+enum { WS_MAX, WS_COARSE, WS_TAU, WS_TAU_B, WS_LIST, WS_GT, WS_EQ, WS_COUNT };
+
 struct alignas(16) TopnShared {
-    uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
-    uint32_t hist_local[DC_TOPN_BINS];     // this CTA's keys >= lb, 11 bits
+    uint64_t bar[DC_TOPN_PIECES];          // the bulk copies' mbarriers
+    uint32_t hist_local[DC_TOPN_BINS];     // this CTA's window (C = 1: first the maxima)
 #if DC_TOPN_CLUSTER > 1
-    uint32_t hist[DC_TOPN_BINS];           // a merged (group) histogram
+    uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
 #endif
-    uint32_t fine_local[DC_TOPN_FINE];     // this CTA's 5-bit histogram of the bin
-    uint32_t above_local;                  // this CTA's keys above the bin
-    uint32_t cnt_local;                    // this CTA's keys >= lb
+    uint32_t ws[WS_COUNT][DC_TOPN_WARPS];
+    uint32_t ovf_local;                    // this CTA's keys above the window
     uint32_t lo_count;                     // CTA 0: selected ids < 2^16 (group)
-    uint32_t lb;                           // lower bound of the N-th key (group)
-    uint32_t bin, above, total;            // the bin, keys above it, keys >= lb
-    uint32_t tau, need_eq, gt_base, eq_base;
-    uint32_t warp_sums[DC_TOPN_WARPS];
+    uint32_t bin, above, upto, total;      // a scan's result (group counts)
+    uint32_t b_above, b_eq, b_total;       // the same, CTAs before this one
 };
 // TopnShared sits at the start of the dynamic shared memory and the keys at
 // this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
-// covers the whole footprint (src/topn.c uses the same number).
-#define DC_TOPN_SHARED_BYTES 25600
+// covers the whole footprint (src/topn.c uses the same numbers).
+#if DC_TOPN_CLUSTER > 1
+#define DC_TOPN_SHARED_BYTES 17408
+#else
+#define DC_TOPN_SHARED_BYTES 9216
+#endif
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 16 == 0, "keys stay 16-byte aligned");
 
-// Exclusive prefix sum over the CTA; *total = the sum. Two barriers; the
-// trailing one makes back-to-back calls safe.
-__device__ __forceinline__ uint32_t block_exclusive_scan(uint32_t v, uint32_t *warp_sums,
-                                                         uint32_t *total)
+// The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
+// top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
+// counts; b (with BEFORE): the counts of the CTAs before this one. With one
+// CTA and `clear`, each bin is zeroed by the only thread that reads it (the
+// array is reused as the next histogram after the scan's barrier).
+template <bool BEFORE>
+__device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank, bool clear,
+                                           uint32_t (&h)[DC_TOPN_BPT], uint32_t (&b)[DC_TOPN_BPT])
+{
+    constexpr int BPT = DC_TOPN_BPT;
+    const uint32_t first = DC_TOPN_BINS - (threadIdx.x + 1u) * BPT; // = top - (BPT - 1)
+#pragma unroll
+    for (int j = 0; j < BPT; j++)
+        h[j] = b[j] = 0u;
+#if DC_TOPN_CLUSTER > 1
+    (void)clear;
+#pragma unroll
+    for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+        uint32_t v[BPT];
+        if (BPT % 4 == 0) {
+#pragma unroll
+            for (int j = 0; j < BPT; j += 4) {
+                const u32x4 q = remote_ld4(&local[first + j], c);
+                v[j] = q.x;
+                v[(j + 1) % BPT] = q.y;
+                v[(j + 2) % BPT] = q.z;
+                v[(j + 3) % BPT] = q.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < BPT; j++)
+                v[j] = remote_ld(&local[first + j], c);
+        }
+        // v[j] is bin first + j = top - (BPT - 1 - j).
+#pragma unroll
+        for (int j = 0; j < BPT; j++) {
+            h[j] += v[BPT - 1 - j];
+            if (BEFORE && c < crank)
+                b[j] += v[BPT - 1 - j];
+        }
+    }
+#else
+    (void)crank;
+#pragma unroll
+    for (int j = 0; j < BPT; j++) {
+        h[j] = local[first + BPT - 1 - j];
+        if (clear)
+            local[first + BPT - 1 - j] = 0u;
+    }
+#endif
+}
+
+// Exclusive prefix sum over the CTA (*total = the sum), and the same of b
+// when BEFORE. One barrier: `ws` (2 * WARPS words with BEFORE) must not be
+// reused in the row.
+template <bool BEFORE>
+__device__ __forceinline__ uint32_t block_scan(uint32_t v, uint32_t vb, uint32_t *ws, uint32_t *wsb,
+                                               uint32_t *total, uint32_t *exb, uint32_t *totb)
 {
     const uint32_t lane = lane_id(), warp = warp_id();
-    uint32_t x = v;
+    uint32_t x = v, xb = vb;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
         const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
-        if (lane >= (uint32_t)d)
+        uint32_t yb = 0;
+        if (BEFORE)
+            yb = __shfl_up_sync(0xFFFFFFFFu, xb, d);
+        if (lane >= (uint32_t)d) {
             x += y;
+            xb += yb;
+        }
     }
-    if (lane == 31)
-        warp_sums[warp] = x;
+    if (lane == 31) {
+        ws[warp] = x;
+        if (BEFORE)
+            wsb[warp] = xb;
+    }
     __syncthreads();
     // Lane w reads warp w's sum; two warp reductions add them up.
-    const uint32_t s = lane < (uint32_t)DC_TOPN_WARPS ? warp_sums[lane] : 0u;
-    const uint32_t sum = __reduce_add_sync(0xFFFFFFFFu, s);
+    const uint32_t s = lane < (uint32_t)DC_TOPN_WARPS ? ws[lane] : 0u;
+    *total = __reduce_add_sync(0xFFFFFFFFu, s);
     const uint32_t before = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? s : 0u);
-    __syncthreads();
-    *total = sum;
+    if (BEFORE) {
+        const uint32_t sb = lane < (uint32_t)DC_TOPN_WARPS ? wsb[lane] : 0u;
+        *totb = __reduce_add_sync(0xFFFFFFFFu, sb);
+        *exb = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? sb : 0u) + xb - vb;
+    }
     return before + x - v;
 }
 
-// The bin of the need-th largest count of a 2048-bin histogram (descending):
-// sh.bin, sh.above (counts in higher bins), sh.total (all counts); when
-// total < need, bin = DC_TOPN_BINS (none). Every thread calls it.
-__device__ __forceinline__ void find_bin(const uint32_t *hist, uint32_t need, TopnShared &sh)
+// The bin of the need-th largest count (descending) of the histogram whose
+// bins this thread holds in h (group_bins): sh.bin, sh.above (counts in
+// higher bins), sh.upto (above + the bin's count), sh.total (all counts);
+// when total < need, bin = DC_TOPN_BINS (none). With BEFORE, the same of the
+// CTAs before this one (b): sh.b_above, sh.b_eq (the bin's), sh.b_total.
+// Every thread calls it; two barriers.
+template <bool BEFORE>
+__device__ __forceinline__ void find_bin(const uint32_t (&h)[DC_TOPN_BPT],
+                                         const uint32_t (&b)[DC_TOPN_BPT], uint32_t need,
+                                         uint32_t *ws, uint32_t *wsb, TopnShared &sh)
 {
-    constexpr int BPT = DC_TOPN_BINS / DCPTOPK_THREADS; // bins per thread
+    constexpr int BPT = DC_TOPN_BPT;
     const int32_t top = DC_TOPN_BINS - 1 - (int32_t)threadIdx.x * BPT;
-    uint32_t h[BPT], s = 0;
+    uint32_t s = 0, sb = 0;
 #pragma unroll
     for (int j = 0; j < BPT; j++) {
-        h[j] = hist[top - j];
         s += h[j];
+        sb += b[j];
     }
-    uint32_t total;
-    uint32_t before = block_exclusive_scan(s, sh.warp_sums, &total);
+    uint32_t total, bbefore = 0, btotal = 0;
+    uint32_t before = block_scan<BEFORE>(s, sb, ws, wsb, &total, &bbefore, &btotal);
     if (threadIdx.x == 0) {
         sh.total = total;
+        sh.b_total = btotal;
         if (total < need) {
             sh.bin = DC_TOPN_BINS;
-            sh.above = total;
+            sh.above = sh.upto = total;
+            sh.b_above = btotal;
+            sh.b_eq = 0u;
         }
     }
     if (total >= need && before < need && before + s >= need) {
@@ -251,57 +401,36 @@ __device__ __forceinline__ void find_bin(const uint32_t *hist, uint32_t need, To
             if (before < need && before + h[j] >= need) {
                 sh.bin = (uint32_t)(top - j);
                 sh.above = before;
+                sh.upto = before + h[j];
+                sh.b_above = bbefore;
+                sh.b_eq = b[j];
             }
             before += h[j];
+            bbefore += b[j];
         }
     }
     __syncthreads();
 }
 
-// A run of equal bins counted in a register, flushed by one shared atomic
-// when the bin changes: masked rows and heavy ties hit one bin all along.
-struct BinRun {
-    uint32_t bin = 0xFFFFFFFFu, n = 0;
-    __device__ __forceinline__ void add(uint32_t *hist, uint32_t b)
-    {
-        if (b != bin) {
-            if (n)
-                atomicAdd(&hist[bin], n);
-            bin = b;
-            n = 0;
-        }
-        n++;
-    }
-    __device__ __forceinline__ void flush(uint32_t *hist)
-    {
-        if (n)
-            atomicAdd(&hist[bin], n);
-        n = 0;
-    }
-};
-
-// Sums histogram `local` of every CTA of the group into `merged` (C > 1).
-__device__ __forceinline__ const uint32_t *group_hist(uint32_t *local, TopnShared &sh)
+// Counts the keys >= base of a vector in the window histogram, bin
+// (key - base) >> shift; returns how many fall above the window.
+__device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, uint32_t base,
+                                               uint32_t shift)
 {
-#if DC_TOPN_CLUSTER > 1
-    for (uint32_t i = threadIdx.x * 4u; i < DC_TOPN_BINS; i += DCPTOPK_THREADS * 4u) {
-        u32x4 s = {0u, 0u, 0u, 0u};
+    const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
+    uint32_t ovf = 0;
 #pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            const u32x4 v = remote_ld4(&local[i], c);
-            s.x += v.x;
-            s.y += v.y;
-            s.z += v.z;
-            s.w += v.w;
+    for (int e = 0; e < 8; e++) {
+        const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
+        if (key >= base) {
+            const uint32_t d = (key - base) >> shift;
+            if (d < DC_TOPN_BINS)
+                atomicAdd(&hist[d], 1u);
+            else
+                ovf++;
         }
-        *(u32x4 *)&sh.hist[i] = s;
     }
-    __syncthreads();
-    return sh.hist;
-#else
-    (void)sh;
-    return local;
-#endif
+    return ovf;
 }
 
 // --------------------------------------------------------- the selection
@@ -311,325 +440,309 @@ __device__ __forceinline__ const uint32_t *group_hist(uint32_t *local, TopnShare
 // thread of the group, each slot / plane word exactly once.
 //
 // row: the row's first logit; E: its candidate bound (already clamped);
-// chunk: columns per CTA (multiple of 8); keys: dynamic shared memory of
-// chunk 16-bit words; n_sel: N.
+// chunk: columns per CTA (multiple of 8, <= 65536); keys: dynamic shared
+// memory of chunk 16-bit keys, then chunk / 8 list entries; n_sel: N.
 template <int NSEL, class Out>
 __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32_t E, int32_t chunk,
                                          uint16_t *keys, TopnShared &sh, const Out &out)
 {
     static_assert(NSEL % 32 == 0 && NSEL >= 32 && NSEL <= 4096, "N: multiple of 32, <= 4096");
-    const uint32_t tid = threadIdx.x;
+    constexpr int BPT = DC_TOPN_BPT;
+    constexpr bool GROUP = DC_TOPN_CLUSTER > 1;
+    const uint32_t tid = threadIdx.x, lane = lane_id(), warp = warp_id();
     const uint32_t crank = cluster_rank();
     const int32_t lo = (int32_t)crank * chunk;
     int32_t len = E - lo;
     len = len < 0 ? 0 : (len > chunk ? chunk : len);
     const int32_t nvec = (len + 7) >> 3;       // 8-key vectors in smem
     const int32_t nfull = len >> 3;            // full vectors in HBM
+    const int32_t qv = (nfull + DC_TOPN_PIECES - 1) / DC_TOPN_PIECES; // vectors per piece
+    const uint16_t *src = row + lo;
+    u32x4 *kv = (u32x4 *)keys;
+#if DC_TOPN_CLUSTER > 1
+    uint32_t *const hist_max = sh.hist_max_local;
+#else
+    uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
+#endif
 
+    // ---- 1. the bulk copies go out first, then the histograms are cleared
+    if (tid == 0) {
+        for (int p = 0; p < DC_TOPN_PIECES; p++)
+            mbar_init(&sh.bar[p]);
+        mbar_init_fence();
+        for (int p = 0; p < DC_TOPN_PIECES; p++) {
+            const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
+            if (v0 < v1)
+                bulk_load(&kv[v0], src + (int64_t)v0 * 8, (uint32_t)(v1 - v0) * 16u, &sh.bar[p]);
+        }
+        sh.ovf_local = 0u;
+        sh.lo_count = 0u;
+    }
     for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
         sh.hist_local[i] = 0u;
+#if DC_TOPN_CLUSTER > 1
         sh.hist_max_local[i] = 0u;
-    }
-    if (tid < DC_TOPN_FINE)
-        sh.fine_local[tid] = 0u;
-    if (tid == 0) {
-        sh.above_local = 0u;
-        sh.cnt_local = 0u;
-        sh.lo_count = 0u;
+#endif
     }
     __syncthreads();
 
-    // ---- 1. load (HBM read once), keys to smem, histogram of the maxima of
-    // the 8-key vectors. The N-th largest maximum is a lower bound of the
-    // N-th largest key (N vectors each hold a key >= it), and a tight one:
-    // only keys >= it are histogrammed below.
-    const uint16_t *src = row + lo;
-    u32x4 *kv = (u32x4 *)keys;
-    // Vectors in flight per thread: a CTA of a cluster (decode: few long
-    // rows, one CTA per SM) loads 16 or more vectors per thread, so it keeps
-    // twice as many in flight; one CTA per row (prefill, three CTAs per SM)
-    // stays within 40 registers.
-    constexpr int U = DC_TOPN_CLUSTER > 1 ? 8 : 4;
-    {
-        BinRun run;
-        for (int32_t base = 0; base < nvec; base += U * DCPTOPK_THREADS) {
-            u32x4 r[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
-                if (v < nfull) {
-                    r[u] = ldg_nc_v4(src + (int64_t)v * 8);
-                } else if (v < nvec) {
-                    uint32_t h[8];
-#pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        const int32_t c = v * 8 + e;
-                        // 0xFFFF is a NaN pattern: key 0, never a candidate.
-                        h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
-                    }
-                    r[u].x = h[0] | (h[1] << 16);
-                    r[u].y = h[2] | (h[3] << 16);
-                    r[u].z = h[4] | (h[5] << 16);
-                    r[u].w = h[6] | (h[7] << 16);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int32_t v = base + u * DCPTOPK_THREADS + (int32_t)tid;
-                if (v < nvec) {
-                    u32x4 k;
-                    k.x = ord16x2(r[u].x);
-                    k.y = ord16x2(r[u].y);
-                    k.z = ord16x2(r[u].z);
-                    k.w = ord16x2(r[u].w);
-                    kv[v] = k;
-                    const uint32_t m = max_key8(k);
-                    if (m != 0u)
-                        run.add(sh.hist_max_local, m >> 5);
-                }
-            }
+    // Keys in place, piece by piece, and the histogram of the 8-key maxima.
+    for (int p = 0; p < DC_TOPN_PIECES; p++) {
+        const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
+        if (v0 >= v1)
+            break; // later pieces are empty too (uniform)
+        mbar_wait0(&sh.bar[p]);
+        for (int32_t v = v0 + (int32_t)tid; v < v1; v += DCPTOPK_THREADS) {
+            const u32x4 r = kv[v];
+            u32x4 k;
+            k.x = ord16x2(r.x);
+            k.y = ord16x2(r.y);
+            k.z = ord16x2(r.z);
+            k.w = ord16x2(r.w);
+            kv[v] = k;
+            const uint32_t m = max_key8(k);
+            if (m != 0u)
+                atomicAdd(&hist_max[m >> 5], 1u);
         }
-        run.flush(sh.hist_max_local);
+    }
+    if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
+        // The partial last vector: 0xFFFF is a NaN pattern (key 0, never a
+        // candidate) past len.
+        uint32_t h[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int32_t c = nfull * 8 + e;
+            h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
+        }
+        u32x4 k;
+        k.x = ord16x2(h[0] | (h[1] << 16));
+        k.y = ord16x2(h[2] | (h[3] << 16));
+        k.z = ord16x2(h[4] | (h[5] << 16));
+        k.w = ord16x2(h[6] | (h[7] << 16));
+        kv[nfull] = k;
+        const uint32_t m = max_key8(k);
+        if (m != 0u)
+            atomicAdd(&hist_max[m >> 5], 1u);
     }
     group_sync();
 
     // ---- the lower bound lb (>= 1): the floor of the bin of the N-th
     // largest maximum; 1 (every non-NaN key) when fewer than N vectors have
-    // one.
-    const uint32_t *hmax = group_hist(sh.hist_max_local, sh);
-    find_bin(hmax, (uint32_t)NSEL, sh);
-    const uint32_t lb = sh.bin < DC_TOPN_BINS && sh.bin > 0u ? (sh.bin << 5) : 1u;
-    // The list pays when it prunes: at most half of the group's vectors
-    // reach lb. Heavily tied rows (integer or +100-shifted scores in bf16)
-    // reach it almost all; they walk every vector instead (uniform).
-    const bool use_list =
-        sh.bin < DC_TOPN_BINS && 2u * (sh.above + hmax[sh.bin]) <= sh.total;
-
-    // ---- the candidate vectors: those whose maximum is >= lb, listed in
-    // ascending order (thread tid takes LV consecutive vectors per round, one
-    // block scan per round). The passes below walk this list only: a few
-    // hundred vectors of a 2048-vector row, with every lane busy.
-    uint16_t *list = keys + chunk; // nvec entries (the launcher's extra space)
-    uint32_t nlist = use_list ? 0u : (uint32_t)nvec; // uniform over the CTA
-    // Vector of list entry i.
-    auto vec_at = [&](uint32_t i) -> uint32_t { return use_list ? (uint32_t)list[i] : i; };
-    if (use_list) {
-        constexpr int LV = 4;
-        for (int32_t r0 = 0; r0 < nvec; r0 += LV * DCPTOPK_THREADS) {
-            const int32_t v0 = r0 + (int32_t)tid * LV;
-            uint32_t flags = 0;
-#pragma unroll
-            for (int u = 0; u < LV; u++)
-                if (v0 + u < nvec && max_key8(kv[v0 + u]) >= lb)
-                    flags |= 1u << u;
-            uint32_t tot;
-            uint32_t at = nlist + block_exclusive_scan((uint32_t)__popc(flags), sh.warp_sums, &tot);
-#pragma unroll
-            for (int u = 0; u < LV; u++)
-                if ((flags >> u) & 1u)
-                    list[at++] = (uint16_t)(v0 + u);
-            nlist += tot;
-        }
-    }
-    __syncthreads();
-
-    // ---- 11-bit histogram of the keys >= lb
+    // one. The maxima's array is cleared as it is read (one CTA): it becomes
+    // the window histogram after this scan's barriers.
+    uint32_t lb;
+    bool use_list;
     {
-        BinRun run;
-        uint32_t cnt = 0;
-        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS) {
-            const u32x4 k = kv[vec_at(i)];
-            if (!use_list && max_key8(k) < lb)
-                continue;
-            const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                if (key >= lb) {
-                    run.add(sh.hist_local, key >> 5);
-                    cnt++;
+        uint32_t h[BPT], b[BPT];
+        group_bins<false>(hist_max, crank, true, h, b);
+        find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
+        const uint32_t mbin = sh.bin;
+        lb = mbin < DC_TOPN_BINS && mbin > 0u ? (mbin << 5) : 1u;
+        // The list pays when it prunes: at most half of the group's vectors
+        // reach lb. Heavily tied rows (integer or +100-shifted scores in
+        // bf16) reach it almost all; they walk every vector instead (uniform).
+        use_list = mbin < DC_TOPN_BINS && 2u * sh.upto <= sh.total;
+    }
+
+    // ---- 2. the list of the vectors whose maximum is >= lb and the window
+    // histogram of their keys. Warp w walks vectors [w * seg, (w + 1) * seg),
+    // lane i the i-th of each 32; flag bit s = step s's vector is listed.
+    uint16_t *list = keys + chunk; // nvec entries (the launcher's extra space)
+    uint32_t nlist = (uint32_t)nvec;
+    {
+        const int32_t seg = (nvec + DC_TOPN_WARPS - 1) / DC_TOPN_WARPS;
+        const int32_t v0 = (int32_t)warp * seg;
+        const int32_t v1 = v0 + seg < nvec ? v0 + seg : nvec;
+        uint32_t flags = 0, ovf = 0;
+        for (int32_t s = 0; v0 + s * 32 < v1; s++) {
+            const int32_t v = v0 + s * 32 + (int32_t)lane;
+            if (v < v1) {
+                const u32x4 k = kv[v];
+                if (max_key8(k) >= lb) {
+                    flags |= 1u << s;
+                    ovf += window_add(sh.hist_local, k, lb, 0u);
                 }
             }
         }
-        run.flush(sh.hist_local);
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1)
-            cnt += __shfl_xor_sync(0xFFFFFFFFu, cnt, d);
-        if (lane_id() == 0 && cnt)
-            atomicAdd(&sh.cnt_local, cnt);
+        ovf = __reduce_add_sync(0xFFFFFFFFu, ovf);
+        if (lane == 0 && ovf)
+            atomicAdd(&sh.ovf_local, ovf);
+        if (use_list) {
+            const uint32_t c = __reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(flags));
+            if (lane == 0)
+                sh.ws[WS_LIST][warp] = c;
+            __syncthreads();
+            const uint32_t sw = lane < (uint32_t)DC_TOPN_WARPS ? sh.ws[WS_LIST][lane] : 0u;
+            nlist = __reduce_add_sync(0xFFFFFFFFu, sw);
+            uint32_t at = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? sw : 0u);
+            for (int32_t s = 0; v0 + s * 32 < v1; s++) {
+                const uint32_t bal = __ballot_sync(0xFFFFFFFFu, (flags >> s) & 1u);
+                if ((flags >> s) & 1u)
+                    list[at + (uint32_t)__popc(bal & lanemask_lt())] =
+                        (uint16_t)(v0 + s * 32 + (int32_t)lane);
+                at += (uint32_t)__popc(bal);
+            }
+        }
     }
+    // Vector of list entry i.
+    auto vec_at = [&](uint32_t i) -> uint32_t { return use_list ? (uint32_t)list[i] : i; };
     group_sync();
 
-    // ---- the bin of the N-th largest key. total = keys >= lb; when it is
-    // <= N, every one of them is taken (tau = lb - 1, no tie rule).
-    find_bin(group_hist(sh.hist_local, sh), (uint32_t)NSEL, sh);
-    const uint32_t total = sh.total;
-    const bool take_all = total <= (uint32_t)NSEL;
-    // (take_all: no key is in bin DC_TOPN_BINS, pass 2 below counts nothing)
-    const uint32_t bin = take_all ? (uint32_t)DC_TOPN_BINS : sh.bin;
-    const uint32_t count = take_all ? total : (uint32_t)NSEL;
+    // Keys above the window (group) and in the CTAs before this one.
+    uint32_t ovf = 0, ovf_before = 0;
+#pragma unroll
+    for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+        const uint32_t o = remote_ld(&sh.ovf_local, c);
+        ovf += o;
+        ovf_before += c < crank ? o : 0u;
+    }
+    uint32_t base = lb;
+    if (ovf >= (uint32_t)NSEL) {
+        // ---- the fallback (uniform over the group): N keys lie above the
+        // window. An 11-bit pass over the listed keys >= lb finds the bin of
+        // the N-th largest (>= N keys are >= lb), and the window restarts at
+        // its floor: fewer than N keys lie above it.
+        group_sync(); // every CTA has read every ovf_local
+        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+            sh.hist_local[i] = 0u;
+        if (tid == 0)
+            sh.ovf_local = 0u;
+        __syncthreads();
+        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
+            window_add(sh.hist_local, kv[vec_at(i)], lb, 5u); // never above
+        group_sync();
+        {
+            uint32_t h[BPT], b[BPT];
+            group_bins<false>(sh.hist_local, crank, false, h, b);
+            find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_COARSE], nullptr, sh);
+            base = lb + (sh.bin << 5);
+        }
+        group_sync(); // every CTA has read every hist_local
+        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+            sh.hist_local[i] = 0u;
+        __syncthreads();
+        uint32_t o = 0;
+        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
+            o += window_add(sh.hist_local, kv[vec_at(i)], base, 0u);
+        o = __reduce_add_sync(0xFFFFFFFFu, o);
+        if (lane == 0 && o)
+            atomicAdd(&sh.ovf_local, o);
+        group_sync();
+        ovf = ovf_before = 0;
+#pragma unroll
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+            const uint32_t oc = remote_ld(&sh.ovf_local, c);
+            ovf += oc;
+            ovf_before += c < crank ? oc : 0u;
+        }
+    }
+
+    // ---- tau: the key of the (N - ovf)-th largest count of the window (a
+    // bin of one key). When the window holds fewer, every key >= base is
+    // taken (tau = base - 1, no tie rule): then fewer than N keys exist
+    // (base = 1), or exactly N.
+    uint32_t tau, need_eq, count, gt_run, eq_run;
+    {
+        uint32_t h[BPT], b[BPT];
+        group_bins<GROUP>(sh.hist_local, crank, false, h, b);
+        find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
+        const bool take_all = sh.bin >= DC_TOPN_BINS;
+        tau = take_all ? base - 1u : base + sh.bin;
+        need_eq = take_all ? 0u : (uint32_t)NSEL - (ovf + sh.above);
+        count = take_all ? ovf + sh.total : (uint32_t)NSEL;
+        gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
+        eq_run = take_all ? 0u : sh.b_eq;
+    }
 
     // Empty slots (CTA 0 of the group).
     if (crank == 0)
         for (uint32_t j = count + tid; j < (uint32_t)NSEL; j += DCPTOPK_THREADS)
             out.zero(j);
 
-    // ---- 2. 5-bit histogram of the keys in the bin, keys above it (local)
+    // ---- 3. stable compaction in ascending local id. Warp w takes list
+    // entries [w * seg, (w + 1) * seg); a first walk counts each warp's keys
+    // > tau and == tau, a second one writes. Bit e of gm / qm: key e of the
+    // vector is > tau / == tau (and not NaN).
+    auto masks = [&](const u32x4 &k, uint32_t &gm, uint32_t &qm) {
+        gm = qm = 0u;
+        // Vectors below max(tau, 1) hold nothing to take: one test.
+        if (max_key8(k) >= (tau > 1u ? tau : 1u)) {
+#pragma unroll
+            for (uint32_t e = 0; e < 8; e++) {
+                const uint32_t key = key_at(k, e);
+                gm |= (key > tau ? 1u : 0u) << e;
+                qm |= (key == tau && key != 0u ? 1u : 0u) << e;
+            }
+        }
+    };
+    const uint32_t seg = (nlist + DC_TOPN_WARPS - 1) / DC_TOPN_WARPS;
+    const uint32_t e0 = warp * seg, e1 = e0 + seg < nlist ? e0 + seg : nlist;
     {
-        uint32_t above = 0;
-        const uint32_t bin_lo = bin << 5;
-        for (uint32_t i = take_all ? nlist : tid; i < nlist; i += DCPTOPK_THREADS) {
-            const u32x4 k = kv[vec_at(i)];
-            // Many listed vectors lie wholly below the bin: one test skips them.
-            if (max_key8(k) < bin_lo)
-                continue;
-            const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                const uint32_t b = key >> 5;
-                above += b > bin ? 1u : 0u;
-                if (b == bin && key != 0u)
-                    atomicAdd(&sh.fine_local[key & 31u], 1u);
-            }
+        uint32_t g = 0, q = 0;
+        for (uint32_t i = e0 + lane; i < e1; i += 32) {
+            uint32_t gm, qm;
+            masks(kv[vec_at(i)], gm, qm);
+            g += (uint32_t)__popc(gm);
+            q += (uint32_t)__popc(qm);
         }
-#pragma unroll
-        for (int d = 16; d > 0; d >>= 1)
-            above += __shfl_xor_sync(0xFFFFFFFFu, above, d);
-        if (lane_id() == 0 && above)
-            atomicAdd(&sh.above_local, above);
-    }
-    group_sync();
-
-    // ---- tau, need_eq and this CTA's bases (warp 0)
-    if (warp_id() == 0) {
-        const uint32_t lane = lane_id();
-        const uint32_t fb = 31u - lane; // lane i holds fine bin 31 - i
-        uint32_t f = 0;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++)
-            f += remote_ld(&sh.fine_local[fb], c);
-        uint32_t incl = f;
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-            if (lane >= (uint32_t)d)
-                incl += y;
-        }
-        const uint32_t excl = incl - f;
-        const uint32_t above = sh.above;
-        uint32_t x = 0, gt = total;
-        if (!take_all) {
-            const bool hit = above + excl < (uint32_t)NSEL && above + incl >= (uint32_t)NSEL;
-            const uint32_t m = __ballot_sync(0xFFFFFFFFu, hit);
-            const uint32_t src_lane = (uint32_t)(__ffs(m) - 1);
-            x = 31u - src_lane;
-            gt = above + __shfl_sync(0xFFFFFFFFu, excl, src_lane);
-        }
-        // take_all: tau = lb - 1, so "key > tau" is "key >= lb".
-        const uint32_t tau = take_all ? lb - 1u : ((bin << 5) | x);
-        // Per-CTA counts of keys > tau and == tau; lane c < C handles CTA c.
-        uint32_t gt_c = 0, eq_c = 0;
-        if (lane < DC_TOPN_CLUSTER) {
-            if (take_all) {
-                gt_c = remote_ld(&sh.cnt_local, lane);
-            } else {
-                gt_c = remote_ld(&sh.above_local, lane);
-                for (uint32_t b = x + 1; b < DC_TOPN_FINE; b++)
-                    gt_c += remote_ld(&sh.fine_local[b], lane);
-                eq_c = remote_ld(&sh.fine_local[x], lane);
-            }
-        }
-        uint32_t gt_before = 0, eq_before = 0;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            const uint32_t g = __shfl_sync(0xFFFFFFFFu, gt_c, c);
-            const uint32_t q = __shfl_sync(0xFFFFFFFFu, eq_c, c);
-            if (c < crank) {
-                gt_before += g;
-                eq_before += q;
-            }
-        }
+        g = __reduce_add_sync(0xFFFFFFFFu, g);
+        q = __reduce_add_sync(0xFFFFFFFFu, q);
         if (lane == 0) {
-            sh.tau = tau;
-            sh.need_eq = take_all ? 0u : (uint32_t)NSEL - gt;
-            sh.gt_base = gt_before;
-            sh.eq_base = eq_before;
+            sh.ws[WS_GT][warp] = g;
+            sh.ws[WS_EQ][warp] = q;
         }
     }
     __syncthreads();
-
-    // ---- 3. stable compaction in ascending local id
-    const uint32_t tau = sh.tau;
-    const uint32_t need_eq = sh.need_eq;
-    uint32_t gt_run = sh.gt_base, eq_run = sh.eq_base;
+    {
+        const uint32_t sg = lane < (uint32_t)DC_TOPN_WARPS && lane < warp ? sh.ws[WS_GT][lane] : 0u;
+        const uint32_t sq = lane < (uint32_t)DC_TOPN_WARPS && lane < warp ? sh.ws[WS_EQ][lane] : 0u;
+        gt_run += __reduce_add_sync(0xFFFFFFFFu, sg);
+        eq_run += __reduce_add_sync(0xFFFFFFFFu, sq);
+    }
     uint32_t lo_sel = 0;
-    // Tiles of listed vectors; thread tid takes VPT consecutive list entries.
-    constexpr int VPT = DC_TOPN_PER_THREAD / 8;
-    constexpr uint32_t TILE_V = DCPTOPK_THREADS * VPT;
-    for (uint32_t t0 = 0; t0 < nlist; t0 += TILE_V) {
-        const uint32_t l0 = t0 + tid * VPT;
-        uint32_t w8[DC_TOPN_PER_THREAD / 2];
-        uint32_t vid[VPT];
-        uint32_t kmax = 0;
-#pragma unroll
-        for (int q = 0; q < VPT; q++) {
-            u32x4 k = {0u, 0u, 0u, 0u};
-            vid[q] = 0;
-            if (l0 + q < nlist) {
-                vid[q] = vec_at(l0 + q);
-                k = kv[vid[q]];
-            }
-            const uint32_t m = max_key8(k);
-            kmax = m > kmax ? m : kmax;
-            w8[4 * q + 0] = k.x;
-            w8[4 * q + 1] = k.y;
-            w8[4 * q + 2] = k.z;
-            w8[4 * q + 3] = k.w;
+    for (uint32_t i0 = e0; i0 < e1; i0 += 32) { // warp-uniform
+        const uint32_t i = i0 + lane;
+        uint32_t gm = 0, qm = 0, v = 0;
+        u32x4 k = {0u, 0u, 0u, 0u};
+        if (i < e1) {
+            v = vec_at(i);
+            k = kv[v];
+            masks(k, gm, qm);
         }
-        // Bit e of gmask / qmask: key e > tau / key e == tau (and not NaN).
-        // Keys below max(tau, 1) are never taken: many threads skip here.
-        uint32_t gmask = 0, qmask = 0;
-        if (kmax >= (tau > 1u ? tau : 1u)) {
+        // Both counts are <= 8 a lane, <= 256 a warp: one 16-bit-packed scan.
+        const uint32_t c = (uint32_t)__popc(gm) | ((uint32_t)__popc(qm) << 16);
+        uint32_t x = c;
 #pragma unroll
-            for (int e = 0; e < DC_TOPN_PER_THREAD; e++) {
-                const uint32_t key = (w8[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-                gmask |= (key > tau ? 1u : 0u) << e;
-                qmask |= (key == tau && key != 0u ? 1u : 0u) << e;
-            }
+        for (int d = 1; d < 32; d <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+            if (lane >= (uint32_t)d)
+                x += y;
         }
-        const uint32_t g = (uint32_t)__popc(gmask), q = (uint32_t)__popc(qmask);
-        uint32_t tile_total;
-        const uint32_t ex = block_exclusive_scan(g | (q << 16), sh.warp_sums, &tile_total);
+        const uint32_t ex = x - c;
         const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
-        for (uint32_t sel = gmask | qmask; sel != 0u; sel &= sel - 1u) {
+        for (uint32_t sel = gm | qm; sel != 0u; sel &= sel - 1u) {
             const uint32_t e = (uint32_t)(__ffs(sel) - 1);
             const uint32_t below = (1u << e) - 1u;
-            const uint32_t gbe = gb + (uint32_t)__popc(gmask & below);
-            const uint32_t qbe = qb + (uint32_t)__popc(qmask & below);
+            const uint32_t gbe = gb + (uint32_t)__popc(gm & below);
+            const uint32_t qbe = qb + (uint32_t)__popc(qm & below);
             uint32_t pos;
-            if ((gmask >> e) & 1u) {
+            if ((gm >> e) & 1u) {
                 pos = gbe + (qbe < need_eq ? qbe : need_eq);
             } else {
                 if (qbe >= need_eq)
                     continue;
                 pos = gbe + qbe;
             }
-            // Registers are not indexed by e (that would put them in local
-            // memory): the vector through a select, the key from shared.
-            uint32_t v = vid[0];
-#pragma unroll
-            for (int qq = 1; qq < VPT; qq++)
-                v = (e >> 3) == (uint32_t)qq ? vid[qq] : v;
-            const uint32_t key = keys[v * 8u + (e & 7u)];
-            const uint32_t l = (uint32_t)lo + v * 8u + (e & 7u);
-            out.put(pos, pack_word(key, l));
+            const uint32_t l = (uint32_t)lo + v * 8u + e;
+            out.put(pos, pack_word(key_at(k, e), l));
             lo_sel += l < 65536u ? 1u : 0u;
         }
-        gt_run += tile_total & 0xFFFFu;
-        eq_run += tile_total >> 16;
+        const uint32_t t = __shfl_sync(0xFFFFFFFFu, x, 31);
+        gt_run += t & 0xFFFFu;
+        eq_run += t >> 16;
     }
-    if (lo_sel)
+    lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
+    if (lane == 0 && lo_sel)
         remote_add(&sh.lo_count, 0u, lo_sel);
     group_sync();
 

@@ -223,6 +223,41 @@ TEST(pack_small)
     CHECK_EQ(failures, 0);
 }
 
+/* N or more keys far above the rest at the start of a row (distinct, or all
+ * equal), and everywhere else normal scores: the keys above the first
+ * window of the selection are N or more, which takes its slow exact path. */
+TEST(pack_heavy_head)
+{
+    GPU_CTX(ctx);
+    static const int32_t variants[] = {0, 1, 2, 3};
+    static const struct { int32_t n; int64_t s, head; } shapes[] = {
+        {96, 3000, 200}, {384, 3000, 400}, {384, 70000, 1000}, {96, 70000, 96}};
+    int failures = 0;
+    for (int i = 0; i < 4; i++) {
+        for (int tied = 0; tied < 2; tied++) {
+            host_rows h;
+            memset(&h, 0, sizeof h);
+            if (host_rows_make(&h, DC_FAM_NORMAL, 3, shapes[i].s, shapes[i].n,
+                               900u + (uint64_t)(2 * i + tied))) {
+                host_rows_free(&h);
+                CHECK_MSG(0, "out of host memory");
+            }
+            for (int64_t t = 0; t < h.rows; t++)
+                for (int64_t j = 0; j < shapes[i].head && j < shapes[i].s; j++)
+                    h.logits[t * h.stride + j] =
+                        (uint16_t)(tied ? 0x7000 : 0x7000 + (j * 37) % 1000);
+            char what[96];
+            snprintf(what, sizeof what, "heavy head N=%d S=%lld head=%lld%s",
+                     shapes[i].n, (long long)shapes[i].s, (long long)shapes[i].head,
+                     tied ? " tied" : "");
+            failures += pack_case(ctx, &h, shapes[i].n, variants, 4, what);
+            host_rows_free(&h);
+        }
+    }
+    dcptopk_context_destroy(ctx);
+    CHECK_EQ(failures, 0);
+}
+
 /* Rows = 0 launches nothing; the keys of a config list every variant. */
 TEST(pack_keys_and_empty)
 {
