@@ -10,6 +10,13 @@ static int32_t threads_256(const dcptopk_key *key) { (void)key; return 256; }
 static int32_t threads_512(const dcptopk_key *key) { (void)key; return 512; }
 static int32_t threads_1024(const dcptopk_key *key) { (void)key; return 1024; }
 
+/* templates/select.cu: rows of at most DC_SELECT_SMALL_KEYS = 4096 keys
+ * (W * N) take its small-row path, which runs 256 threads. */
+static int32_t threads_select(const dcptopk_key *key)
+{
+    return (int64_t)key->world_size * key->local_topk <= 4096 ? 256 : 512;
+}
+
 static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_PACK_INDICES, "pack_indices", "pack_indices.cu",
      DC_F_LOCAL_TOPK, threads_256},
@@ -18,7 +25,7 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_SELECT, "select", "select.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE |
          DC_F_INTERLEAVE | DC_F_EMIT_IDS | DC_F_EXACT,
-     threads_512},
+     threads_select},
     {DCPTOPK_KERNEL_RESCUE, "rescue", "rescue.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE |
          DC_F_INTERLEAVE | DC_F_EMIT_IDS,

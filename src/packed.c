@@ -481,15 +481,24 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     uint32_t *sat = c->exact ? (uint32_t *)(uintptr_t)ws->sat : NULL;
     const int32_t threads = kernel_threads(&key);
     dc_launch_cfg cfg = {{(uint32_t)rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream};
-    /* The template's prefetching path (templates/select.cu, PREFETCH): keys in
-     * registers (at most 32 per thread) and a row's W * (N + N/32) words in a
-     * 32 KiB buffer. It runs a persistent grid of 3 CTAs per SM (its launch
-     * bounds) over two row buffers of dynamic shared memory. */
     const int64_t kpt = ((int64_t)c->world_size * c->local_topk + threads - 1) / threads;
     const int64_t row_bytes = 4 * (int64_t)c->world_size *
                               (c->local_topk + c->local_topk / 32);
-    if (kpt <= 32 && row_bytes <= 32768) {
-        const int64_t resident = 3 * (int64_t)(dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1);
+    const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
+    if (threads == 256) {
+        /* The template's small-row path (templates/select.cu, W * N <= 4096,
+         * the only rows src/kernels.c gives 256 threads): a persistent grid
+         * of SMALL_CTAS = 6 CTAs per SM (its launch bounds), one row buffer
+         * of dynamic shared memory (at most 16.5 KiB). */
+        const int64_t resident = 6 * sms;
+        cfg.grid[0] = (uint32_t)(rows < resident ? rows : resident);
+        cfg.smem_bytes = (uint32_t)row_bytes;
+    } else if (kpt <= 32 && row_bytes <= 32768) {
+        /* The prefetching path of the larger rows (PREFETCH): keys in
+         * registers (at most 32 per thread) and a row's W * (N + N/32) words
+         * in a 32 KiB buffer. It runs a persistent grid of 3 CTAs per SM (its
+         * launch bounds) over two row buffers of dynamic shared memory. */
+        const int64_t resident = 3 * sms;
         cfg.grid[0] = (uint32_t)(rows < resident ? rows : resident);
         cfg.smem_bytes = (uint32_t)(2 * row_bytes);
     }

@@ -5,18 +5,482 @@
 // saturation word (mask << 16) | tau16. It never waits: the push of a
 // saturated rank is a separate launch (push.cu) right after it.
 //
-// The W * N keys of a row sit in registers (select_core.cuh). When they do
-// (KPT <= REG_MAX) and a row's words fit a 32 KiB buffer, the grid is
-// persistent (the launcher sizes it, src/packed.c) and each CTA copies the
-// words of its next row into shared memory with cp.async while it selects
-// the current one, so the global load latency is hidden behind the
-// selection. Otherwise one CTA handles one row and keys are re-read.
+// Two paths, chosen at compile time by the keys of a row, W * N:
+//
+// - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config): 256
+//   threads (src/kernels.c), a persistent grid of SMALL_CTAS CTAs per SM
+//   (src/packed.c), one row's words in shared memory: the CTA copies them
+//   with cp.async, moves them to registers, and copies the next row into the
+//   same buffer while it selects this one. Warp w owns the KPT groups of 32
+//   consecutive positions from w * KPT * 32, so positions are contiguous per
+//   warp, and the selection works on the 32-bit words themselves:
+//     1. two 8-bit radix passes over ord16 (the word's top 16 bits) find the
+//        boundary value P: `above` keys have ord16 > P, m have ord16 == P,
+//        and need = K - above of these m are taken (all of them when m ==
+//        need, the usual case);
+//     2. when need < m, the tied keys are ranked by the rest of the select
+//        key, lower gid first, and on equal gids (a caller's duplicate ids,
+//        which lie in one segment) lower slot first: the tie key
+//        (gid << JBITS) | slot, unique in the row. A short list (m <=
+//        TIE_CMP) is gathered and ranked by comparison; more ties (integer
+//        valued or constant rows) take 8-bit radix passes over the tie key;
+//     3. one emit: each warp counts its selected (and owned) keys, one
+//        barrier, then writes them from its base in position order.
+//   A counting pass costs one barrier: every warp scans the 256 bins itself
+//   (no broadcast), and three histograms rotate so that the one used next is
+//   cleared during the current pass. A row costs 4 barriers (6 with a small
+//   tie, 4 + one per radix pass with a large one). The selected set, its
+//   order and tau16 are those of the 64-bit key selection below.
+// - Larger rows: 512 threads and select_core.cuh's radix select on 64-bit
+//   keys (the code rescue.cu shares). The W * N keys of a row sit in
+//   registers. When they do (KPT <= REG_MAX) and a row's words fit a 32 KiB
+//   buffer, the grid is persistent (the launcher sizes it, src/packed.c) and
+//   each CTA copies the words of its next row into shared memory with
+//   cp.async while it selects the current one, so the global load latency
+//   is hidden behind the selection. Otherwise one CTA handles one row and
+//   keys are re-read.
 #include "select_core.cuh"
 
 using namespace dcsel;
 
 constexpr bool EXACT = DCPTOPK_EXACT != 0;
 constexpr int NKEYS = WORLD * LTOPK;
+constexpr int ROW_WORDS = WORLD * WORDS;
+
+// Rows of at most this many keys take the small-row path. src/kernels.c
+// (threads_select) runs 256 threads for them, 512 otherwise.
+#define DC_SELECT_SMALL_KEYS 4096
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// Starts the asynchronous copy of row t's words (W segments of WORDS words,
+// rank r at r * rank_words) into buf, and commits it as one group (an empty
+// group when t >= rows, so that "all groups but the last" stays the row
+// being selected). V16: 16-byte copies (WORDS % 4 == 0, base 16-byte
+// aligned), else 4-byte ones.
+__device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathered,
+                                             long long rank_words, long long t, long long rows,
+                                             bool v16)
+{
+    if (t < rows) {
+        const int32_t *row = gathered + t * WORDS;
+        if (v16) {
+            constexpr int VECS = WORDS / 4;
+            for (int v = threadIdx.x; v < WORLD * VECS; v += THREADS) {
+                const int r = v / VECS, c = v - r * VECS;
+                const int32_t *src = row + r * rank_words + 4 * c;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                                 smem_addr(buf + r * WORDS + 4 * c)),
+                             "l"(src)
+                             : "memory");
+            }
+        } else {
+            for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
+                const int r = v / WORDS, c = v - r * WORDS;
+                const int32_t *src = row + r * rank_words + c;
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                                 smem_addr(buf + v)),
+                             "l"(src)
+                             : "memory");
+            }
+        }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+#if DCPTOPK_WORLD_SIZE * DCPTOPK_LOCAL_TOPK <= DC_SELECT_SMALL_KEYS
+
+static_assert(THREADS == 256, "src/kernels.c runs small rows with 256 threads");
+
+// Groups of 32 positions per warp (and keys per thread).
+constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
+constexpr int GROUPS = NKEYS / 32;
+constexpr bool ALL_GROUPS = GROUPS == NW * KPT; // every warp's groups hold keys
+constexpr int HBINS = 256;       // 8-bit digits
+constexpr int SMALL_CTAS = 6;    // per SM: src/packed.c sizes the grid with it
+constexpr int TIE_CMP = 128;     // most tied keys ranked by comparison
+
+constexpr int ceil_log2(int x)
+{
+    int b = 0;
+    while ((1 << b) < x)
+        ++b;
+    return b;
+}
+constexpr int JBITS = ceil_log2(LTOPK); // slot bits of a tie key
+constexpr int CBITS = GID_BITS + JBITS; // tie key bits
+
+static_assert(KPT >= 1 && KPT <= 16, "at most 16 words per thread");
+static_assert(HBINS == THREADS, "each thread clears one bin");
+// W * N <= 4096 gives ceil(log2 W) + ceil(log2 N) <= 13.
+static_assert(CBITS <= 31, "a tie key fits 31 bits (never the all-ones sentinel)");
+
+struct SmallSmem {
+    int hist[3][HBINS];     // rotating histograms (16-byte aligned: read as int4)
+    uint32_t list[TIE_CMP]; // tie keys gathered for the comparison rank
+    int nlist;
+    uint32_t thrc;          // the need-th smallest tie key
+    int wcnt[NW][3];        // per warp: selected, owned, not-saturated ranks
+};
+
+// The bin that holds the need-th key of a 256-bin histogram, scanning bins
+// from the largest (DESC) or the smallest. Every warp computes it on its
+// own: lane L holds 8 consecutive bins of the scan order (two int4 loads,
+// conflict-free), one warp scan finds the lane, the lane walks its bins, and
+// shuffles broadcast the result. need >= 1. When total < need, the result
+// is the first bin with before = 0 and cnt = 0 (callers check total first).
+struct Cut {
+    int bin;
+    int before; // keys in the bins scanned before it
+    int cnt;    // keys in it
+    int total;  // keys in the histogram
+};
+
+template <bool DESC>
+__device__ __forceinline__ Cut warp_cut(const int *hist, int need)
+{
+    const int lane = threadIdx.x & 31;
+    const int4 *v = reinterpret_cast<const int4 *>(hist + (DESC ? HBINS - 8 - 8 * lane : 8 * lane));
+    const int4 a = v[0], b = v[1];
+    int c[8];
+    if (DESC) {
+        c[0] = b.w, c[1] = b.z, c[2] = b.y, c[3] = b.x;
+        c[4] = a.w, c[5] = a.z, c[6] = a.y, c[7] = a.x;
+    } else {
+        c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w;
+        c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
+    }
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        s += c[k];
+    int incl = s;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o)
+            incl += y;
+    }
+    const int excl = incl - s;
+    const bool hit = excl < need && incl >= need;
+    int bin = 0, before = 0, cnt = 0;
+    if (hit) {
+        int cum = excl;
+        bool found = false;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            if (!found && cum + c[k] >= need) {
+                bin = DESC ? HBINS - 1 - (8 * lane + k) : 8 * lane + k;
+                before = cum;
+                cnt = c[k];
+                found = true;
+            }
+            cum += c[k];
+        }
+    }
+    const uint32_t hits = __ballot_sync(0xFFFFFFFFu, hit);
+    const int src = hits ? __ffs(hits) - 1 : 0;
+    Cut r;
+    r.bin = __shfl_sync(0xFFFFFFFFu, bin, src);
+    r.before = __shfl_sync(0xFFFFFFFFu, before, src);
+    r.cnt = __shfl_sync(0xFFFFFFFFu, cnt, src);
+    r.total = __shfl_sync(0xFFFFFFFFu, incl, 31);
+    return r;
+}
+
+// x through a volatile move: values derived from the result are computed
+// where they are used, not hoisted to the first use and kept live (or
+// spilled) across the row's phases.
+__device__ __forceinline__ uint32_t fresh(uint32_t x)
+{
+    uint32_t y;
+    asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x) : "memory");
+    return y;
+}
+
+__device__ __forceinline__ int next_hist(int h)
+{
+    return h == 2 ? 0 : h + 1;
+}
+
+// Histogram rotation: counting pass n counts into hist[n % 3] and clears
+// hist[(n + 1) % 3], which the pass after it counts into. That histogram
+// was last read after pass n - 2's barrier and before pass n - 1's, which
+// every thread passed before pass n; and pass n's barrier orders the clear
+// before pass n + 1's counts. Rows continue the rotation.
+extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
+dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
+               Out o, uint32_t *__restrict__ sat)
+{
+    extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
+    __shared__ __align__(16) SmallSmem fs;
+    const int tid = threadIdx.x;
+    const long long rank_words = rank_stride_rows * WORDS;
+    const bool v16 = WORDS % 4 == 0 && ((unsigned long long)gathered & 15ull) == 0ull;
+    for (int q = tid; q < 3 * HBINS; q += THREADS)
+        (&fs.hist[0][0])[q] = 0;
+    if (tid == 0)
+        fs.nlist = 0;
+    int h = 0;
+    long long t = blockIdx.x;
+    prefetch_row(rowbuf, gathered, rank_words, t, rows, v16);
+    for (; t < rows; t += gridDim.x) {
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        // Row t's words are in rowbuf (every thread's copies), and every
+        // read of the previous row's shared state is done.
+        __syncthreads();
+
+        // The warp and lane through a volatile read: the per-group ranks and
+        // offsets below are then recomputed at each row instead of being
+        // hoisted out of the row loop, where they would hold registers.
+        int tid_v;
+        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_v));
+        const int w = tid_v >> 5, lane = tid_v & 31;
+
+        // Words of positions g * 32 + lane, g = w * KPT + i (rank r = g * 32
+        // / N, slot j = g * 32 - r * N + lane), and bit i of pb = the plane
+        // bit (bit 16 of the local id) of word i. After this, rowbuf is free.
+        uint32_t wd[KPT];
+        uint32_t pb = 0u;
+#pragma unroll
+        for (int i = 0; i < KPT; ++i) {
+            const int g = w * KPT + i;
+            wd[i] = 0u;
+            if (ALL_GROUPS || g < GROUPS) {
+                const int r = g * 32 / LTOPK, j0 = g * 32 - r * LTOPK;
+                const uint32_t *seg = rowbuf + r * WORDS;
+                wd[i] = seg[j0 + lane];
+                pb |= ((seg[LTOPK + (j0 >> 5)] >> lane) & 1u) << i;
+            }
+        }
+        // Per-key helpers read wq, lq and pq, refreshed (fresh) at each phase.
+        int wq = w, lq = lane;
+        uint32_t pq = pb;
+        auto refresh = [&]() {
+            wq = (int)fresh((uint32_t)wq);
+            lq = (int)fresh((uint32_t)lq);
+            pq = fresh(pq);
+        };
+        auto rank_of = [&](int i) { return (wq * KPT + i) * 32 / LTOPK; };
+        auto slot_of = [&](int i) { return (wq * KPT + i) * 32 - rank_of(i) * LTOPK + lq; };
+        auto local_of = [&](int i) -> uint32_t {
+            return (0xFFFFu - (wd[i] & 0xFFFFu)) | (((pq >> i) & 1u) << 16);
+        };
+        auto gid_of = [&](int i) -> uint32_t {
+            return (uint32_t)dc::global_id((int32_t)local_of(i), rank_of(i), WORLD, ILV);
+        };
+        auto tie_key = [&](int i) -> uint32_t {
+            return (gid_of(i) << JBITS) | (uint32_t)slot_of(i);
+        };
+
+        // Pass 1: the top byte of ord16, over the non-empty words.
+        int *hist = fs.hist[h];
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            if (wd[i] != 0u)
+                atomicAdd(&hist[wd[i] >> 24], 1);
+        fs.hist[next_hist(h)][tid] = 0;
+        __syncthreads();
+        // Every thread has its words: copy the next row while selecting.
+        prefetch_row(rowbuf, gathered, rank_words, t + gridDim.x, rows, v16);
+        const Cut c1 = warp_cut<true>(hist, TOPK);
+        h = next_hist(h);
+
+        // Selected: non-empty, and ord16 > P, or ord16 == P with tie key <=
+        // thrc (all-ones: every one). Fewer than K keys: all (P = 0).
+        uint32_t P = 0u, thrc = 0xFFFFFFFFu;
+        const bool full = c1.total >= TOPK;
+        if (full) {
+            // Pass 2: the low byte of ord16, over the boundary bin's words.
+            const uint32_t b1 = (uint32_t)c1.bin;
+            hist = fs.hist[h];
+#pragma unroll
+            for (int i = 0; i < KPT; ++i)
+                if (wd[i] != 0u && (wd[i] >> 24) == b1)
+                    atomicAdd(&hist[(wd[i] >> 16) & 0xFFu], 1);
+            fs.hist[next_hist(h)][tid] = 0;
+            __syncthreads();
+            const int need2 = TOPK - c1.before;
+            const Cut c2 = warp_cut<true>(hist, need2);
+            h = next_hist(h);
+            P = (b1 << 8) | (uint32_t)c2.bin;
+            const int need = need2 - c2.before; // of the m keys with ord16 == P
+            const int m = c2.cnt;
+            auto tied = [&](int i) { return wd[i] != 0u && (wd[i] >> 16) == P; };
+            refresh();
+            if (need < m && m <= TIE_CMP) {
+                // Gather the m tie keys (unique: any order), rank each by
+                // comparison, and keep the need-th smallest.
+#pragma unroll
+                for (int i = 0; i < KPT; ++i)
+                    if (tied(i))
+                        fs.list[atomicAdd(&fs.nlist, 1)] = tie_key(i);
+                __syncthreads();
+                if (tid < m) {
+                    const uint32_t x = fs.list[tid];
+                    int less = 0;
+                    for (int q = 0; q < m; ++q)
+                        less += fs.list[q] < x ? 1 : 0;
+                    if (less == need - 1)
+                        fs.thrc = x;
+                }
+                if (tid == 0)
+                    fs.nlist = 0; // every gather of this row is done
+                __syncthreads();
+                thrc = fs.thrc;
+            } else if (need < m) {
+                // Radix select of the need-th smallest tie key, MSB first.
+                uint32_t prefix = 0u;
+                int nd = need;
+#pragma unroll 1
+                for (int hi = CBITS; hi > 0; hi -= 8) {
+                    const int shift = hi > 8 ? hi - 8 : 0;
+                    const uint32_t dmask = (1u << (hi - shift)) - 1u;
+                    hist = fs.hist[h];
+                    refresh();
+#pragma unroll
+                    for (int i = 0; i < KPT; ++i) {
+                        if (tied(i)) {
+                            const uint32_t c = tie_key(i);
+                            if ((c >> hi) == prefix)
+                                atomicAdd(&hist[(c >> shift) & dmask], 1);
+                        }
+                    }
+                    fs.hist[next_hist(h)][tid] = 0;
+                    __syncthreads();
+                    const Cut c3 = warp_cut<false>(hist, nd);
+                    h = next_hist(h);
+                    prefix = (prefix << (hi - shift)) | (uint32_t)c3.bin;
+                    nd -= c3.before;
+                    // Tie keys are unique: the last digit leaves one key.
+                    if (c3.cnt == nd || shift == 0) {
+                        thrc = (prefix << shift) | ((1u << shift) - 1u);
+                        break;
+                    }
+                }
+            }
+        }
+        // tau16: ord16 of the lowest selected key when K were selected; P
+        // then, since every selected key has ord16 >= P and one has P.
+        const uint32_t tau = full ? P : 0u;
+        auto sel = [&](int i) -> bool {
+            const uint32_t o16 = wd[i] >> 16;
+            return wd[i] != 0u &&
+                   (o16 > P || (o16 == P && (thrc == 0xFFFFFFFFu || tie_key(i) <= thrc)));
+        };
+
+        // Emit. Owned rows: the selected keys of segment `rank` whose block
+        // index is inside the block table (docs/CONTRACT.md, "Owned rows").
+        const bool want_ids = EMIT_IDS && o.ids != nullptr;
+        bool want_rows = false, req_ok = false;
+        const int32_t *bt = nullptr;
+        if constexpr (BLOCK > 0) {
+            want_rows = o.rm.rows_out != nullptr;
+            if (want_rows) {
+                const int32_t req = o.rm.req_id[t];
+                req_ok = req >= 0 && req < o.rm.num_reqs;
+                bt = o.rm.block_table + (long long)(req_ok ? req : 0) * o.rm.block_table_stride;
+            }
+        }
+        auto own = [&](int i, bool s) -> bool {
+            if constexpr (BLOCK > 0)
+                return s && req_ok && rank_of(i) == o.rank &&
+                       (long long)(local_of(i) / (uint32_t)BLOCK) <
+                           (long long)o.rm.block_table_cols;
+            return false;
+        };
+        int nsel = 0, nown = 0;
+        uint32_t notsat = 0u;
+        refresh();
+#pragma unroll
+        for (int i = 0; i < KPT; ++i) {
+            if (ALL_GROUPS || wq * KPT + i < GROUPS) {
+                const bool s = sel(i);
+                nsel += __popc(__ballot_sync(0xFFFFFFFFu, s));
+                if (want_rows)
+                    nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, s)));
+                if constexpr (EXACT) {
+                    // Rank r is saturated iff its N slots are all non-empty
+                    // with ord16 > tau16; a group lies in one segment.
+                    const bool above = wd[i] != 0u && (wd[i] >> 16) > tau;
+                    if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
+                        notsat |= 1u << rank_of(i);
+                }
+            }
+        }
+        if (lane == 0) {
+            fs.wcnt[w][0] = nsel;
+            fs.wcnt[w][1] = nown;
+            fs.wcnt[w][2] = (int)notsat;
+        }
+        __syncthreads();
+        int sel_base = 0, sel_total = 0, own_base = 0, own_total = 0;
+        notsat = 0u;
+#pragma unroll
+        for (int v = 0; v < NW; ++v) {
+            const int a = fs.wcnt[v][0], b = fs.wcnt[v][1];
+            sel_base += v < w ? a : 0;
+            own_base += v < w ? b : 0;
+            sel_total += a;
+            own_total += b;
+            notsat |= (uint32_t)fs.wcnt[v][2];
+        }
+        const uint32_t lt = lanemask_lt();
+        refresh();
+        if (want_ids) {
+            int32_t *ids = o.ids + t * o.ids_stride;
+#pragma unroll
+            for (int i = 0; i < KPT; ++i) {
+                if (ALL_GROUPS || wq * KPT + i < GROUPS) {
+                    const bool s = sel(i);
+                    const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
+                    if (s)
+                        ids[sel_base + __popc(b & lt)] = (int32_t)gid_of(i);
+                    sel_base += __popc(b);
+                }
+            }
+            for (int p = sel_total + tid; p < TOPK; p += THREADS)
+                ids[p] = -1;
+        }
+        if constexpr (BLOCK > 0) {
+            if (want_rows) {
+                const RowsMap &m = o.rm;
+                int32_t *rws = m.rows_out + t * m.rows_out_stride;
+#pragma unroll
+                for (int i = 0; i < KPT; ++i) {
+                    if (ALL_GROUPS || wq * KPT + i < GROUPS) {
+                        const bool s = own(i, sel(i));
+                        const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
+                        if (s) {
+                            const uint32_t l = local_of(i);
+                            const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
+                            rws[own_base + __popc(b & lt)] =
+                                (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+                        }
+                        own_base += __popc(b);
+                    }
+                }
+                for (int p = own_total + tid; p < TOPK; p += THREADS)
+                    rws[p] = -1;
+                if (tid == 0)
+                    m.counts_out[t] = own_total;
+            }
+        }
+        if constexpr (EXACT) {
+            if (tid == 0) {
+                const uint32_t mask = ~notsat & ((1u << WORLD) - 1u);
+                sat[t] = (mask << 16) | tau;
+            }
+        }
+        // fs.wcnt is rewritten after the next row's first barrier.
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+#else
+
 constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
 
 // Key of flat position p = r * N + j of the row (0 past the end or empty).
@@ -32,7 +496,6 @@ __device__ __forceinline__ uint64_t load_key(const int32_t *__restrict__ g0, lon
 }
 
 // Prefetching path: rows' words are double-buffered in dynamic shared memory.
-constexpr int ROW_WORDS = WORLD * WORDS;
 constexpr bool PREFETCH = KPT <= REG_MAX && ROW_WORDS * 4 <= 32768;
 
 template <bool REG>
@@ -87,46 +550,6 @@ struct SmemKeys {
     }
     __device__ __forceinline__ uint64_t get(int i) const { return k[i]; }
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// Starts the asynchronous copy of row t's words (W segments of WORDS words,
-// rank r at r * rank_words) into buf, and commits it as one group (an empty
-// group when t >= rows, so that "all groups but the last" stays the row
-// being selected). V16: 16-byte copies (WORDS % 4 == 0, base 16-byte
-// aligned), else 4-byte ones.
-__device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathered,
-                                             long long rank_words, long long t, long long rows,
-                                             bool v16)
-{
-    if (t < rows) {
-        const int32_t *row = gathered + t * WORDS;
-        if (v16) {
-            constexpr int VECS = WORDS / 4;
-            for (int v = threadIdx.x; v < WORLD * VECS; v += THREADS) {
-                const int r = v / VECS, c = v - r * VECS;
-                const int32_t *src = row + r * rank_words + 4 * c;
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                                 smem_addr(buf + r * WORDS + 4 * c)),
-                             "l"(src)
-                             : "memory");
-            }
-        } else {
-            for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
-                const int r = v / WORDS, c = v - r * WORDS;
-                const int32_t *src = row + r * rank_words + c;
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
-                                 smem_addr(buf + v)),
-                             "l"(src)
-                             : "memory");
-            }
-        }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
 
 // Selects row t from its keys and writes its outputs (and, exact, its
 // saturation word).
@@ -228,3 +651,5 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         select_row(keys, t, o, sat, sm);
     }
 }
+
+#endif

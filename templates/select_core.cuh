@@ -53,7 +53,6 @@ constexpr int WORDS = LTOPK + LTOPK / 32;    // packed row words
 constexpr int PUSH_WORDS = TOPK + TOPK / 32; // pushed list words
 constexpr int SLOTS = (TOPK - 1) / LTOPK >= 1 ? (TOPK - 1) / LTOPK : 1;
 
-static_assert(THREADS == BINS, "one radix bin per thread");
 static_assert(CHUNK * NW == THREADS, "one ballot-scan entry per thread");
 static_assert(TOPK % 32 == 0 && LTOPK % 32 == 0, "K and N are multiples of 32");
 static_assert(WORLD >= 1 && WORLD <= 16, "1..16 ranks");
@@ -241,6 +240,9 @@ struct Sel {
 template <int KPT, class Keys>
 __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
 {
+    // Checked here, not at namespace scope: select.cu's small-row path
+    // (256 threads) uses this header's types but not its radix select.
+    static_assert(KPT > 0 && THREADS == BINS, "one radix bin per thread");
     const int tid = threadIdx.x;
     Sel s;
     s.thr_key = 0ull;
