@@ -66,19 +66,24 @@ constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow. The launcher adds the same constant (src/pair.c).
 constexpr int kSharedBytes = 8448;
-// Three CTAs per SM when the keys take 64 KiB or less (3 x (64 + 8.25 + 1
-// reserved) KiB <= 228 KiB). A pipelined variant (two persistent CTAs an SM,
-// each streaming its rows through a cp.async ring) measured slower on the
-// H200: 599 against 531 us at W=8 K=2048 T=6710 (16a5294); the selection is
-// issue-bound and wants the third CTA's warps more than the overlap.
-constexpr int kMinBlocks = (kCands * 4 <= 65536 && kThreads >= 512) ? 3 : 1;
-// A persistent grid of three CTAs an SM that prefetched half of each CTA's
-// next row into L2 during the selection measured slower too: 519.7 against
-// 445.9 us (8a13148).
+// CTAs per SM: as many as shared memory allows, but no more rows in flight
+// than the L2 keeps (50 MB on sm_90 parts). The emit re-reads the gids of the
+// selected candidates; a row's pairs must still be in L2 then, or each gid
+// costs a DRAM sector. At W * K = 16384 (131 KB of pairs a row) three CTAs
+// an SM keep 52 MB in flight: 5% L2 hits and 1.6x the input's DRAM traffic
+// under Nsight Compute, 448 us on the H200; two CTAs (35 MB) take 333 us,
+// with 64 registers for 8 loads in flight. Rows of at most 8192 candidates
+// (26 MB at three CTAs) keep three. Rows past 64 KiB of keys run one CTA.
+// Tried and slower: a pipelined variant streaming every row through a
+// cp.async ring (16a5294), and a persistent grid prefetching the next row
+// into L2 (8a13148), both with three CTAs' footprint.
+constexpr int kMinBlocks =
+    kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8 when
 // no register bound holds them back (W=16 K=2048: 1000 against 1089 us,
-// W=8 K=4096: 1103 against 1195 us on the H200); under the three-CTA bound
-// 6 or 8 measured the same as 4.
+// W=8 K=4096: 1103 against 1195 us on the H200, and 16 measured no better
+// than 8 at two CTAs an SM); under the three-CTA bound 6 or 8 measured the
+// same as 4.
 constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
@@ -105,7 +110,7 @@ struct Decision {
 };
 
 struct Shared {
-    uint32_t hist[kBins + 1]; // + a sink: the load phase's invalid keys, never read
+    uint32_t hist[kBins];
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
     Decision dec;
@@ -144,16 +149,16 @@ __device__ __forceinline__ long long pair_offset(uint32_t p, long long rank_stri
     return (long long)p * 2;
 }
 
-// dc::ord32 of the score, 0 when the gid is negative: without branches.
-// ord32 flips every bit of a negative score and the sign bit of another;
-// the non-NaN scores (-inf .. +inf) land exactly on [0x007FFFFF,
-// 0xFF800000], the NaNs outside it, so one unsigned range test finds them.
+// dc::ord32 of the score, 0 when the gid is negative or the score NaN:
+// without branches (a float compare of the score with itself finds the
+// NaNs). The valid keys (-inf .. +inf) are [0x007FFFFF, 0xFF800000]: their
+// top 11 bits are 3 or more, so the invalid ones count in bin 0 of the
+// first histogram, which the selection never reads.
 __device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
 {
-    const uint32_t b = (uint32_t)score_bits;
-    const uint32_t k = b ^ ((uint32_t)(score_bits >> 31) | 0x80000000u);
-    const bool valid = gid >= 0 && k - 0x007FFFFFu <= 0xFF800000u - 0x007FFFFFu;
-    return valid ? k : 0u;
+    const uint32_t k = (uint32_t)score_bits ^ ((uint32_t)(score_bits >> 31) | 0x80000000u);
+    const float f = __int_as_float(score_bits);
+    return gid >= 0 && f == f ? k : 0u;
 }
 
 // The sum of sh.warp_sums over the warps before `warp`; *all = over all.
@@ -291,7 +296,7 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
     const uint32_t p0 = threadIdx.x * kChunk;
 #pragma unroll(U)
     for (int c = 0; c < kChunk; c += 4) {
-        if (p0 + c >= (uint32_t)kCands)
+        if (kThreads * kChunk > kCands && p0 + c >= (uint32_t)kCands)
             break;
         const uint4 q4 = key4(row, p0 + c);
 #pragma unroll
@@ -302,17 +307,17 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
 // to shared memory (when kept there), their top 11 bits to the histogram.
-// kidx = key_index(2 * v).
-__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *skeys, uint32_t kidx,
-                                            int32_t s0, int32_t g0, int32_t s1, int32_t g1)
+// dst = skeys + key_index(2 * v).
+__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *dst, int32_t s0, int32_t g0,
+                                            int32_t s1, int32_t g1)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
-        *reinterpret_cast<uint2 *>(skeys + kidx) = make_uint2(k0, k1);
-    // Invalid keys (0) count in the sink: no branch.
-    atomicAdd(&sh.hist[k0 ? k0 >> 21 : (uint32_t)kBins], 1u);
-    atomicAdd(&sh.hist[k1 ? k1 >> 21 : (uint32_t)kBins], 1u);
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(k0, k1);
+    // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
+    atomicAdd(&sh.hist[k0 >> 21], 1u);
+    atomicAdd(&sh.hist[k1 >> 21], 1u);
 }
 
 // Load phase: keys to shared memory (when kept there) and the histogram of
@@ -357,13 +362,12 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
             const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
             // With whole 128-thread groups an iteration moves every position
             // by a multiple of 256 (8 swizzle rows): the swizzle of 2 * tid
-            // holds for all iterations. Not under the three-CTA register
-            // bound: the held base spills there (and measured 2-5% slower).
-            const uint32_t kidx = kThreads % 128 == 0 && kMinBlocks == 1
-                                      ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
-                                      : key_index(2 * v);
+            // holds for all iterations (a constant offset from key0).
+            uint32_t *const dst =
+                skeys + (kThreads % 128 == 0 ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
+                                             : key_index(2 * v));
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(sh, skeys, kidx, s0[b], g0[b], s1[b], g1[b]);
+                take_vector(sh, dst, s0[b], g0[b], s1[b], g1[b]);
         }
     }
 }
@@ -407,16 +411,24 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
 __device__ void hist_pass1(Shared &sh, const Row &row, uint32_t b0, uint32_t &above,
                            uint32_t &inbin)
 {
+    // The flags come from compares only (an atomic under a condition costs
+    // a branch per key); the few keys of the bin are counted after. above:
+    // k > hi; in the bin or above: k > lo1. b0 >= 3 (bin 0 holds only
+    // invalid keys, 1 and 2 none), so neither test needs k != 0.
+    const uint32_t hi = ((b0 + 1u) << 21) - 1u; // 0xFFFFFFFF when b0 is the top bin
+    const uint32_t lo1 = (b0 << 21) - 1u;
+    uint32_t atleast = 0u;
     above = 0u;
-    inbin = 0u;
     for_my_keys<8>(row, [&](uint32_t k, uint32_t j) {
-        const uint32_t top = k >> 21;
-        above |= (top > b0 ? 1u : 0u) << j;
-        if (k != 0u && top == b0) {
-            inbin |= 1u << j;
-            atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
-        }
+        above |= (k > hi ? 1u : 0u) << j;
+        atleast |= (k > lo1 ? 1u : 0u) << j;
     });
+    inbin = atleast & ~above;
+    const uint32_t p0 = threadIdx.x * kChunk;
+    for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
+        const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
+        atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
+    }
     __syncthreads();
 }
 
@@ -455,6 +467,10 @@ __device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
                 hist_primary(sh, row, q, mask, pre);
             }
         }
+        // Bin 0 of the first histogram holds the invalid keys: thread 0,
+        // the only reader of bins [0, kPer) in find_bin, drops it.
+        if (q == 0 && threadIdx.x == 0)
+            sh.hist[0] = 0u;
         find_bin(sh, need);
         if (q == 0 && sh.total <= need) {
             // Fewer than K + 1 valid candidates: every valid one.
