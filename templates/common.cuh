@@ -66,6 +66,77 @@ __device__ __forceinline__ int32_t global_id(int32_t l, int32_t owner, int32_t w
     return (l / interleave) * world * interleave + owner * interleave + l % interleave;
 }
 
+// Shared-window address of a pointer into this CTA's shared memory.
+__device__ __forceinline__ uint32_t smem_u32addr(const void *p)
+{
+    uint64_t a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (uint32_t)a;
+}
+
+// mbarrier of bulk copies: initialised with one arrival (the issuing
+// thread's arrive.expect_tx); a phase completes when that arrival and the
+// bytes it expects have landed.
+__device__ __forceinline__ void mbar_init(uint64_t *bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32addr(bar)) : "memory");
+}
+
+// Makes the initialised mbarriers visible to the async proxy (the bulk
+// copies' complete_tx), as the PTX ISA requires before their first use.
+__device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n\t"
+                 "fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// The issuing thread's arrival on `bar`, expecting `bytes` of bulk copies.
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     smem_u32addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
+// `src` to this CTA's shared `dst`, completing on `bar`, whose current phase
+// expects them (PTX ISA, "cp.async.bulk"; a shared::cta address is a valid
+// shared::cluster one).
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes,
+                                          uint64_t *bar)
+{
+    uint64_t g;
+    asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(src));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" ::"r"(smem_u32addr(dst)),
+                 "l"(g), "r"(bytes), "r"(smem_u32addr(bar))
+                 : "memory");
+}
+
+// One bulk copy on its own arrival.
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes,
+                                          uint64_t *bar)
+{
+    mbar_expect_tx(bar, bytes);
+    bulk_copy(dst, src, bytes, bar);
+}
+
+// Waits until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    const uint32_t b = smem_u32addr(bar);
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(b), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
 __device__ __forceinline__ uint32_t lane_id()
 {
     return threadIdx.x & 31u;

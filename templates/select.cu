@@ -51,10 +51,6 @@ constexpr int ROW_WORDS = WORLD * WORDS;
 // (threads_select) runs 256 threads for them, 512 otherwise.
 #define DC_SELECT_SMALL_KEYS 4096
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 
 // Starts the asynchronous copy of row t's words (W segments of WORDS words,
 // rank r at r * rank_words) into buf, and commits it as one group (an empty
@@ -73,7 +69,7 @@ __device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathe
                 const int r = v / VECS, c = v - r * VECS;
                 const int32_t *src = row + r * rank_words + 4 * c;
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                                 smem_addr(buf + r * WORDS + 4 * c)),
+                                 dc::smem_u32addr(buf + r * WORDS + 4 * c)),
                              "l"(src)
                              : "memory");
             }
@@ -82,7 +78,7 @@ __device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathe
                 const int r = v / WORDS, c = v - r * WORDS;
                 const int32_t *src = row + r * rank_words + c;
                 asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
-                                 smem_addr(buf + v)),
+                                 dc::smem_u32addr(buf + v)),
                              "l"(src)
                              : "memory");
             }
@@ -124,7 +120,46 @@ struct SmallSmem {
     int nlist;
     uint32_t thrc;          // the need-th smallest tie key
     int wcnt[NW][3];        // per warp: selected, owned, not-saturated ranks
+    uint64_t bar;           // the bulk copies of a row (BULK)
 };
+
+// A row in shared memory, in position order: the N words of rank r at
+// r * N, then the plane words, rank r's at NKEYS + r * N / 32, so that group
+// g (positions g * 32 ..) has its words at g * 32 and its plane word at
+// NKEYS + g. With N a multiple of 128 and a 16-byte aligned buffer every
+// piece is a whole number of 16-byte units at 16-byte aligned addresses: one
+// thread copies the row by 2W bulk copies on one mbarrier. Otherwise every
+// thread copies words with 4-byte cp.async.
+constexpr bool BULK_SHAPE = LTOPK % 128 == 0;
+
+__device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const int32_t *gathered,
+                                          long long rank_words, long long t, long long rows,
+                                          bool bulk)
+{
+    if (t >= rows)
+        return;
+    const int32_t *row = gathered + t * WORDS;
+    if (BULK_SHAPE && bulk) {
+        if (threadIdx.x == 0) {
+            dc::mbar_expect_tx(bar, ROW_WORDS * 4u);
+#pragma unroll
+            for (int r = 0; r < WORLD; ++r) {
+                const int32_t *seg = row + r * rank_words;
+                dc::bulk_copy(buf + r * LTOPK, seg, LTOPK * 4u, bar);
+                dc::bulk_copy(buf + NKEYS + r * (LTOPK / 32), seg + LTOPK, LTOPK / 8u, bar);
+            }
+        }
+        return;
+    }
+    for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
+        const int r = v / WORDS, c = v - r * WORDS;
+        const int d = c < LTOPK ? r * LTOPK + c : NKEYS + r * (LTOPK / 32) + (c - LTOPK);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dc::smem_u32addr(buf + d)),
+                     "l"(row + r * rank_words + c)
+                     : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
 
 // The bin that holds the need-th key of a 256-bin histogram, scanning bins
 // from the largest (DESC) or the smallest. Every warp computes it on its
@@ -219,18 +254,28 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
     __shared__ __align__(16) SmallSmem fs;
     const int tid = threadIdx.x;
     const long long rank_words = rank_stride_rows * WORDS;
-    const bool v16 = WORDS % 4 == 0 && ((unsigned long long)gathered & 15ull) == 0ull;
+    const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
     for (int q = tid; q < 3 * HBINS; q += THREADS)
         (&fs.hist[0][0])[q] = 0;
-    if (tid == 0)
+    if (tid == 0) {
         fs.nlist = 0;
+        dc::mbar_init(&fs.bar);
+        dc::mbar_init_fence();
+    }
+    __syncthreads();
     int h = 0;
+    uint32_t phase = 0u; // of fs.bar: the bulk copies of the row being waited for
     long long t = blockIdx.x;
-    prefetch_row(rowbuf, gathered, rank_words, t, rows, v16);
+    fetch_row(rowbuf, &fs.bar, gathered, rank_words, t, rows, bulk);
     for (; t < rows; t += gridDim.x) {
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-        // Row t's words are in rowbuf (every thread's copies), and every
-        // read of the previous row's shared state is done.
+        if (bulk) {
+            dc::mbar_wait(&fs.bar, phase);
+            phase ^= 1u;
+        } else {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        // Row t's words are in rowbuf (every copy landed), and every read
+        // of the previous row's shared state is done.
         __syncthreads();
 
         // The warp and lane through a volatile read: the per-group ranks and
@@ -245,15 +290,14 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         // bit (bit 16 of the local id) of word i. After this, rowbuf is free.
         uint32_t wd[KPT];
         uint32_t pb = 0u;
+        const uint32_t *mine = rowbuf + w * (KPT * 32) + lane;
+        const uint32_t *planes = rowbuf + NKEYS + w * KPT;
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
-            const int g = w * KPT + i;
             wd[i] = 0u;
-            if (ALL_GROUPS || g < GROUPS) {
-                const int r = g * 32 / LTOPK, j0 = g * 32 - r * LTOPK;
-                const uint32_t *seg = rowbuf + r * WORDS;
-                wd[i] = seg[j0 + lane];
-                pb |= ((seg[LTOPK + (j0 >> 5)] >> lane) & 1u) << i;
+            if (ALL_GROUPS || w * KPT + i < GROUPS) {
+                wd[i] = mine[i * 32];
+                pb |= ((planes[i] >> lane) & 1u) << i;
             }
         }
         // Per-key helpers read wq, lq and pq, refreshed (fresh) at each phase.
@@ -285,7 +329,7 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
         // Every thread has its words: copy the next row while selecting.
-        prefetch_row(rowbuf, gathered, rank_words, t + gridDim.x, rows, v16);
+        fetch_row(rowbuf, &fs.bar, gathered, rank_words, t + gridDim.x, rows, bulk);
         const Cut c1 = warp_cut<true>(hist, TOPK);
         h = next_hist(h);
 
@@ -393,12 +437,13 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
             return false;
         };
         int nsel = 0, nown = 0;
-        uint32_t notsat = 0u;
+        uint32_t notsat = 0u, selbits = 0u; // bit i: key i selected
         refresh();
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
             if (ALL_GROUPS || wq * KPT + i < GROUPS) {
                 const bool s = sel(i);
+                selbits |= (s ? 1u : 0u) << i;
                 nsel += __popc(__ballot_sync(0xFFFFFFFFu, s));
                 if (want_rows)
                     nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, s)));
@@ -432,14 +477,15 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         refresh();
         if (want_ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
+            int32_t *next = ids + sel_base; // this warp's next output
 #pragma unroll
             for (int i = 0; i < KPT; ++i) {
                 if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                    const bool s = sel(i);
+                    const bool s = (selbits >> i) & 1u;
                     const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
                     if (s)
-                        ids[sel_base + __popc(b & lt)] = (int32_t)gid_of(i);
-                    sel_base += __popc(b);
+                        next[__popc(b & lt)] = (int32_t)gid_of(i);
+                    next += __popc(b);
                 }
             }
             for (int p = sel_total + tid; p < TOPK; p += THREADS)
@@ -452,7 +498,7 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
 #pragma unroll
                 for (int i = 0; i < KPT; ++i) {
                     if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                        const bool s = own(i, sel(i));
+                        const bool s = own(i, (selbits >> i) & 1u);
                         const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
                         if (s) {
                             const uint32_t l = local_of(i);

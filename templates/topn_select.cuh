@@ -81,65 +81,11 @@ __device__ __forceinline__ uint32_t ldg_nc_u16(const uint16_t *p)
     return v;
 }
 
-__device__ __forceinline__ uint32_t smem_u32addr(const void *p)
-{
-    uint64_t a;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-    return (uint32_t)a;
-}
-
 __device__ __forceinline__ uint32_t lanemask_lt()
 {
     uint32_t m;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
     return m;
-}
-
-// mbarrier of one bulk copy: initialised with one arrival (the issuing
-// thread's arrive.expect_tx), completes when its bytes have landed.
-__device__ __forceinline__ void mbar_init(uint64_t *bar)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32addr(bar)) : "memory");
-}
-
-// Makes the initialised mbarriers visible to the async proxy (the bulk
-// copies' complete_tx), as the PTX ISA requires before their first use.
-__device__ __forceinline__ void mbar_init_fence()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;\n\t"
-                 "fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
-// `src` to this CTA's shared `dst`, completing on `bar` (PTX ISA,
-// "cp.async.bulk"; a shared::cta address is a valid shared::cluster one).
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes,
-                                          uint64_t *bar)
-{
-    uint64_t g;
-    asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(src));
-    const uint32_t b = smem_u32addr(bar);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];" ::"r"(smem_u32addr(dst)),
-                 "l"(g), "r"(bytes), "r"(b)
-                 : "memory");
-}
-
-// Waits for phase 0 of `bar` (its only phase: one copy per barrier and row).
-__device__ __forceinline__ void mbar_wait0(uint64_t *bar)
-{
-    const uint32_t b = smem_u32addr(bar);
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(b)
-                     : "memory");
-    } while (!done);
 }
 
 __device__ __forceinline__ uint32_t cluster_rank()
@@ -491,7 +437,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
         if (v0 >= v1)
             break; // later pieces are empty too (uniform)
-        mbar_wait0(&sh.bar[p]);
+        mbar_wait(&sh.bar[p], 0u);
         for (int32_t v = v0 + (int32_t)tid; v < v1; v += DCPTOPK_THREADS) {
             const u32x4 r = kv[v];
             u32x4 k;
