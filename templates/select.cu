@@ -410,11 +410,24 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         // tau16: ord16 of the lowest selected key when K were selected; P
         // then, since every selected key has ord16 >= P and one has P.
         const uint32_t tau = full ? P : 0u;
-        auto sel = [&](int i) -> bool {
-            const uint32_t o16 = wd[i] >> 16;
-            return wd[i] != 0u &&
-                   (o16 > P || (o16 == P && (thrc == 0xFFFFFFFFu || tie_key(i) <= thrc)));
-        };
+        // Bit i of selbits: key i selected. Without a tie to rank (thrc all
+        // ones, the usual case) that is one compare of the word: ord16 >= P,
+        // or non-empty when fewer than K keys (P = 0); empty words are 0.
+        uint32_t selbits = 0u;
+        if (thrc == 0xFFFFFFFFu) {
+            const uint32_t lo = P != 0u ? P << 16 : 1u;
+#pragma unroll
+            for (int i = 0; i < KPT; ++i)
+                selbits |= (wd[i] >= lo ? 1u : 0u) << i;
+        } else {
+            refresh();
+#pragma unroll
+            for (int i = 0; i < KPT; ++i) {
+                const uint32_t o16 = wd[i] >> 16;
+                const bool s = wd[i] != 0u && (o16 > P || (o16 == P && tie_key(i) <= thrc));
+                selbits |= (s ? 1u : 0u) << i;
+            }
+        }
 
         // Emit. Owned rows: the selected keys of segment `rank` whose block
         // index is inside the block table (docs/CONTRACT.md, "Owned rows").
@@ -437,13 +450,12 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
             return false;
         };
         int nsel = 0, nown = 0;
-        uint32_t notsat = 0u, selbits = 0u; // bit i: key i selected
+        uint32_t notsat = 0u;
         refresh();
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
             if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                const bool s = sel(i);
-                selbits |= (s ? 1u : 0u) << i;
+                const bool s = (selbits >> i) & 1u;
                 nsel += __popc(__ballot_sync(0xFFFFFFFFu, s));
                 if (want_rows)
                     nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, s)));
