@@ -308,7 +308,16 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
             lq = (int)fresh((uint32_t)lq);
             pq = fresh(pq);
         };
-        auto rank_of = [&](int i) { return (wq * KPT + i) * 32 / LTOPK; };
+        // Group g = wq * KPT + i lies in rank g / (N / 32); when KPT is a
+        // multiple of N / 32 that is wq * (KPT * 32 / N) + i / (N / 32),
+        // with no division (the goal shape: a warp's 12 groups are a rank).
+        auto rank_of = [&](int i) {
+            constexpr int GPR = LTOPK / 32;
+            if constexpr (KPT % GPR == 0)
+                return wq * (KPT / GPR) + i / GPR;
+            else
+                return (wq * KPT + i) / GPR;
+        };
         auto slot_of = [&](int i) { return (wq * KPT + i) * 32 - rank_of(i) * LTOPK + lq; };
         auto local_of = [&](int i) -> uint32_t {
             return (0xFFFFu - (wd[i] & 0xFFFFu)) | (((pq >> i) & 1u) << 16);
