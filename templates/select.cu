@@ -52,41 +52,6 @@ constexpr int ROW_WORDS = WORLD * WORDS;
 #define DC_SELECT_SMALL_KEYS 4096
 
 
-// Starts the asynchronous copy of row t's words (W segments of WORDS words,
-// rank r at r * rank_words) into buf, and commits it as one group (an empty
-// group when t >= rows, so that "all groups but the last" stays the row
-// being selected). V16: 16-byte copies (WORDS % 4 == 0, base 16-byte
-// aligned), else 4-byte ones.
-__device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathered,
-                                             long long rank_words, long long t, long long rows,
-                                             bool v16)
-{
-    if (t < rows) {
-        const int32_t *row = gathered + t * WORDS;
-        if (v16) {
-            constexpr int VECS = WORDS / 4;
-            for (int v = threadIdx.x; v < WORLD * VECS; v += THREADS) {
-                const int r = v / VECS, c = v - r * VECS;
-                const int32_t *src = row + r * rank_words + 4 * c;
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                                 dc::smem_u32addr(buf + r * WORDS + 4 * c)),
-                             "l"(src)
-                             : "memory");
-            }
-        } else {
-            for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
-                const int r = v / WORDS, c = v - r * WORDS;
-                const int32_t *src = row + r * rank_words + c;
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
-                                 dc::smem_u32addr(buf + v)),
-                             "l"(src)
-                             : "memory");
-            }
-        }
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
 #if DCPTOPK_WORLD_SIZE * DCPTOPK_LOCAL_TOPK <= DC_SELECT_SMALL_KEYS
 
 static_assert(THREADS == 256, "src/kernels.c runs small rows with 256 threads");
@@ -549,6 +514,42 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
 #else
 
 constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
+
+// Starts the asynchronous copy of row t's words (W segments of WORDS words,
+// rank r at r * rank_words) into buf, and commits it as one group (an empty
+// group when t >= rows, so that "all groups but the last" stays the row
+// being selected). V16: 16-byte copies (WORDS % 4 == 0, base 16-byte
+// aligned), else 4-byte ones.
+__device__ __forceinline__ void prefetch_row(uint32_t *buf, const int32_t *gathered,
+                                             long long rank_words, long long t, long long rows,
+                                             bool v16)
+{
+    if (t < rows) {
+        const int32_t *row = gathered + t * WORDS;
+        if (v16) {
+            constexpr int VECS = WORDS / 4;
+            for (int v = threadIdx.x; v < WORLD * VECS; v += THREADS) {
+                const int r = v / VECS, c = v - r * VECS;
+                const int32_t *src = row + r * rank_words + 4 * c;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                                 dc::smem_u32addr(buf + r * WORDS + 4 * c)),
+                             "l"(src)
+                             : "memory");
+            }
+        } else {
+            for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
+                const int r = v / WORDS, c = v - r * WORDS;
+                const int32_t *src = row + r * rank_words + c;
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                                 dc::smem_u32addr(buf + v)),
+                             "l"(src)
+                             : "memory");
+            }
+        }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
 
 // Key of flat position p = r * N + j of the row (0 past the end or empty).
 __device__ __forceinline__ uint64_t load_key(const int32_t *__restrict__ g0, long long rank_words,
