@@ -423,22 +423,26 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
                            (long long)o.rm.block_table_cols;
             return false;
         };
-        int nsel = 0, nown = 0;
+        // The warp's selected keys: one reduction (past the last group every
+        // word is 0, never selected).
+        const int nsel = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(selbits));
+        int nown = 0;
         uint32_t notsat = 0u;
-        refresh();
+        if (want_rows || EXACT) {
+            refresh();
 #pragma unroll
-        for (int i = 0; i < KPT; ++i) {
-            if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                const bool s = (selbits >> i) & 1u;
-                nsel += __popc(__ballot_sync(0xFFFFFFFFu, s));
-                if (want_rows)
-                    nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, s)));
-                if constexpr (EXACT) {
-                    // Rank r is saturated iff its N slots are all non-empty
-                    // with ord16 > tau16; a group lies in one segment.
-                    const bool above = wd[i] != 0u && (wd[i] >> 16) > tau;
-                    if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
-                        notsat |= 1u << rank_of(i);
+            for (int i = 0; i < KPT; ++i) {
+                if (ALL_GROUPS || wq * KPT + i < GROUPS) {
+                    if (want_rows)
+                        nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, (selbits >> i) & 1u)));
+                    if constexpr (EXACT) {
+                        // Rank r is saturated iff its N slots are all
+                        // non-empty with ord16 > tau16; a group lies in one
+                        // segment.
+                        const bool above = wd[i] != 0u && (wd[i] >> 16) > tau;
+                        if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
+                            notsat |= 1u << rank_of(i);
+                    }
                 }
             }
         }
