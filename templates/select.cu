@@ -8,9 +8,10 @@
 // Two paths, chosen at compile time by the keys of a row, W * N:
 //
 // - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config): 256
-//   threads (src/kernels.c), a persistent grid of SMALL_CTAS CTAs per SM
-//   (src/packed.c), one row's words in shared memory: the CTA copies them
-//   with cp.async, moves them to registers, and copies the next row into the
+//   threads (src/kernels.c), SMALL_CTAS CTAs resident per SM, one row's
+//   words in shared memory: bulk copies (or cp.async) bring them, the threads
+//   move them to registers. The launcher (src/packed.c) runs one CTA per
+//   row; with a smaller, persistent grid a CTA copies its next row into the
 //   same buffer while it selects this one. Warp w owns the KPT groups of 32
 //   consecutive positions from w * KPT * 32, so positions are contiguous per
 //   warp, and the selection works on the 32-bit words themselves:
@@ -61,7 +62,7 @@ constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
 constexpr int GROUPS = NKEYS / 32;
 constexpr bool ALL_GROUPS = GROUPS == NW * KPT; // every warp's groups hold keys
 constexpr int HBINS = 256;       // 8-bit digits
-constexpr int SMALL_CTAS = 6;    // per SM: src/packed.c sizes the grid with it
+constexpr int SMALL_CTAS = 6;    // resident per SM (40 registers a thread)
 constexpr int TIE_CMP = 128;     // most tied keys ranked by comparison
 
 constexpr int ceil_log2(int x)
@@ -92,9 +93,9 @@ struct SmallSmem {
 // r * N, then the plane words, rank r's at NKEYS + r * N / 32, so that group
 // g (positions g * 32 ..) has its words at g * 32 and its plane word at
 // NKEYS + g. With N a multiple of 128 and a 16-byte aligned buffer every
-// piece is a whole number of 16-byte units at 16-byte aligned addresses: one
-// thread copies the row by 2W bulk copies on one mbarrier. Otherwise every
-// thread copies words with 4-byte cp.async.
+// piece is a whole number of 16-byte units at 16-byte aligned addresses: the
+// row comes by 2W bulk copies on one mbarrier, issued by W lanes of warp 0.
+// Otherwise every thread copies words with 4-byte cp.async.
 constexpr bool BULK_SHAPE = LTOPK % 128 == 0;
 
 __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const int32_t *gathered,
@@ -105,10 +106,14 @@ __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const in
         return;
     const int32_t *row = gathered + t * WORDS;
     if (BULK_SHAPE && bulk) {
-        if (threadIdx.x == 0) {
-            dc::mbar_expect_tx(bar, ROW_WORDS * 4u);
-#pragma unroll
-            for (int r = 0; r < WORLD; ++r) {
+        // Warp 0: lane 0 arrives expecting the whole row, then lane r copies
+        // rank r (the address arithmetic runs once for all ranks).
+        if (threadIdx.x < 32) {
+            if (threadIdx.x == 0)
+                dc::mbar_expect_tx(bar, ROW_WORDS * 4u);
+            __syncwarp();
+            const int r = (int)threadIdx.x;
+            if (r < WORLD) {
                 const int32_t *seg = row + r * rank_words;
                 dc::bulk_copy(buf + r * LTOPK, seg, LTOPK * 4u, bar);
                 dc::bulk_copy(buf + NKEYS + r * (LTOPK / 32), seg + LTOPK, LTOPK / 8u, bar);
