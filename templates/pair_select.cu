@@ -66,14 +66,14 @@ constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow. The launcher adds the same constant (src/pair.c).
 constexpr int kSharedBytes = 8448;
-// CTAs per SM: as many as shared memory allows, but no more rows in flight
-// than the L2 keeps (50 MB on sm_90 parts). The emit re-reads the gids of the
-// selected candidates; a row's pairs must still be in L2 then, or each gid
-// costs a DRAM sector. At W * K = 16384 (131 KB of pairs a row) three CTAs
-// an SM keep 52 MB in flight: 5% L2 hits and 1.6x the input's DRAM traffic
-// under Nsight Compute, 448 us on the H200; two CTAs (35 MB) take 333 us,
-// with 64 registers for 8 loads in flight. Rows of at most 8192 candidates
-// (26 MB at three CTAs) keep three. Rows past 64 KiB of keys run one CTA.
+// CTAs per SM: as many as shared memory allows, but few enough rows in
+// flight that the L2 still holds a row's pairs when its emit re-reads the
+// gids of the selected candidates (else each gid costs a DRAM sector). At
+// W * K = 16384 (131 KB of pairs a row) three CTAs an SM keep 52 MB in
+// flight, most of the H200's 60 MiB L2: Nsight Compute saw 5% L2 hits and
+// 1.6x the input's DRAM traffic, 448 us; two CTAs (35 MB) take 333 us, with
+// 64 registers for 8 loads in flight. Rows of at most 8192 candidates (26 MB
+// at three CTAs) keep three. Rows past 64 KiB of keys run one CTA.
 // Tried and slower: a pipelined variant streaming every row through a
 // cp.async ring (16a5294), and a persistent grid prefetching the next row
 // into L2 (8a13148), both with three CTAs' footprint.
