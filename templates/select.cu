@@ -52,7 +52,6 @@ constexpr int ROW_WORDS = WORLD * WORDS;
 // (threads_select) runs 256 threads for them, 512 otherwise.
 #define DC_SELECT_SMALL_KEYS 4096
 
-
 #if DCPTOPK_WORLD_SIZE * DCPTOPK_LOCAL_TOPK <= DC_SELECT_SMALL_KEYS
 
 static_assert(THREADS == 256, "src/kernels.c runs small rows with 256 threads");
