@@ -329,8 +329,8 @@ class Context:
         _check(library().dcptopk_pair_select(self._h, ctypes.byref(cfg), ctypes.byref(a)), self._h)
         return ids_out
 
-    def pack(self, cfg, logits, row_ends, out=None, max_local_len=None):
-        """bf16 logits [T, S] + int32 row ends [T] -> packed rows int32 [T, N + N/32]."""
+    def _pack_args(self, cfg, logits, row_ends, out, max_local_len):
+        """The arguments both packs share, and the output (allocated when None)."""
         import torch
         T = row_ends.shape[0]
         words = cfg.local_topk + cfg.local_topk // 32
@@ -343,25 +343,20 @@ class Context:
         a.max_local_len = max_local_len if max_local_len is not None else logits.shape[1]
         a.row_ends = _ptr(row_ends, torch.int32, "row_ends", 1, self.device)
         a.rows, a.out, a.stream = T, _ptr(out, torch.int32, "out", 2, self.device), _stream(self.device)
+        return a, out
+
+    def pack(self, cfg, logits, row_ends, out=None, max_local_len=None):
+        """bf16 logits [T, S] + int32 row ends [T] -> packed rows int32 [T, N + N/32]."""
+        a, out = self._pack_args(cfg, logits, row_ends, out, max_local_len)
         _check(library().dcptopk_pack(self._h, ctypes.byref(cfg), ctypes.byref(a)), self._h)
         return out
 
     def pack_indices(self, cfg, logits, row_ends, local_ids, out=None, max_local_len=None):
         """bf16 logits [T, S] + the caller's local ids int32 [T, N] -> packed rows [T, N + N/32]."""
         import torch
-        T = row_ends.shape[0]
-        words = cfg.local_topk + cfg.local_topk // 32
-        if out is None:
-            out = torch.empty((T, words), dtype=torch.int32, device=logits.device)
-        a = PackArgs()
-        a.struct_size = ctypes.sizeof(PackArgs)
-        a.logits = _ptr(logits, torch.bfloat16, "logits", 2, self.device)
-        a.logits_stride = logits.stride(0)
-        a.max_local_len = max_local_len if max_local_len is not None else logits.shape[1]
-        a.row_ends = _ptr(row_ends, torch.int32, "row_ends", 1, self.device)
+        a, out = self._pack_args(cfg, logits, row_ends, out, max_local_len)
         a.local_ids = _ptr(local_ids, torch.int32, "local_ids", 2, self.device)
         a.local_ids_stride = local_ids.stride(0)
-        a.rows, a.out, a.stream = T, _ptr(out, torch.int32, "out", 2, self.device), _stream(self.device)
         _check(library().dcptopk_pack_indices(self._h, ctypes.byref(cfg), ctypes.byref(a)), self._h)
         return out
 
