@@ -11,40 +11,44 @@
 // of C = 2, 4, 8 CTAs: the launcher sets the cluster size; the template knows
 // it as DC_TOPN_CLUSTER). CTA c owns the columns [c * chunk, (c + 1) * chunk)
 // of the row (chunk: a multiple of 8, from the launcher) and keeps them in
-// shared memory as ord16 keys, so HBM is read once. The selection is exact:
+// shared memory as 16-bit keys (key16x2: ord16 + 0x7F, NaN below every
+// value), so HBM is read once. The selection is exact:
 //  1. the row's bytes arrive by bulk copies (cp.async.bulk, in
 //     DC_TOPN_PIECES pieces, each on its own mbarrier: no registers hold
 //     loads in flight); each piece is turned into keys in place while the
-//     next ones arrive, with a histogram of the top 11 bits of the maxima of
-//     the 8-key vectors. The N-th largest maximum gives a lower bound lb of
-//     the N-th largest key (N vectors each hold a key >= it), a tight one;
-//  2. one pass over the vectors lists those whose maximum is >= lb (ascending,
-//     in shared memory after the keys: chunk / 8 16-bit entries, the
-//     launcher adds chunk / 4 bytes) and counts their keys in a *window*
-//     histogram of full 16-bit resolution: bin d = key - lb for d < 2048,
-//     keys above the window in one overflow count. When fewer than N keys
-//     overflow (always but on contrived rows), the window holds the N-th
-//     largest key exactly: one block scan of the window gives the threshold
-//     tau, the count of keys > tau and the keys == tau still needed.
-//     Otherwise an 11-bit pass over the listed keys finds the bin of the N-th
-//     key and a second window pass starts there (the slow, exact fallback);
+//     next ones arrive. The maximum of each 8-key vector is kept (one 16-bit
+//     entry a vector, in shared memory after the keys: the launcher adds
+//     chunk / 4 bytes) and counted in a histogram of its top 11 bits. The
+//     N-th largest maximum gives a lower bound lb of the N-th largest key (N
+//     vectors each hold a key >= it), a tight one;
+//  2. one block scan turns the maxima >= lb into the list of those vectors
+//     (ascending, written over the maxima), and one pass over the list counts
+//     their keys in a *window* histogram of full 16-bit resolution: bin d =
+//     key - lb for d < 2048, keys above the window in one overflow count.
+//     When fewer than N keys overflow (always but on contrived rows), the
+//     window holds the N-th largest key exactly: one block scan of the window
+//     gives the threshold tau, the count of keys > tau and the keys == tau
+//     still needed. Otherwise an 11-bit pass over the listed keys finds the
+//     bin of the N-th key and a second window pass starts there (the slow,
+//     exact fallback);
 //  3. a stable compaction of the listed vectors (ascending local id) writes
 //     every key > tau and the lowest-id (N - count_gt) keys == tau.
-// The passes of 2 and 3 give each warp a contiguous segment of vectors (or
-// list entries), one per lane and step: counts per warp, one barrier, the
-// warp's base from the warp sums, then ballots / a warp scan for positions.
-// The cluster sums its CTAs' histograms through distributed shared memory,
-// straight into the registers of the block scan; the same reads give each
-// CTA the counts of the CTAs before it (its base in the output).
-// Since the slots are in ascending local id order, the slots whose id has bit
-// 16 set are a suffix [j0, count): the plane words follow from j0 = the number
-// of selected ids below 2^16, summed in CTA 0 of the group.
+// Steps 2 and 3 touch only listed vectors (on a normal row about N of the
+// chunk / 8), one per thread: the work a key costs outside step 1 follows
+// the list, not the row. The cluster sums its CTAs' histograms through
+// distributed shared memory, straight into the registers of the block scan;
+// the same reads give each CTA the counts of the CTAs before it (its base in
+// the output). Since the slots are in ascending local id order, the slots
+// whose id has bit 16 set are a suffix [j0, count): the plane words follow
+// from j0 = the number of selected ids below 2^16, summed in CTA 0 of the
+// group.
 //
-// NaN keys (ord16 0) are never counted nor selected; when v <= N every
+// NaN keys (< DC_KEY_MIN) are never counted nor selected; when v <= N every
 // non-NaN key is taken (no tie rule). Nothing depends on the value
 // distribution but the shared atomics of the histograms (one per vector for
-// the maxima, one per key >= lb for the window): equal bins of a warp are
-// one ATOMS.POPC.INC, so masked and tied rows stay cheap.
+// the maxima, one per key >= lb for the window) and the list's length:
+// heavily tied rows (integer or +100-shifted scores in bf16) list most
+// vectors.
 #pragma once
 #include "common.cuh"
 
@@ -58,18 +62,24 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
               "256..1024 threads per CTA");
 
 #define DC_TOPN_BINS 2048          // histogram bins (11 bits, or a 2048-key window)
+#define DC_KEY_MIN 0x00FEu         // the key of -inf, the least non-NaN key
+#define DC_KEY_ORD 0x007Fu         // key - DC_KEY_ORD = ord16 (non-NaN keys)
 #define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
-// A warp's segment of vectors (chunk <= 65536: at most 8192 vectors) takes at
-// most 32 steps of 32 vectors: one flag bit per step in a 32-bit word.
-static_assert(65536 / 8 / DC_TOPN_WARPS <= 32 * 32, "flag bits fit a word");
+// A thread lists at most 32 vectors (chunk <= 65536: at most 8192 vectors):
+// one flag bit a vector in a 32-bit word.
+static_assert(65536 / 8 / DCPTOPK_THREADS <= 32, "flag bits fit a word");
 
 namespace dc {
 
 struct alignas(16) u32x4 {
     uint32_t x, y, z, w;
+};
+
+struct alignas(8) u32x2 {
+    uint32_t x, y;
 };
 
 // ------------------------------------------------------- PTX helpers
@@ -79,13 +89,6 @@ __device__ __forceinline__ uint32_t ldg_nc_u16(const uint16_t *p)
     unsigned short v;
     asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
-}
-
-__device__ __forceinline__ uint32_t lanemask_lt()
-{
-    uint32_t m;
-    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
-    return m;
 }
 
 __device__ __forceinline__ uint32_t cluster_rank()
@@ -159,15 +162,20 @@ __device__ __forceinline__ uint32_t sign_halves(uint32_t w)
     return m;
 }
 
-// Two bf16 patterns of a 32-bit word -> two ord16 keys (NaN -> 0):
-// negative b -> b ^ 0xFFFF, non-negative b -> b ^ 0x8000, NaN -> 0.
-__device__ __forceinline__ uint32_t ord16x2(uint32_t w)
+// The selection's 16-bit keys: unsigned order = value order, every NaN
+// below every value. key = ord16 + 0x7F for a non-NaN pattern (so >=
+// DC_KEY_MIN = 0x00FE: -inf), 0x0000..0x00FD for a NaN. Three instructions
+// a word: the sign-replicated halves (prmt) flip the magnitude of negative
+// values (one lop3), and one 16x2 add of 0x807F (wrapping within each half)
+// moves the 0x8000 of ord16 and the 0x7F offset in at once; the 127 positive
+// NaN patterns (0x7F81..0x7FFF) wrap to 0x0000..0x007E, the negative ones
+// land on 0x007F..0x00FD.
+__device__ __forceinline__ uint32_t key16x2(uint32_t w)
 {
-    const uint32_t k = w ^ (sign_halves(w) | 0x80008000u);
-    // (b & 0x7FFF) > 0x7F80 <=> bit 15 of (b & 0x7FFF) + 0x7F; no carry
-    // crosses the halves.
-    const uint32_t nan = sign_halves((w & 0x7FFF7FFFu) + 0x007F007Fu);
-    return k & ~nan;
+    const uint32_t t = w ^ (sign_halves(w) & 0x7FFF7FFFu);
+    uint32_t k;
+    asm("add.u16x2 %0, %1, %2;" : "=r"(k) : "r"(t), "r"(0x807F807Fu));
+    return k;
 }
 
 // Largest of the eight 16-bit keys of a vector (max.u16x2: sm_90).
@@ -195,7 +203,7 @@ __device__ __forceinline__ uint32_t key_at(const u32x4 &k, uint32_t e)
 
 // Scratch words of the block scans and the warp passes: each slot is written
 // once per row, so no barrier protects a reuse.
-enum { WS_MAX, WS_COARSE, WS_TAU, WS_TAU_B, WS_LIST, WS_GT, WS_EQ, WS_COUNT };
+enum { WS_MAX, WS_COARSE, WS_TAU, WS_TAU_B, WS_LIST, WS_C0, WS_C1, WS_COUNT };
 
 struct alignas(16) TopnShared {
     uint64_t bar[DC_TOPN_PIECES];          // the bulk copies' mbarriers
@@ -432,7 +440,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     }
     __syncthreads();
 
-    // Keys in place, piece by piece, and the histogram of the 8-key maxima.
+    // Keys in place, piece by piece. Each vector's largest key goes to its
+    // entry of the list area (entry v: the list is written over these
+    // maxima in step 2) and, when not NaN, to the maxima's histogram.
+    uint16_t *list = keys + chunk; // chunk / 8 entries (the launcher's extra space)
     for (int p = 0; p < DC_TOPN_PIECES; p++) {
         const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
         if (v0 >= v1)
@@ -441,18 +452,19 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         for (int32_t v = v0 + (int32_t)tid; v < v1; v += DCPTOPK_THREADS) {
             const u32x4 r = kv[v];
             u32x4 k;
-            k.x = ord16x2(r.x);
-            k.y = ord16x2(r.y);
-            k.z = ord16x2(r.z);
-            k.w = ord16x2(r.w);
+            k.x = key16x2(r.x);
+            k.y = key16x2(r.y);
+            k.z = key16x2(r.z);
+            k.w = key16x2(r.w);
             kv[v] = k;
             const uint32_t m = max_key8(k);
-            if (m != 0u)
+            list[v] = (uint16_t)m;
+            if (m >= DC_KEY_MIN)
                 atomicAdd(&hist_max[m >> 5], 1u);
         }
     }
     if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
-        // The partial last vector: 0xFFFF is a NaN pattern (key 0, never a
+        // The partial last vector: 0xFFFF is a NaN pattern (never a
         // candidate) past len.
         uint32_t h[8];
 #pragma unroll
@@ -461,77 +473,71 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
         }
         u32x4 k;
-        k.x = ord16x2(h[0] | (h[1] << 16));
-        k.y = ord16x2(h[2] | (h[3] << 16));
-        k.z = ord16x2(h[4] | (h[5] << 16));
-        k.w = ord16x2(h[6] | (h[7] << 16));
+        k.x = key16x2(h[0] | (h[1] << 16));
+        k.y = key16x2(h[2] | (h[3] << 16));
+        k.z = key16x2(h[4] | (h[5] << 16));
+        k.w = key16x2(h[6] | (h[7] << 16));
         kv[nfull] = k;
         const uint32_t m = max_key8(k);
-        if (m != 0u)
+        list[nfull] = (uint16_t)m;
+        if (m >= DC_KEY_MIN)
             atomicAdd(&hist_max[m >> 5], 1u);
     }
     group_sync();
 
-    // ---- the lower bound lb (>= 1): the floor of the bin of the N-th
-    // largest maximum; 1 (every non-NaN key) when fewer than N vectors have
-    // one. The maxima's array is cleared as it is read (one CTA): it becomes
-    // the window histogram after this scan's barriers.
+    // ---- the lower bound lb (>= DC_KEY_MIN): the floor of the bin of the
+    // N-th largest maximum; DC_KEY_MIN (every non-NaN key) when fewer than N
+    // vectors have a non-NaN key. The maxima's array is cleared as it is read
+    // (one CTA): it becomes the window histogram after this scan's barriers.
     uint32_t lb;
-    bool use_list;
     {
         uint32_t h[BPT], b[BPT];
         group_bins<false>(hist_max, crank, true, h, b);
         find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
         const uint32_t mbin = sh.bin;
-        lb = mbin < DC_TOPN_BINS && mbin > 0u ? (mbin << 5) : 1u;
-        // The list pays when it prunes: at most half of the group's vectors
-        // reach lb. Heavily tied rows (integer or +100-shifted scores in
-        // bf16) reach it almost all; they walk every vector instead (uniform).
-        use_list = mbin < DC_TOPN_BINS && 2u * sh.upto <= sh.total;
+        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;
     }
 
-    // ---- 2. the list of the vectors whose maximum is >= lb and the window
-    // histogram of their keys. Warp w walks vectors [w * seg, (w + 1) * seg),
-    // lane i the i-th of each 32; flag bit s = step s's vector is listed.
-    uint16_t *list = keys + chunk; // nvec entries (the launcher's extra space)
-    uint32_t nlist = (uint32_t)nvec;
+    // ---- 2. the list: the vectors whose maximum is >= lb, ascending. Thread
+    // i reads the maxima of vectors [i * g, i * g + g) (g a multiple of 4:
+    // 8-byte reads) before the scan's barrier and writes its list entries
+    // after it, so the list may overwrite the maxima. g <= 32 (<= 8192
+    // vectors, >= 256 threads): one flag bit a vector.
+    uint32_t nlist;
     {
-        const int32_t seg = (nvec + DC_TOPN_WARPS - 1) / DC_TOPN_WARPS;
-        const int32_t v0 = (int32_t)warp * seg;
-        const int32_t v1 = v0 + seg < nvec ? v0 + seg : nvec;
-        uint32_t flags = 0, ovf = 0;
-        for (int32_t s = 0; v0 + s * 32 < v1; s++) {
-            const int32_t v = v0 + s * 32 + (int32_t)lane;
-            if (v < v1) {
-                const u32x4 k = kv[v];
-                if (max_key8(k) >= lb) {
-                    flags |= 1u << s;
-                    ovf += window_add(sh.hist_local, k, lb, 0u);
-                }
+        const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+        const int32_t first = (int32_t)tid * g;
+        uint32_t flags = 0;
+        for (int32_t j = 0; j < g; j += 4) {
+            const int32_t v = first + j;
+            if (v + 4 <= nvec) {
+                const u32x2 q = *(const u32x2 *)&list[v];
+                const uint32_t f = ((q.x & 0xFFFFu) >= lb ? 1u : 0u) |
+                                   ((q.x >> 16) >= lb ? 2u : 0u) |
+                                   ((q.y & 0xFFFFu) >= lb ? 4u : 0u) | ((q.y >> 16) >= lb ? 8u : 0u);
+                flags |= f << j;
+            } else {
+                for (int32_t e = 0; v + e < nvec; e++)
+                    flags |= ((uint32_t)list[v + e] >= lb ? 1u : 0u) << (j + e);
             }
         }
-        ovf = __reduce_add_sync(0xFFFFFFFFu, ovf);
-        if (lane == 0 && ovf)
-            atomicAdd(&sh.ovf_local, ovf);
-        if (use_list) {
-            const uint32_t c = __reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(flags));
-            if (lane == 0)
-                sh.ws[WS_LIST][warp] = c;
-            __syncthreads();
-            const uint32_t sw = lane < (uint32_t)DC_TOPN_WARPS ? sh.ws[WS_LIST][lane] : 0u;
-            nlist = __reduce_add_sync(0xFFFFFFFFu, sw);
-            uint32_t at = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? sw : 0u);
-            for (int32_t s = 0; v0 + s * 32 < v1; s++) {
-                const uint32_t bal = __ballot_sync(0xFFFFFFFFu, (flags >> s) & 1u);
-                if ((flags >> s) & 1u)
-                    list[at + (uint32_t)__popc(bal & lanemask_lt())] =
-                        (uint16_t)(v0 + s * 32 + (int32_t)lane);
-                at += (uint32_t)__popc(bal);
-            }
-        }
+        uint32_t unused0, unused1;
+        uint32_t at = block_scan<false>((uint32_t)__popc(flags), 0u, sh.ws[WS_LIST], nullptr,
+                                        &nlist, &unused0, &unused1);
+        for (; flags != 0u; flags &= flags - 1u)
+            list[at++] = (uint16_t)(first + __ffs(flags) - 1);
+        __syncthreads();
     }
-    // Vector of list entry i.
-    auto vec_at = [&](uint32_t i) -> uint32_t { return use_list ? (uint32_t)list[i] : i; };
+
+    // ---- the window histogram of the listed keys >= lb.
+    {
+        uint32_t o = 0;
+        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
+            o += window_add(sh.hist_local, kv[list[i]], lb, 0u);
+        o = __reduce_add_sync(0xFFFFFFFFu, o);
+        if (lane == 0 && o)
+            atomicAdd(&sh.ovf_local, o);
+    }
     group_sync();
 
     // Keys above the window (group) and in the CTAs before this one.
@@ -555,7 +561,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             sh.ovf_local = 0u;
         __syncthreads();
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            window_add(sh.hist_local, kv[vec_at(i)], lb, 5u); // never above
+            window_add(sh.hist_local, kv[list[i]], lb, 5u); // never above
         group_sync();
         {
             uint32_t h[BPT], b[BPT];
@@ -569,7 +575,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         __syncthreads();
         uint32_t o = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add(sh.hist_local, kv[vec_at(i)], base, 0u);
+            o += window_add(sh.hist_local, kv[list[i]], base, 0u);
         o = __reduce_add_sync(0xFFFFFFFFu, o);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
@@ -586,7 +592,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // ---- tau: the key of the (N - ovf)-th largest count of the window (a
     // bin of one key). When the window holds fewer, every key >= base is
     // taken (tau = base - 1, no tie rule): then fewer than N keys exist
-    // (base = 1), or exactly N.
+    // (base = DC_KEY_MIN), or exactly N.
     uint32_t tau, need_eq, count, gt_run, eq_run;
     {
         uint32_t h[BPT], b[BPT];
@@ -605,66 +611,35 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         for (uint32_t j = count + tid; j < (uint32_t)NSEL; j += DCPTOPK_THREADS)
             out.zero(j);
 
-    // ---- 3. stable compaction in ascending local id. Warp w takes list
-    // entries [w * seg, (w + 1) * seg); a first walk counts each warp's keys
-    // > tau and == tau, a second one writes. Bit e of gm / qm: key e of the
-    // vector is > tau / == tau (and not NaN).
-    auto masks = [&](const u32x4 &k, uint32_t &gm, uint32_t &qm) {
-        gm = qm = 0u;
-        // Vectors below max(tau, 1) hold nothing to take: one test.
-        if (max_key8(k) >= (tau > 1u ? tau : 1u)) {
-#pragma unroll
-            for (uint32_t e = 0; e < 8; e++) {
-                const uint32_t key = key_at(k, e);
-                gm |= (key > tau ? 1u : 0u) << e;
-                qm |= (key == tau && key != 0u ? 1u : 0u) << e;
-            }
-        }
-    };
-    const uint32_t seg = (nlist + DC_TOPN_WARPS - 1) / DC_TOPN_WARPS;
-    const uint32_t e0 = warp * seg, e1 = e0 + seg < nlist ? e0 + seg : nlist;
-    {
-        uint32_t g = 0, q = 0;
-        for (uint32_t i = e0 + lane; i < e1; i += 32) {
-            uint32_t gm, qm;
-            masks(kv[vec_at(i)], gm, qm);
-            g += (uint32_t)__popc(gm);
-            q += (uint32_t)__popc(qm);
-        }
-        g = __reduce_add_sync(0xFFFFFFFFu, g);
-        q = __reduce_add_sync(0xFFFFFFFFu, q);
-        if (lane == 0) {
-            sh.ws[WS_GT][warp] = g;
-            sh.ws[WS_EQ][warp] = q;
-        }
-    }
-    __syncthreads();
-    {
-        const uint32_t sg = lane < (uint32_t)DC_TOPN_WARPS && lane < warp ? sh.ws[WS_GT][lane] : 0u;
-        const uint32_t sq = lane < (uint32_t)DC_TOPN_WARPS && lane < warp ? sh.ws[WS_EQ][lane] : 0u;
-        gt_run += __reduce_add_sync(0xFFFFFFFFu, sg);
-        eq_run += __reduce_add_sync(0xFFFFFFFFu, sq);
-    }
+    // ---- 3. stable compaction in ascending local id: list entry i goes to
+    // thread i % THREADS, one block scan of the packed counts (keys > tau in
+    // the low half, == tau in the high half: <= 8 * 1024 each) per THREADS
+    // entries. tau >= DC_KEY_MIN - 1, so keys > tau are never NaN; with
+    // take_all the keys == tau (NaN) are counted but need_eq = 0 takes none.
+    // Bit e of gm / qm: key e of the vector is > tau / == tau.
     uint32_t lo_sel = 0;
-    for (uint32_t i0 = e0; i0 < e1; i0 += 32) { // warp-uniform
-        const uint32_t i = i0 + lane;
+    for (uint32_t i0 = 0; i0 < nlist; i0 += DCPTOPK_THREADS) { // uniform
+        const uint32_t i = i0 + tid;
         uint32_t gm = 0, qm = 0, v = 0;
         u32x4 k = {0u, 0u, 0u, 0u};
-        if (i < e1) {
-            v = vec_at(i);
+        if (i < nlist) {
+            v = list[i];
             k = kv[v];
-            masks(k, gm, qm);
-        }
-        // Both counts are <= 8 a lane, <= 256 a warp: one 16-bit-packed scan.
-        const uint32_t c = (uint32_t)__popc(gm) | ((uint32_t)__popc(qm) << 16);
-        uint32_t x = c;
+            if (max_key8(k) >= tau) { // vectors below tau hold nothing to take
 #pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
-            if (lane >= (uint32_t)d)
-                x += y;
+                for (uint32_t e = 0; e < 8; e++) {
+                    const uint32_t key = key_at(k, e);
+                    gm |= (key > tau ? 1u : 0u) << e;
+                    qm |= (key == tau ? 1u : 0u) << e;
+                }
+            }
         }
-        const uint32_t ex = x - c;
+        const uint32_t c = (uint32_t)__popc(gm) | ((uint32_t)__popc(qm) << 16);
+        // Two scratch arrays in turn: a warp reaches the scan after next
+        // only past the next one's barrier, when every warp has read this.
+        uint32_t tot, unused0, unused1;
+        const uint32_t ex = block_scan<false>(c, 0u, sh.ws[(i0 / DCPTOPK_THREADS) & 1u ? WS_C1 : WS_C0],
+                                              nullptr, &tot, &unused0, &unused1);
         const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
         for (uint32_t sel = gm | qm; sel != 0u; sel &= sel - 1u) {
             const uint32_t e = (uint32_t)(__ffs(sel) - 1);
@@ -680,12 +655,11 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                 pos = gbe + qbe;
             }
             const uint32_t l = (uint32_t)lo + v * 8u + e;
-            out.put(pos, pack_word(key_at(k, e), l));
+            out.put(pos, pack_word(key_at(k, e) - DC_KEY_ORD, l));
             lo_sel += l < 65536u ? 1u : 0u;
         }
-        const uint32_t t = __shfl_sync(0xFFFFFFFFu, x, 31);
-        gt_run += t & 0xFFFFu;
-        eq_run += t >> 16;
+        gt_run += tot & 0xFFFFu;
+        eq_run += tot >> 16;
     }
     lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
     if (lane == 0 && lo_sel)
