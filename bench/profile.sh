@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/profile.sh - Nsight Compute profiles of the three hot kernels (pair
-# select W=8 K=2048 T=6710, fused top-N + pack 6710 x 16384, packed select
-# W=8 K=2048 N=384 T=6710): one launch each, full section set with source
+# select W=8 K=2048 T=6710, fused top-N + pack 6710 x 16384 and, as
+# topn_decode, 64 x 131072, packed select W=8 K=2048 N=384 T=6710): one
+# launch each, full section set with source
 # counters, exported as the report, a details text page and a per-SASS-line
 # CSV (stall samples, executed instructions) under $OUT/prof.
 #
@@ -32,5 +33,7 @@ profile() { # name kernel-regex skip command...
 [[ " $which " == *" pair "* ]] && BENCH_PAIR_ONLY=8,2048,6710 \
     profile pair 'pair_select' 3 "$build/bench/bench_pair" 3
 [[ " $which " == *" topn "* ]] && profile topn 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
+[[ " $which " == *" topn_decode "* ]] &&
+    profile topn_decode 'topn' 3 "$build/bench/bench_topn" 20 'T=64,'
 [[ " $which " == *" select "* ]] && profile select 'dcptopk_select' 3 "$build/bench/bench_packed"
 exit 0

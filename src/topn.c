@@ -22,7 +22,7 @@
 /* Dynamic shared memory before the keys: the selection state
  * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh): one histogram with one
  * CTA per row, two in a cluster. */
-#define DC_TOPN_SHARED_BYTES(variant) ((variant) > 0 ? 17408u : 9216u)
+#define DC_TOPN_SHARED_BYTES(variant) ((variant) > 0 ? 17536u : 9344u)
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */
