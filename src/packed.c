@@ -489,10 +489,11 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
         /* The template's small-row path (templates/select.cu, W * N <= 4096,
          * the only rows src/kernels.c gives 256 threads): one CTA per row,
          * SMALL_CTAS = 6 resident per SM (its launch bounds), one row buffer
-         * of dynamic shared memory (at most 16.5 KiB). The kernel also runs
-         * a persistent grid (a CTA copies its next row while it selects),
-         * which measured slower on the H200: 101.8 against 95.6 us at W=8
-         * K=2048 N=384 T=6710 (the last CTAs' extra row is a tail). */
+         * of dynamic shared memory (at most 16.5 KiB). The kernel handles
+         * the row of its blockIdx.x alone: a persistent grid (a CTA copying
+         * its next row while it selected) measured slower on the H200, 101.8
+         * against 95.6 us at W=8 K=2048 N=384 T=6710 (the last CTAs' extra
+         * row is a tail). */
         cfg.grid[0] = (uint32_t)rows;
         cfg.smem_bytes = (uint32_t)row_bytes;
     } else if (kpt <= 32 && row_bytes <= 32768) {

@@ -8,11 +8,12 @@
 // Two paths, chosen at compile time by the keys of a row, W * N:
 //
 // - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config): 256
-//   threads (src/kernels.c), SMALL_CTAS CTAs resident per SM, one row's
-//   words in shared memory: bulk copies (or cp.async) bring them, the threads
-//   move them to registers. The launcher (src/packed.c) runs one CTA per
-//   row; with a smaller, persistent grid a CTA copies its next row into the
-//   same buffer while it selects this one. Warp w owns the KPT groups of 32
+//   threads (src/kernels.c), SMALL_CTAS CTAs resident per SM, one CTA per
+//   row (the launcher, src/packed.c), the row's words in shared memory: bulk
+//   copies (or cp.async) bring them, the threads move them to registers.
+//   The other resident CTAs hide a CTA's load latency (a persistent grid
+//   that copied its next row while selecting measured slower: the last
+//   CTAs' extra row is a tail). Warp w owns the KPT groups of 32
 //   consecutive positions from w * KPT * 32, so positions are contiguous per
 //   warp, and the selection works on the 32-bit words themselves:
 //     1. two 8-bit radix passes over ord16 (the word's top 16 bits) find the
@@ -195,6 +196,17 @@ __device__ __forceinline__ Cut warp_cut(const int *hist, int need)
     return r;
 }
 
+// *p = v where pred != 0, as one predicated store (the compiler would branch
+// around a conditional store, three instructions a key more).
+__device__ __forceinline__ void store_if(int32_t *p, uint32_t v, uint32_t pred)
+{
+    asm volatile("{\n\t.reg .pred q;\n\t"
+                 "setp.ne.u32 q, %2, 0;\n\t"
+                 "@q st.global.u32 [%0], %1;\n\t}" ::"l"(p),
+                 "r"(v), "r"(pred)
+                 : "memory");
+}
+
 // x through a volatile move: values derived from the result are computed
 // where they are used, not hoisted to the first use and kept live (or
 // spilled) across the row's phases.
@@ -214,7 +226,7 @@ __device__ __forceinline__ int next_hist(int h)
 // hist[(n + 1) % 3], which the pass after it counts into. That histogram
 // was last read after pass n - 2's barrier and before pass n - 1's, which
 // every thread passed before pass n; and pass n's barrier orders the clear
-// before pass n + 1's counts. Rows continue the rotation.
+// before pass n + 1's counts.
 extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
 dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
                Out o, uint32_t *__restrict__ sat)
@@ -224,32 +236,38 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
     const int tid = threadIdx.x;
     const long long rank_words = rank_stride_rows * WORDS;
     const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
-    for (int q = tid; q < 3 * HBINS; q += THREADS)
-        (&fs.hist[0][0])[q] = 0;
+    const long long t = blockIdx.x; // one CTA a row
+    if (t >= rows)
+        return;
+    // The row's copies go out first (warp 0 issues the bulk copies right
+    // after its lane 0 initialised the mbarrier), then the histograms are
+    // cleared while they land.
     if (tid == 0) {
-        fs.nlist = 0;
         dc::mbar_init(&fs.bar);
         dc::mbar_init_fence();
     }
-    __syncthreads();
-    int h = 0;
-    uint32_t phase = 0u; // of fs.bar: the bulk copies of the row being waited for
-    long long t = blockIdx.x;
+    __syncwarp();
     fetch_row(rowbuf, &fs.bar, gathered, rank_words, t, rows, bulk);
-    for (; t < rows; t += gridDim.x) {
+    for (int q = tid; q < 3 * HBINS; q += THREADS)
+        (&fs.hist[0][0])[q] = 0;
+    if (tid == 0)
+        fs.nlist = 0;
+    __syncthreads(); // the mbarrier's init and the cleared histograms
+    int h = 0;
+    {
+        // Row t's words are in rowbuf once every copy landed: a thread that
+        // saw the mbarrier's phase complete sees the bulk copies' bytes; the
+        // 4-byte copies are each thread's own, so a barrier follows them.
         if (bulk) {
-            dc::mbar_wait(&fs.bar, phase);
-            phase ^= 1u;
+            dc::mbar_wait(&fs.bar, 0u);
         } else {
             asm volatile("cp.async.wait_group 0;" ::: "memory");
+            __syncthreads();
         }
-        // Row t's words are in rowbuf (every copy landed), and every read
-        // of the previous row's shared state is done.
-        __syncthreads();
 
         // The warp and lane through a volatile read: the per-group ranks and
-        // offsets below are then recomputed at each row instead of being
-        // hoisted out of the row loop, where they would hold registers.
+        // offsets below are then recomputed where they are used instead of
+        // being computed once early, where they would hold registers.
         int tid_v;
         asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_v));
         const int w = tid_v >> 5, lane = tid_v & 31;
@@ -306,8 +324,6 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
                 atomicAdd(&hist[wd[i] >> 24], 1);
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
-        // Every thread has its words: copy the next row while selecting.
-        fetch_row(rowbuf, &fs.bar, gathered, rank_words, t + gridDim.x, rows, bulk);
         const Cut c1 = warp_cut<true>(hist, TOPK);
         h = next_hist(h);
 
@@ -471,15 +487,16 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         refresh();
         if (want_ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
-            int32_t *next = ids + sel_base; // this warp's next output
+            uint32_t at = (uint32_t)sel_base; // this warp's next output (< K)
 #pragma unroll
             for (int i = 0; i < KPT; ++i) {
                 if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                    const bool s = (selbits >> i) & 1u;
-                    const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
-                    if (s)
-                        next[__popc(b & lt)] = (int32_t)gid_of(i);
-                    next += __popc(b);
+                    const uint32_t s = (selbits >> i) & 1u;
+                    const uint32_t b = __ballot_sync(0xFFFFFFFFu, s != 0u);
+                    // A predicated store: no branch around it, and a 32-bit
+                    // offset instead of a 64-bit pointer walk.
+                    store_if(ids + (at + (uint32_t)__popc(b & lt)), gid_of(i), s);
+                    at += (uint32_t)__popc(b);
                 }
             }
             for (int p = sel_total + tid; p < TOPK; p += THREADS)
@@ -515,9 +532,7 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
                 sat[t] = (mask << 16) | tau;
             }
         }
-        // fs.wcnt is rewritten after the next row's first barrier.
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 #else
 
