@@ -16,8 +16,9 @@
 
 /* Most columns one CTA keeps in shared memory (2 bytes each). */
 #define DC_TOPN_CHUNK_MAX 65536
-/* Smallest chunk worth a further split for parallelism. */
-#define DC_TOPN_CHUNK_MIN 4096
+/* Smallest chunk worth a further split for parallelism (below it, a CTA's
+ * fixed latencies outweigh its shorter row; see topn_plan_make). */
+#define DC_TOPN_CHUNK_MIN 32768
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
 /* Dynamic shared memory before the keys: the selection state
  * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh): one histogram with one
@@ -48,9 +49,9 @@ static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
                                           DC_TOPN_CHUNK_MAX)
         v++;
     /* Parallelism: with few rows, split further while the grid stays within
-     * one CTA per SM and the chunks stay long (measured on the H200: 64 rows
-     * of 131072 take 34 us with 2 CTAs per row, 45 us with 4; 8 rows take
-     * 19 us with 8 CTAs per row, 32 us with 2). */
+     * one CTA per SM and the chunks stay long. Measured on the H200 (normal
+     * rows, da65285): 64 rows of 131072 take 17.4 us with 2 CTAs per row,
+     * 25.2 with 4; 8 rows take 15.3 / 14.3 / 16.9 us with 2 / 4 / 8. */
     if (sm_count <= 0)
         sm_count = 132;
     if (forced >= 0) {

@@ -453,24 +453,65 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // only (maximum < DC_KEY_MIN) lands in bins 0..7, below every bin whose
     // floor lb may take (lb >= DC_KEY_MIN), so no branch keeps it out.
     uint16_t *list = keys + chunk; // chunk / 8 entries (the launcher's extra space)
-    for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
-        if (r == wait_at) {
+    auto to_keys = [&](int32_t v, const u32x4 &raw) {
+        u32x4 k;
+        k.x = key16x2(raw.x);
+        k.y = key16x2(raw.y);
+        k.z = key16x2(raw.z);
+        k.w = key16x2(raw.w);
+        kv[v] = k;
+        const uint32_t m = max_key8(k);
+        list[v] = (uint16_t)m;
+        atomicAdd(&hist_max[m >> 5], 1u);
+    };
+    if constexpr (DC_TOPN_CLUSTER > 1) {
+        // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
+        // before converting them: its few warps need the loads in flight side
+        // by side (the compiler keeps the list's 16-bit stores in order with
+        // the next vector's load, as it cannot tell them apart). 64 x 131072
+        // on the H200: 17.4 -> 16.6 us.
+        constexpr int B = 4;
+        for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
+            const int32_t r0 = p * rpp;
+            if (r0 >= rounds)
+                break; // later pieces are empty too
+            // Whole rounds of this piece: [r0, r1). Every round but the last
+            // is whole; the last one goes to the piece that holds it, checked.
+            const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
             mbar_wait(&sh.bar[p], 0u);
-            p++;
-            wait_at += rpp;
+            int32_t r = r0;
+            for (; r + B <= r1; r += B) {
+                u32x4 raw[B];
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    raw[j] = kv[(r + j) * DCPTOPK_THREADS + (int32_t)tid];
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    to_keys((r + j) * DCPTOPK_THREADS + (int32_t)tid, raw[j]);
+            }
+            for (; r < r1; r++) {
+                const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
+                to_keys(v, kv[v]);
+            }
+            if (r0 + rpp >= rounds) {
+                const int32_t v = (rounds - 1) * DCPTOPK_THREADS + (int32_t)tid;
+                if (v < nfull)
+                    to_keys(v, kv[v]);
+            }
         }
-        const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
-        if (v < nfull) {
-            const u32x4 raw = kv[v];
-            u32x4 k;
-            k.x = key16x2(raw.x);
-            k.y = key16x2(raw.y);
-            k.z = key16x2(raw.z);
-            k.w = key16x2(raw.w);
-            kv[v] = k;
-            const uint32_t m = max_key8(k);
-            list[v] = (uint16_t)m;
-            atomicAdd(&hist_max[m >> 5], 1u);
+    } else {
+        // One CTA a row (four an SM, 32 registers): a vector at a time, one
+        // wait at each piece's first round (the batched loop above measured
+        // 6% slower here: 131.1 -> 138.7 us at 6710 x 16384).
+        for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
+            if (r == wait_at) {
+                mbar_wait(&sh.bar[p], 0u);
+                p++;
+                wait_at += rpp;
+            }
+            const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
+            if (v < nfull)
+                to_keys(v, kv[v]);
         }
     }
     if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
@@ -482,15 +523,12 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             const int32_t c = nfull * 8 + e;
             h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
         }
-        u32x4 k;
-        k.x = key16x2(h[0] | (h[1] << 16));
-        k.y = key16x2(h[2] | (h[3] << 16));
-        k.z = key16x2(h[4] | (h[5] << 16));
-        k.w = key16x2(h[6] | (h[7] << 16));
-        kv[nfull] = k;
-        const uint32_t m = max_key8(k);
-        list[nfull] = (uint16_t)m;
-        atomicAdd(&hist_max[m >> 5], 1u);
+        u32x4 raw;
+        raw.x = h[0] | (h[1] << 16);
+        raw.y = h[2] | (h[3] << 16);
+        raw.z = h[4] | (h[5] << 16);
+        raw.w = h[6] | (h[7] << 16);
+        to_keys(nfull, raw);
     }
     group_sync();
 
