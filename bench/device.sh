@@ -77,7 +77,7 @@ stage_sanitize() {
         "test_topn push_small"
         "test_pair select_small_topk"
         "test_packed select_duplicates_and_junk"
-        "test_loopback merge_saturated_and_nan"
+        "test_loopback merge_small"
     )
     # SAN_TESTS: "binary case;binary case;..." instead of the list above.
     if [ -n "${SAN_TESTS:-}" ]; then

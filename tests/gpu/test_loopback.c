@@ -282,6 +282,19 @@ TEST(merge_saturated_and_nan)
     dcptopk_context_destroy(ctx);
 }
 
+/* Small merges for compute-sanitizer (bench/device.sh's list): rows
+ * saturated in exactly (K-1)/N of 8 ranks (the push and the rescue run),
+ * NaN rows, and rows boosted in every rank (ties around tau). */
+TEST(merge_small)
+{
+    GPU_CTX(ctx);
+    int64_t got = one_case(ctx, 512, 96, 8, 7, DC_FAM_CONC_SAT, 1024, 900);
+    CHECK_MSG(got > 0, "CONC_SAT: %lld rescued rows", (long long)got);
+    CHECK(one_case(ctx, 512, 96, 2, 5, DC_FAM_NAN_ROWS, 1024, 901) >= 0);
+    CHECK(one_case(ctx, 512, 96, 4, 5, DC_FAM_CONC_ALL, 1024, 902) >= 0);
+    dcptopk_context_destroy(ctx);
+}
+
 /* 120 consecutive merges on one loopback world, alternating saturated and
  * unsaturated inputs: the ranks' sequence words must stay in step (a rescue
  * waits for flag == seq + 1, so a drift would time out or mis-merge). */
