@@ -555,7 +555,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
     const int32_t first = (int32_t)tid * g;
     auto each_max = [&](auto &&f) { // f(bit, maximum) over this thread's vectors
-        for (int32_t j = 0; j < g; j += 4) {
+        auto four = [&](int32_t j) {
             const int32_t v = first + j;
             if (v + 4 <= nvec) {
                 const u32x2 q = *(const u32x2 *)&list[v];
@@ -567,6 +567,19 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                 for (int32_t e = 0; v + e < nvec; e++)
                     f(j + e, (uint32_t)list[v + e]);
             }
+        };
+        if constexpr (DC_TOPN_CLUSTER > 1) {
+            // A cluster's chunks are long (g = 16 at 512 threads): unrolled
+            // to the largest g, so that the loads go out together and the
+            // flag bits are constants.
+            constexpr int32_t GMAX = ((65536 / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+#pragma unroll
+            for (int32_t j = 0; j < GMAX; j += 4)
+                if (j < g)
+                    four(j);
+        } else {
+            for (int32_t j = 0; j < g; j += 4)
+                four(j);
         }
     };
     if (DC_TOPN_CLUSTER == 1 && lb == (mbin << 5)) {
