@@ -622,25 +622,28 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         __syncthreads();
     }
 
-    // ---- the window histogram of the listed keys >= lb.
-    {
+    // The window histogram of the listed keys >= from (this CTA's, into
+    // hist_local, which must be clear), its overflow into ovf_local; then,
+    // past a group barrier, the keys above the window in the group (ovf) and
+    // in the CTAs before this one (ovf_before).
+    uint32_t ovf, ovf_before;
+    auto window_pass = [&](uint32_t from) {
         uint32_t o = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add(sh.hist_local, kv[list[i]], lb, 0u);
+            o += window_add(sh.hist_local, kv[list[i]], from, 0u);
         o = __reduce_add_sync(0xFFFFFFFFu, o);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
-    }
-    group_sync();
-
-    // Keys above the window (group) and in the CTAs before this one.
-    uint32_t ovf = 0, ovf_before = 0;
+        group_sync();
+        ovf = ovf_before = 0;
 #pragma unroll
-    for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-        const uint32_t o = remote_ld(&sh.ovf_local, c);
-        ovf += o;
-        ovf_before += c < crank ? o : 0u;
-    }
+        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+            const uint32_t oc = remote_ld(&sh.ovf_local, c);
+            ovf += oc;
+            ovf_before += c < crank ? oc : 0u;
+        }
+    };
+    window_pass(lb);
     uint32_t base = lb;
     if (ovf >= (uint32_t)NSEL) {
         // ---- the fallback (uniform over the group): N keys lie above the
@@ -666,20 +669,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
             sh.hist_local[i] = 0u;
         __syncthreads();
-        uint32_t o = 0;
-        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add(sh.hist_local, kv[list[i]], base, 0u);
-        o = __reduce_add_sync(0xFFFFFFFFu, o);
-        if (lane == 0 && o)
-            atomicAdd(&sh.ovf_local, o);
-        group_sync();
-        ovf = ovf_before = 0;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            const uint32_t oc = remote_ld(&sh.ovf_local, c);
-            ovf += oc;
-            ovf_before += c < crank ? oc : 0u;
-        }
+        window_pass(base);
     }
 
     // ---- tau: the key of the (N - ovf)-th largest count of the window (a
