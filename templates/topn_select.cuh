@@ -19,8 +19,10 @@
 //     next ones arrive. The maximum of each 8-key vector is kept (one 16-bit
 //     entry a vector, in shared memory after the keys: the launcher adds
 //     chunk / 4 bytes) and counted in a histogram of its top 11 bits. The
-//     N-th largest maximum gives a lower bound lb of the N-th largest key (N
-//     vectors each hold a key >= it), a tight one;
+//     floor of the bin of the N-th largest maximum is a lower bound lb of
+//     the N-th largest key (N vectors each hold a key >= it); with one CTA a
+//     row, a 32-bin histogram of that bin's maxima raises lb to the N-th
+//     largest maximum itself;
 //  2. one block scan turns the maxima >= lb into the list of those vectors
 //     (ascending, written over the maxima), and one pass over the list counts
 //     their keys in a *window* histogram of full 16-bit resolution: bin d =
@@ -33,9 +35,9 @@
 //     exact fallback);
 //  3. a stable compaction of the listed vectors (ascending local id) writes
 //     every key > tau and the lowest-id (N - count_gt) keys == tau.
-// Steps 2 and 3 touch only listed vectors (on a normal row about N of the
-// chunk / 8), one per thread: the work a key costs outside step 1 follows
-// the list, not the row. The cluster sums its CTAs' histograms through
+// Steps 2 and 3 touch only listed vectors, one per thread (with one CTA a
+// row: the N vectors of the largest maxima and their ties), so the work a
+// key costs outside step 1 follows the list, not the row. The cluster sums its CTAs' histograms through
 // distributed shared memory, straight into the registers of the block scan;
 // the same reads give each CTA the counts of the CTAs before it (its base in
 // the output). Since the slots are in ascending local id order, the slots
