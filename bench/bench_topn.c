@@ -150,12 +150,17 @@ int main(int argc, char **argv)
             for (int b = 0; b < nbuf; b++)
                 if (dc_memcpy_htod(ctx, d_in[b], host, in_bytes))
                     DIE("upload: %s", dcptopk_last_error(ctx));
-            /* The automatic variant, and for the decode shapes the others. */
+            /* The automatic variant, and for the decode shapes the others
+             * that the row fits (a forced variant below the capacity one
+             * would run as that one, under the wrong label). */
             int32_t variants[5];
             int nv = 0;
             variants[nv++] = -1;
+            int32_t min_v = 0;
+            while ((1 << min_v) < dc_topn_min_ctas_per_row(S))
+                min_v++;
             if (T <= 64)
-                for (int32_t v = 0; v <= 3; v++)
+                for (int32_t v = min_v; v <= 3; v++)
                     if (v != auto_v)
                         variants[nv++] = v;
             for (int vi = 0; vi < nv; vi++) {
