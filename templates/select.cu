@@ -99,11 +99,8 @@ struct SmallSmem {
 constexpr bool BULK_SHAPE = LTOPK % 128 == 0;
 
 __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const int32_t *gathered,
-                                          long long rank_words, long long t, long long rows,
-                                          bool bulk)
+                                          long long rank_words, long long t, bool bulk)
 {
-    if (t >= rows)
-        return;
     const int32_t *row = gathered + t * WORDS;
     if (BULK_SHAPE && bulk) {
         // Warp 0: lane 0 arrives expecting the whole row, then lane r copies
@@ -247,7 +244,7 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
         dc::mbar_init_fence();
     }
     __syncwarp();
-    fetch_row(rowbuf, &fs.bar, gathered, rank_words, t, rows, bulk);
+    fetch_row(rowbuf, &fs.bar, gathered, rank_words, t, bulk);
     for (int q = tid; q < 3 * HBINS; q += THREADS)
         (&fs.hist[0][0])[q] = 0;
     if (tid == 0)
