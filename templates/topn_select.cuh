@@ -42,8 +42,10 @@
 // the same reads give each CTA the counts of the CTAs before it (its base in
 // the output). Since the slots are in ascending local id order, the slots
 // whose id has bit 16 set are a suffix [j0, count): the plane words follow
-// from j0 = the number of selected ids below 2^16, summed in CTA 0 of the
-// group.
+// from j0 = the number of selected ids below 2^16, which the CTA holding
+// column 65536 knows from its first slot and its own ids (no group barrier
+// after the compaction: a CTA only waits, before exiting, until its peers
+// have read its histograms).
 //
 // NaN keys (< DC_KEY_MIN) are never counted nor selected; when v <= N every
 // non-NaN key is taken (no tie rule). Nothing depends on the value
@@ -116,6 +118,24 @@ __device__ __forceinline__ void group_sync()
 #endif
 }
 
+// The two halves of a cluster barrier, for a CTA's exit: arrive once this
+// CTA's reads of its peers' shared memory are done, wait just before exiting
+// (a CTA's shared memory must outlive its peers' reads of it). No-ops with
+// one CTA.
+__device__ __forceinline__ void group_arrive()
+{
+#if DC_TOPN_CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void group_wait()
+{
+#if DC_TOPN_CLUSTER > 1
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
 // Shared-memory word `p` (of this CTA's layout) in CTA `rank` of the cluster.
 __device__ __forceinline__ uint32_t remote_ld(const uint32_t *p, uint32_t rank)
 {
@@ -141,18 +161,6 @@ __device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
                  : "r"(a)
                  : "memory");
     return v;
-}
-
-__device__ __forceinline__ void remote_add(uint32_t *p, uint32_t rank, uint32_t v)
-{
-#if DC_TOPN_CLUSTER > 1
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
-    asm volatile("red.shared::cluster.add.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
-#else
-    (void)rank;
-    atomicAdd(p, v);
-#endif
 }
 
 // 0xFFFF in each 16-bit half whose top bit is set, else 0 (prmt with the
@@ -690,6 +698,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
         eq_run = take_all ? 0u : sh.b_eq;
     }
+    // The group's last read of a peer's shared memory was in that scan.
+    group_arrive();
+    // Selected candidates in the CTAs before this one: this CTA's first slot.
+    const uint32_t base_sel = gt_run + (eq_run < need_eq ? eq_run : need_eq);
 
     // Empty slots (CTA 0 of the group).
     if (crank == 0)
@@ -748,14 +760,22 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         gt_run += tot & 0xFFFFu;
         eq_run += tot >> 16;
     }
-    lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
-    if (lane == 0 && lo_sel)
-        remote_add(&sh.lo_count, 0u, lo_sel);
-    group_sync();
-
-    // ---- plane words: slots [j0, count) have bit 16 set (CTA 0)
-    if (crank == 0) {
-        const uint32_t j0 = sh.lo_count;
+    // ---- plane words: slots [j0, count) have bit 16 set, j0 = the selected
+    // ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
+    // waiting for its peers: its first slot plus its own selected ids below
+    // 2^16. When no CTA holds it (every column < 65536, always with one CTA),
+    // j0 = count and CTA 0 writes the (empty) words.
+    const uint32_t c65 = 65536u / (uint32_t)chunk;
+    const bool holds65 = GROUP && c65 < (uint32_t)DC_TOPN_CLUSTER; // chunk <= 65536: never with one CTA
+    if (holds65 ? crank == c65 : crank == 0) { // uniform in the CTA
+        uint32_t j0 = count;
+        if (holds65) {
+            lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
+            if (lane == 0 && lo_sel)
+                atomicAdd(&sh.lo_count, lo_sel);
+            __syncthreads();
+            j0 = base_sel + sh.lo_count;
+        }
         for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
             const uint32_t a = w * 32u;
             uint32_t bits = 0;
@@ -769,6 +789,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             out.plane(w, bits);
         }
     }
+    group_wait();
 }
 
 // E of a row: min(row_end, max_local_len, 2^17), negative -> 0.
