@@ -260,6 +260,50 @@ TEST(pack_heavy_head)
     CHECK_EQ(failures, 0);
 }
 
+/* Rows whose CTAs' own lower bounds differ and whose last CTA holds keys far
+ * above its window (a span of about 30 octaves, more than the window's 16):
+ * N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
+ * last CTA's columns either N / 2 huge keys one per 8-key vector (the group
+ * counts again from the first CTA's floor) or 2N huge keys packed side by
+ * side (then, from that floor, N or more keys lie above the window: the
+ * slow exact path as well). Every cluster size. */
+TEST(pack_wide_span)
+{
+    GPU_CTX(ctx);
+    static const int32_t variants[] = {-1, 1, 2, 3};
+    static const int32_t ns[] = {96, 384};
+    const int64_t s = 131072;
+    int failures = 0;
+    for (int i = 0; i < 2; i++) {
+        const int32_t n = ns[i];
+        for (int packed = 0; packed < 2; packed++) {
+            host_rows h;
+            memset(&h, 0, sizeof h);
+            if (host_rows_make(&h, DC_FAM_NORMAL, 3, s, n, 700u + (uint64_t)(2 * i + packed))) {
+                host_rows_free(&h);
+                CHECK_MSG(0, "out of host memory");
+            }
+            for (int64_t t = 0; t < h.rows; t++) {
+                uint16_t *row = h.logits + t * h.stride;
+                h.row_ends[t] = (int32_t)s;
+                for (int64_t j = 0; j < n + 50; j++) /* bf16 0x4470..0x44AF: 960..1400 */
+                    row[8 * j] = (uint16_t)(0x4470 + (j * 7 + t) % 64);
+                const int64_t huge = packed ? 2 * (int64_t)n : n / 2;
+                const int64_t step = packed ? 1 : 8;
+                for (int64_t j = 0; j < huge; j++) /* bf16 0x7000..0x7ED7: 2^97..2^126 */
+                    row[s - 1 - step * j] = (uint16_t)(0x7000 + (j * 37 + t) % 3800);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "wide span N=%d %s", n,
+                     packed ? "packed huge keys" : "huge keys one a vector");
+            failures += pack_case(ctx, &h, n, variants, 4, what);
+            host_rows_free(&h);
+        }
+    }
+    dcptopk_context_destroy(ctx);
+    CHECK_EQ(failures, 0);
+}
+
 /* Rows = 0 launches nothing; the keys of a config list every variant. */
 TEST(pack_keys_and_empty)
 {
