@@ -75,6 +75,7 @@ stage_sanitize() {
     small=(
         "test_topn pack_small"
         "test_topn push_small"
+        "test_topn pack_wide_span"
         "test_pair select_small_topk"
         "test_packed select_duplicates_and_junk"
         "test_loopback merge_small"
