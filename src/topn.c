@@ -22,9 +22,8 @@
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
 /* Dynamic shared memory before the keys: the selection state
  * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh): one histogram with one
- * or two CTAs per row (each CTA bounds its keys by its own maxima), two in
- * clusters of 4 and 8 (the peers read each CTA's maxima). */
-#define DC_TOPN_SHARED_BYTES(variant) ((variant) >= 2 ? 17536u : 9344u)
+ * CTA per row, two in a cluster. */
+#define DC_TOPN_SHARED_BYTES(variant) ((variant) > 0 ? 17536u : 9344u)
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */

@@ -20,18 +20,13 @@
 //     entry a vector, in shared memory after the keys: the launcher adds
 //     chunk / 4 bytes) and counted in a histogram of its top 11 bits. The
 //     floor of the bin of the N-th largest maximum is a lower bound lb of
-//     the N-th largest key (N vectors each hold a key >= it). With one CTA a
-//     row or two, each CTA takes lb from its own maxima (still a bound of
-//     the row's N-th key, and no cluster barrier), and a 32-bin histogram of
-//     that bin's maxima raises lb to the N-th largest maximum itself;
-//     clusters of 4 and 8 sum their maxima over the cluster instead;
+//     the N-th largest key (N vectors each hold a key >= it); with one CTA a
+//     row, a 32-bin histogram of that bin's maxima raises lb to the N-th
+//     largest maximum itself;
 //  2. one block scan turns the maxima >= lb into the list of those vectors
 //     (ascending, written over the maxima), and one pass over the list counts
 //     their keys in a *window* histogram of full 16-bit resolution: bin d =
-//     key - (lb & ~3) for d < 2048, keys above the window in one overflow
-//     count. The group's window starts at its CTAs' highest floor (each CTA's
-//     histogram read that many bins up; a CTA with keys above its own window
-//     and a lower floor makes every CTA count again from the highest lb).
+//     key - lb for d < 2048, keys above the window in one overflow count.
 //     When fewer than N keys overflow (always but on contrived rows), the
 //     window holds the N-th largest key exactly: one block scan of the window
 //     gives the threshold tau, the count of keys > tau and the keys == tau
@@ -74,17 +69,6 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_KEY_MIN 0x00FEu         // the key of -inf, the least non-NaN key
 #define DC_KEY_ORD 0x007Fu         // key - DC_KEY_ORD = ord16 (non-NaN keys)
 #define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
-// Each CTA of a pair bounds the row's N-th key by its own maxima (no cluster
-// barrier before the list); clusters of 4 and 8 sum their maxima first: the
-// bound of a quarter row or less lists too many vectors (8 x 131072 on the
-// H200: 9.7 -> 12.9 us with local bounds).
-#define DC_TOPN_LOCAL_LB (DC_TOPN_CLUSTER <= 2)
-#ifndef DC_TOPN_REFINE
-#define DC_TOPN_REFINE DC_TOPN_LOCAL_LB // lb raised to the exact N-th largest maximum
-#endif
-#ifndef DC_TOPN_FINE_BALLOT
-#define DC_TOPN_FINE_BALLOT 0
-#endif
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
@@ -233,14 +217,13 @@ enum { WS_MAX, WS_COARSE, WS_TAU, WS_TAU_B, WS_LIST, WS_C0, WS_C1, WS_COUNT };
 
 struct alignas(16) TopnShared {
     uint64_t bar[DC_TOPN_PIECES];          // the bulk copies' mbarriers
-    uint32_t hist_local[DC_TOPN_BINS];     // this CTA's window (local lb: first the maxima)
-#if !DC_TOPN_LOCAL_LB
+    uint32_t hist_local[DC_TOPN_BINS];     // this CTA's window (C = 1: first the maxima)
+#if DC_TOPN_CLUSTER > 1
     uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
 #endif
     uint32_t ws[WS_COUNT][DC_TOPN_WARPS];
     uint32_t fine[32];                     // maxima in lb's bin, by their low 5 bits
     uint32_t ovf_local;                    // this CTA's keys above the window
-    uint32_t lb_local;                     // the floor of this CTA's window
     uint32_t lo_count;                     // CTA 0: selected ids < 2^16 (group)
     uint32_t bin, above, upto, total;      // a scan's result (group counts)
     uint32_t b_above, b_eq, b_total;       // the same, CTAs before this one
@@ -248,38 +231,21 @@ struct alignas(16) TopnShared {
 // TopnShared sits at the start of the dynamic shared memory and the keys at
 // this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
 // covers the whole footprint (src/topn.c uses the same numbers).
-#if DC_TOPN_LOCAL_LB
-#define DC_TOPN_SHARED_BYTES 9344
-#else
+#if DC_TOPN_CLUSTER > 1
 #define DC_TOPN_SHARED_BYTES 17536
+#else
+#define DC_TOPN_SHARED_BYTES 9344
 #endif
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 16 == 0, "keys stay 16-byte aligned");
 
 // The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
-// top = BINS - 1 - tid * BPT (thread order = descending bins), of this CTA's
-// histogram `local`; with `clear`, each bin is zeroed by the only thread that
-// reads it (the array is reused as the next histogram after the scan's
-// barrier).
-__device__ __forceinline__ void local_bins(uint32_t *local, bool clear, uint32_t (&h)[DC_TOPN_BPT])
-{
-    constexpr int BPT = DC_TOPN_BPT;
-    const uint32_t first = DC_TOPN_BINS - (threadIdx.x + 1u) * BPT; // = top - (BPT - 1)
-#pragma unroll
-    for (int j = 0; j < BPT; j++) {
-        h[j] = local[first + BPT - 1 - j];
-        if (clear)
-            local[first + BPT - 1 - j] = 0u;
-    }
-}
-
-// The same bins summed over the group (h) and over the CTAs before this one
-// (b, with BEFORE). Bin i of the group's scan is bin i + off[c] of CTA c's
-// histogram (0 past its end: off[c] > 0 only when CTA c has no key above its
-// window, see the window pass); off[c] is a multiple of 4.
+// top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
+// counts; b (with BEFORE): the counts of the CTAs before this one. With one
+// CTA and `clear`, each bin is zeroed by the only thread that reads it (the
+// array is reused as the next histogram after the scan's barrier).
 template <bool BEFORE>
-__device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank,
-                                           const uint32_t (&off)[DC_TOPN_CLUSTER],
+__device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank, bool clear,
                                            uint32_t (&h)[DC_TOPN_BPT], uint32_t (&b)[DC_TOPN_BPT])
 {
     constexpr int BPT = DC_TOPN_BPT;
@@ -288,14 +254,14 @@ __device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank,
     for (int j = 0; j < BPT; j++)
         h[j] = b[j] = 0u;
 #if DC_TOPN_CLUSTER > 1
+    (void)clear;
 #pragma unroll
     for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
         uint32_t v[BPT];
         if (BPT % 4 == 0) {
 #pragma unroll
             for (int j = 0; j < BPT; j += 4) {
-                const uint32_t i = first + (uint32_t)j + off[c];
-                const u32x4 q = i < DC_TOPN_BINS ? remote_ld4(&local[i], c) : u32x4{0u, 0u, 0u, 0u};
+                const u32x4 q = remote_ld4(&local[first + j], c);
                 v[j] = q.x;
                 v[(j + 1) % BPT] = q.y;
                 v[(j + 2) % BPT] = q.z;
@@ -303,10 +269,8 @@ __device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank,
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < BPT; j++) {
-                const uint32_t i = first + (uint32_t)j + off[c];
-                v[j] = i < DC_TOPN_BINS ? remote_ld(&local[i], c) : 0u;
-            }
+            for (int j = 0; j < BPT; j++)
+                v[j] = remote_ld(&local[first + j], c);
         }
         // v[j] is bin first + j = top - (BPT - 1 - j).
 #pragma unroll
@@ -318,10 +282,12 @@ __device__ __forceinline__ void group_bins(uint32_t *local, uint32_t crank,
     }
 #else
     (void)crank;
-    (void)off;
 #pragma unroll
-    for (int j = 0; j < BPT; j++)
+    for (int j = 0; j < BPT; j++) {
         h[j] = local[first + BPT - 1 - j];
+        if (clear)
+            local[first + BPT - 1 - j] = 0u;
+    }
 #endif
 }
 
@@ -411,18 +377,17 @@ __device__ __forceinline__ void find_bin(const uint32_t (&h)[DC_TOPN_BPT],
     __syncthreads();
 }
 
-// Counts the keys >= from of a vector in the window histogram, bin
-// (key - base) >> shift (base <= from); returns how many fall above the
-// window.
-__device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, uint32_t from,
-                                               uint32_t base, uint32_t shift)
+// Counts the keys >= base of a vector in the window histogram, bin
+// (key - base) >> shift; returns how many fall above the window.
+__device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, uint32_t base,
+                                               uint32_t shift)
 {
     const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
     uint32_t ovf = 0;
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-        if (key >= from) {
+        if (key >= base) {
             const uint32_t d = (key - base) >> shift;
             if (d < DC_TOPN_BINS)
                 atomicAdd(&hist[d], 1u);
@@ -431,21 +396,6 @@ __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, u
         }
     }
     return ovf;
-}
-
-// The refinement's step (every lane of a warp): fine[i] counts the maxima
-// lb + i of lb's bin; returns the offset of the need-th largest of them.
-__device__ __forceinline__ uint32_t fine_step(const uint32_t *fine, uint32_t need, uint32_t lane)
-{
-    uint32_t x = fine[31u - lane]; // then: the maxima >= lb + 31 - lane
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-        const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
-        if (lane >= (uint32_t)d)
-            x += y;
-    }
-    const uint32_t hit = __ballot_sync(0xFFFFFFFFu, x >= need);
-    return 31u - (uint32_t)(__ffs(hit) - 1);
 }
 
 // --------------------------------------------------------- the selection
@@ -478,10 +428,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     const int32_t qv = rpp * DCPTOPK_THREADS;                             // vectors per piece
     const uint16_t *src = row + lo;
     u32x4 *kv = (u32x4 *)keys;
-#if DC_TOPN_LOCAL_LB
-    uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
+#if DC_TOPN_CLUSTER > 1
+    uint32_t *const hist_max = sh.hist_max_local;
 #else
-    uint32_t *const hist_max = sh.hist_max_local; // read by the peers
+    uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
 #endif
 
     // ---- 1. the bulk copies go out first, then the histograms are cleared
@@ -501,7 +451,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         sh.fine[tid] = 0u;
     for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
         sh.hist_local[i] = 0u;
-#if !DC_TOPN_LOCAL_LB
+#if DC_TOPN_CLUSTER > 1
         sh.hist_max_local[i] = 0u;
 #endif
     }
@@ -590,35 +540,17 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         raw.w = h[6] | (h[7] << 16);
         to_keys(nfull, raw);
     }
-    if constexpr (DC_TOPN_LOCAL_LB)
-        __syncthreads();
-    else
-        group_sync();
+    group_sync();
 
-    // ---- this CTA's lower bound lb (>= DC_KEY_MIN): the floor of the bin of
-    // the N-th largest maximum of its vectors; DC_KEY_MIN (every non-NaN key)
-    // when that bin is one of bins 0..7 or fewer than N of its vectors have a
-    // maximum. N keys of the row are >= lb, so lb bounds the row's N-th
-    // largest key from below without a word from the other CTAs (a bound of
-    // half a row lists more vectors, but costs no cluster barrier, and the
-    // refinement below then costs no cluster barrier either: 64 x 131072 on
-    // the H200, back to back, normal rows 12.7 -> 12.9 us, normal + 100
-    // (many ties) 28.8 -> 14.0 us). The maxima's array is cleared as it is
-    // read: it becomes the window histogram after this scan's barriers.
+    // ---- the lower bound lb (>= DC_KEY_MIN): the floor of the bin of the
+    // N-th largest maximum; DC_KEY_MIN (every non-NaN key) when that bin is
+    // one of bins 0..7 or fewer than N vectors have a maximum. The maxima's
+    // array is cleared as it is read (one CTA): it becomes the window
+    // histogram after this scan's barriers.
     uint32_t lb, mbin, need_fine;
     {
-        uint32_t h[BPT], b[BPT], zero[DC_TOPN_CLUSTER];
-#pragma unroll
-        for (int c = 0; c < DC_TOPN_CLUSTER; c++)
-            zero[c] = 0u;
-        if constexpr (DC_TOPN_LOCAL_LB) {
-            local_bins(hist_max, true, h);
-#pragma unroll
-            for (int j = 0; j < BPT; j++)
-                b[j] = 0u;
-        } else {
-            group_bins<false>(hist_max, crank, zero, h, b); // the group's maxima
-        }
+        uint32_t h[BPT], b[BPT];
+        group_bins<false>(hist_max, crank, true, h, b);
         find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
         mbin = sh.bin;
         need_fine = (uint32_t)NSEL - sh.above;
@@ -626,110 +558,70 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     }
 
     // ---- 2. the list: the vectors whose maximum is >= lb, ascending. Thread
-    // i reads the maxima of vectors [i * g, i * g + g) (g a multiple of 4, of
-    // 8 in a cluster: 8- or 16-byte reads) before the scan's barrier and
-    // writes its list entries after it, so the list may overwrite the maxima.
-    // g <= 32 (<= 8192 vectors, >= 256 threads): one flag bit a vector.
-    constexpr int32_t GA = DC_TOPN_CLUSTER > 1 ? 8 : 4; // maxima a read
-    const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + GA - 1) & ~(GA - 1);
+    // i reads the maxima of vectors [i * g, i * g + g) (g a multiple of 4:
+    // 8-byte reads) before the scan's barrier and writes its list entries
+    // after it, so the list may overwrite the maxima. g <= 32 (<= 8192
+    // vectors, >= 256 threads): one flag bit a vector.
+    const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
     const int32_t first = (int32_t)tid * g;
-    uint32_t nlist;
-    if constexpr (DC_TOPN_CLUSTER > 1) {
-        // A cluster's chunks are long (g = 16 at 512 threads): this thread's
-        // maxima are read once into registers (unrolled to the largest g,
-        // two 16-byte reads), for the refinement and the flags.
-        constexpr int32_t GMAX = ((65536 / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + GA - 1) & ~(GA - 1);
-        uint32_t mm[GMAX]; // 0 (below every bin >= 8) past nvec
-#pragma unroll
-        for (int32_t j = 0; j < GMAX; j += GA) {
+    auto each_max = [&](auto &&f) { // f(bit, maximum) over this thread's vectors
+        auto four = [&](int32_t j) {
             const int32_t v = first + j;
-            if (j < g && v + GA <= nvec) {
-                const u32x4 q = *(const u32x4 *)&list[v];
-                mm[j] = q.x & 0xFFFFu;
-                mm[j + 1] = q.x >> 16;
-                mm[j + 2] = q.y & 0xFFFFu;
-                mm[j + 3] = q.y >> 16;
-                mm[j + 4] = q.z & 0xFFFFu;
-                mm[j + 5] = q.z >> 16;
-                mm[j + 6] = q.w & 0xFFFFu;
-                mm[j + 7] = q.w >> 16;
+            if (v + 4 <= nvec) {
+                const u32x2 q = *(const u32x2 *)&list[v];
+                f(j, q.x & 0xFFFFu);
+                f(j + 1, q.x >> 16);
+                f(j + 2, q.y & 0xFFFFu);
+                f(j + 3, q.y >> 16);
             } else {
-#pragma unroll
-                for (int32_t e = 0; e < GA; e++)
-                    mm[j + e] = j < g && v + e < nvec ? (uint32_t)list[v + e] : 0u;
-            }
-        }
-        if (DC_TOPN_REFINE && lb == (mbin << 5)) {
-            // lb to the exact N-th largest maximum (uniform), as below.
-#if DC_TOPN_FINE_BALLOT
-            // Lane i counts the warp's maxima lb + i: five ballots of the low
-            // bits a position, one atomic a lane at the end.
-            uint32_t cnt = 0;
-#pragma unroll
-            for (int32_t j = 0; j < GMAX; j++) {
-                const bool in = (mm[j] >> 5) == mbin;
-                const uint32_t inb = __ballot_sync(0xFFFFFFFFu, in);
-                if (inb != 0u) { // uniform
-                    uint32_t match = inb;
-#pragma unroll
-                    for (int bit = 0; bit < 5; bit++) {
-                        const uint32_t bb = __ballot_sync(0xFFFFFFFFu, (mm[j] >> bit) & 1u);
-                        match &= (lane >> bit) & 1u ? bb : ~bb;
-                    }
-                    cnt += (uint32_t)__popc(match);
-                }
-            }
-            if (cnt)
-                atomicAdd(&sh.fine[lane], cnt);
-#else
-#pragma unroll
-            for (int32_t j = 0; j < GMAX; j++)
-                if ((mm[j] >> 5) == mbin)
-                    atomicAdd(&sh.fine[mm[j] & 31u], 1u);
-#endif
-            __syncthreads();
-            lb += fine_step(sh.fine, need_fine, lane);
-        }
-        uint32_t flags = 0;
-#pragma unroll
-        for (int32_t j = 0; j < GMAX; j++)
-            flags |= (mm[j] >= lb ? 1u : 0u) << j;
-        uint32_t unused0, unused1;
-        uint32_t at = block_scan<false>((uint32_t)__popc(flags), 0u, sh.ws[WS_LIST], nullptr,
-                                        &nlist, &unused0, &unused1);
-        for (; flags != 0u; flags &= flags - 1u)
-            list[at++] = (uint16_t)(first + __ffs(flags) - 1);
-        __syncthreads();
-    } else {
-        auto each_max = [&](auto &&f) { // f(bit, maximum) over this thread's vectors
-            for (int32_t j = 0; j < g; j += 4) {
-                const int32_t v = first + j;
-                if (v + 4 <= nvec) {
-                    const u32x2 q = *(const u32x2 *)&list[v];
-                    f(j, q.x & 0xFFFFu);
-                    f(j + 1, q.x >> 16);
-                    f(j + 2, q.y & 0xFFFFu);
-                    f(j + 3, q.y >> 16);
-                } else {
-                    for (int32_t e = 0; v + e < nvec; e++)
-                        f(j + e, (uint32_t)list[v + e]);
-                }
+                for (int32_t e = 0; v + e < nvec; e++)
+                    f(j + e, (uint32_t)list[v + e]);
             }
         };
-        if (DC_TOPN_REFINE && lb == (mbin << 5)) {
-            // lb to the exact N-th largest maximum (uniform): the maxima of
-            // lb's bin by value; need_fine of them (>= 1, <= the bin's count)
-            // are the largest. Fewer vectors are listed: a bin spans a
-            // quarter of an octave, and without this step Nsight Compute
-            // counted about 580 of 2048 vectors listed on a normal prefill
-            // row.
-            each_max([&](int32_t, uint32_t m) {
-                if ((m >> 5) == mbin)
-                    atomicAdd(&sh.fine[m & 31u], 1u);
-            });
-            __syncthreads();
-            lb += fine_step(sh.fine, need_fine, lane);
+        if constexpr (DC_TOPN_CLUSTER > 1) {
+            // A cluster's chunks are long (g = 16 at 512 threads): unrolled
+            // to the largest g, so that the loads go out together and the
+            // flag bits are constants.
+            constexpr int32_t GMAX = ((65536 / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+#pragma unroll
+            for (int32_t j = 0; j < GMAX; j += 4)
+                if (j < g)
+                    four(j);
+        } else {
+            for (int32_t j = 0; j < g; j += 4)
+                four(j);
         }
+    };
+    if (DC_TOPN_CLUSTER == 1 && lb == (mbin << 5)) {
+        // lb to the exact N-th largest maximum (uniform): the maxima of lb's
+        // bin by value; need_fine of them (>= 1, <= the bin's count) are the
+        // largest. Fewer vectors are listed: a bin spans a quarter of an
+        // octave, and without this step Nsight Compute counted about 580 of
+        // 2048 vectors listed on a normal prefill row. A cluster skips it:
+        // there its pass over 16 maxima a thread and its cluster barrier
+        // cost more than the shorter list saves (64 x 131072 on the H200:
+        // 18.7 us with it).
+        each_max([&](int32_t, uint32_t m) {
+            if ((m >> 5) == mbin)
+                atomicAdd(&sh.fine[m & 31u], 1u);
+        });
+        group_sync();
+        uint32_t c = 0; // lane i: the maxima lb + 31 - i
+#pragma unroll
+        for (uint32_t cc = 0; cc < DC_TOPN_CLUSTER; cc++)
+            c += remote_ld(&sh.fine[31u - lane], cc);
+        uint32_t x = c; // maxima >= lb + 31 - lane
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+            if (lane >= (uint32_t)d)
+                x += y;
+        }
+        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, x >= need_fine);
+        lb += 31u - (uint32_t)(__ffs(hit) - 1);
+    }
+    uint32_t nlist;
+    {
         uint32_t flags = 0;
         each_max([&](int32_t bit, uint32_t m) { flags |= (m >= lb ? 1u : 0u) << bit; });
         uint32_t unused0, unused1;
@@ -741,85 +633,45 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     }
 
     // The window histogram of the listed keys >= from (this CTA's, into
-    // hist_local, which must be clear), bin = key - (from & ~3), its overflow
-    // into ovf_local; then, past a group barrier, the group's window: its
-    // floor `base` is the largest CTA floor, and CTA c's histogram is read
-    // `off[c]` bins up (a multiple of 4: 16-byte reads). That holds when CTA c
-    // has no key above its window or off[c] = 0 (`aligned`): its keys
-    // between the windows' tops are then all in its histogram. lb_max: the
-    // largest `from`, a lower bound of the row's N-th key (each is), so the
-    // scan's bins >= lb_max hold every listed key of the group and the N-th
-    // key is found there; the bins below may miss the keys of CTAs with a
-    // higher `from`, but the scan never reaches them (N keys are >= lb_max)
-    // unless fewer than N keys exist (then every `from` is DC_KEY_MIN).
-    // ovf / ovf_before: the keys above the group's window in the group / in
-    // the CTAs before this one.
-    uint32_t ovf, ovf_before, base, lb_max;
-    uint32_t off[DC_TOPN_CLUSTER];
-    bool aligned;
+    // hist_local, which must be clear), its overflow into ovf_local; then,
+    // past a group barrier, the keys above the window in the group (ovf) and
+    // in the CTAs before this one (ovf_before).
+    uint32_t ovf, ovf_before;
     auto window_pass = [&](uint32_t from) {
         uint32_t o = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add(sh.hist_local, kv[list[i]], from, from & ~3u, 0u);
+            o += window_add(sh.hist_local, kv[list[i]], from, 0u);
         o = __reduce_add_sync(0xFFFFFFFFu, o);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
-        if (tid == 0)
-            sh.lb_local = from;
         group_sync();
-        uint32_t oc[DC_TOPN_CLUSTER];
-        lb_max = 0u;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            oc[c] = remote_ld(&sh.ovf_local, c);
-            off[c] = remote_ld(&sh.lb_local, c);
-            lb_max = off[c] > lb_max ? off[c] : lb_max;
-        }
-        base = lb_max & ~3u;
         ovf = ovf_before = 0;
-        aligned = true;
 #pragma unroll
         for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            off[c] = base - (off[c] & ~3u);
-            aligned = aligned && (off[c] == 0u || oc[c] == 0u);
-            ovf += oc[c];
-            ovf_before += c < crank ? oc[c] : 0u;
+            const uint32_t oc = remote_ld(&sh.ovf_local, c);
+            ovf += oc;
+            ovf_before += c < crank ? oc : 0u;
         }
     };
     window_pass(lb);
-    if (!aligned) {
-        // (uniform over the group) A CTA with keys above its window lies
-        // below the group's floor: every CTA counts again from lb_max. Only
-        // rows whose keys span more than the window's 16 octaves.
-        group_sync(); // every CTA has read every ovf_local and lb_local
-        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
-            sh.hist_local[i] = 0u;
-        if (tid == 0)
-            sh.ovf_local = 0u;
-        __syncthreads();
-        window_pass(lb_max);
-    }
-    lb = lb_max; // every CTA lists its vectors with a maximum >= it
+    uint32_t base = lb;
     if (ovf >= (uint32_t)NSEL) {
         // ---- the fallback (uniform over the group): N keys lie above the
         // window. An 11-bit pass over the listed keys >= lb finds the bin of
         // the N-th largest (>= N keys are >= lb), and the window restarts at
         // its floor: fewer than N keys lie above it.
-        group_sync(); // every CTA has read every ovf_local and lb_local
+        group_sync(); // every CTA has read every ovf_local
         for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
             sh.hist_local[i] = 0u;
         if (tid == 0)
             sh.ovf_local = 0u;
         __syncthreads();
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            window_add(sh.hist_local, kv[list[i]], lb, lb, 5u); // never above
+            window_add(sh.hist_local, kv[list[i]], lb, 5u); // never above
         group_sync();
         {
-            uint32_t h[BPT], b[BPT], zero[DC_TOPN_CLUSTER];
-#pragma unroll
-            for (int c = 0; c < DC_TOPN_CLUSTER; c++)
-                zero[c] = 0u;
-            group_bins<false>(sh.hist_local, crank, zero, h, b);
+            uint32_t h[BPT], b[BPT];
+            group_bins<false>(sh.hist_local, crank, false, h, b);
             find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_COARSE], nullptr, sh);
             base = lb + (sh.bin << 5);
         }
@@ -837,10 +689,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t tau, need_eq, count, gt_run, eq_run;
     {
         uint32_t h[BPT], b[BPT];
-        group_bins<GROUP>(sh.hist_local, crank, off, h, b);
+        group_bins<GROUP>(sh.hist_local, crank, false, h, b);
         find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
         const bool take_all = sh.bin >= DC_TOPN_BINS;
-        tau = take_all ? lb_max - 1u : base + sh.bin;
+        tau = take_all ? base - 1u : base + sh.bin;
         need_eq = take_all ? 0u : (uint32_t)NSEL - (ovf + sh.above);
         count = take_all ? ovf + sh.total : (uint32_t)NSEL;
         gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);

@@ -260,13 +260,12 @@ TEST(pack_heavy_head)
     CHECK_EQ(failures, 0);
 }
 
-/* Rows whose CTAs' own lower bounds differ and whose last CTA holds keys far
- * above its window (a span of about 30 octaves, more than the window's 16):
- * N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
- * last CTA's columns either N / 2 huge keys one per 8-key vector (the group
- * counts again from the first CTA's floor) or 2N huge keys packed side by
- * side (then, from that floor, N or more keys lie above the window: the
- * slow exact path as well). Every cluster size. */
+/* Rows whose keys span about 30 octaves, more than the selection's window of
+ * 16: N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
+ * last CTA's columns either N / 2 huge keys one per 8-key vector, or 2N huge
+ * keys packed side by side (few vectors hold them, so the lower bound from
+ * the vectors' maxima stays low and N or more keys lie above the window: the
+ * slow exact path). Every cluster size. */
 TEST(pack_wide_span)
 {
     GPU_CTX(ctx);
