@@ -303,6 +303,44 @@ TEST(pack_wide_span)
     CHECK_EQ(failures, 0);
 }
 
+/* Causal-style masks: from a cut in the row's second half every column holds
+ * -inf, or one mask value (bf16 0xC61C, about -10000, as engines fill), so
+ * the CTAs past the cut hold fewer than N values above the mask (a bound of
+ * their own would list every vector). Every cluster size. */
+TEST(pack_masked_tail)
+{
+    GPU_CTX(ctx);
+    static const int32_t variants[] = {-1, 1, 2, 3};
+    static const int32_t ns[] = {96, 384};
+    const int64_t s = 131072;
+    int failures = 0;
+    for (int i = 0; i < 2; i++) {
+        for (int mask = 0; mask < 2; mask++) {
+            host_rows h;
+            memset(&h, 0, sizeof h);
+            if (host_rows_make(&h, DC_FAM_NORMAL, 4, s, ns[i], 800u + (uint64_t)(2 * i + mask))) {
+                host_rows_free(&h);
+                CHECK_MSG(0, "out of host memory");
+            }
+            /* cuts: 3 columns past the middle, at a quarter from the end,
+             * 100 columns before the end, and 40 vectors past the middle */
+            const int64_t cuts[4] = {s / 2 + 3, s - s / 4, s - 100, s / 2 + 320};
+            for (int64_t t = 0; t < h.rows; t++) {
+                uint16_t *row = h.logits + t * h.stride;
+                h.row_ends[t] = (int32_t)s;
+                for (int64_t j = cuts[t]; j < s; j++)
+                    row[j] = mask ? (uint16_t)0xC61C /* about -10000 */ : DC_BF16_NEG_INF;
+            }
+            char what[96];
+            snprintf(what, sizeof what, "masked tail N=%d %s", ns[i], mask ? "-9984" : "-inf");
+            failures += pack_case(ctx, &h, ns[i], variants, 4, what);
+            host_rows_free(&h);
+        }
+    }
+    dcptopk_context_destroy(ctx);
+    CHECK_EQ(failures, 0);
+}
+
 /* Rows = 0 launches nothing; the keys of a config list every variant. */
 TEST(pack_keys_and_empty)
 {
