@@ -76,6 +76,7 @@ stage_sanitize() {
         "test_topn pack_small"
         "test_topn push_small"
         "test_topn pack_wide_span"
+        "test_topn pack_masked_tail"
         "test_pair select_small_topk"
         "test_packed select_duplicates_and_junk"
         "test_loopback merge_small"
