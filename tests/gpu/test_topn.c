@@ -260,83 +260,93 @@ TEST(pack_heavy_head)
     CHECK_EQ(failures, 0);
 }
 
-/* Rows whose keys span about 30 octaves, more than the selection's window of
- * 16: N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
- * last CTA's columns either N / 2 huge keys one per 8-key vector, or 2N huge
- * keys packed side by side (few vectors hold them, so the lower bound from
- * the vectors' maxima stays low and N or more keys lie above the window: the
- * slow exact path). Every cluster size. */
+/* A row of `s` columns changed in place by a long-row test: row t of the
+ * call, N = n, `kind` chosen by the test. */
+typedef void (*row_edit)(uint16_t *row, int64_t s, int64_t t, int32_t n, int kind);
+
+/* Normal rows of 2^17 columns (row_end = S), changed by `edit`, packed with
+ * every cluster size and compared with the reference. Returns 0 when every
+ * output matches. */
+static int long_rows_case(dcptopk_context *ctx, int32_t n, int kind, int64_t rows,
+                          uint64_t seed, row_edit edit, const char *what)
+{
+    static const int32_t variants[] = {-1, 1, 2, 3};
+    const int64_t s = 131072;
+    host_rows h;
+    memset(&h, 0, sizeof h);
+    int bad = 1;
+    if (host_rows_make(&h, DC_FAM_NORMAL, rows, s, n, seed)) {
+        fprintf(stderr, "%s: out of host memory\n", what);
+    } else {
+        for (int64_t t = 0; t < h.rows; t++) {
+            h.row_ends[t] = (int32_t)s;
+            edit(h.logits + t * h.stride, s, t, n, kind);
+        }
+        bad = pack_case(ctx, &h, n, variants, 4, what);
+    }
+    host_rows_free(&h);
+    return bad;
+}
+
+/* Keys spanning about 30 octaves, more than the selection's window of 16:
+ * N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
+ * last CTA's columns either N / 2 huge keys one per 8-key vector (kind 0), or
+ * 2N huge keys packed side by side (kind 1: few vectors hold them, so the
+ * lower bound from the vectors' maxima stays low and N or more keys lie above
+ * the window, the slow exact path). */
+static void wide_span_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int packed)
+{
+    for (int64_t j = 0; j < n + 50; j++) /* bf16 0x4470..0x44AF: 960..1400 */
+        row[8 * j] = (uint16_t)(0x4470 + (j * 7 + t) % 64);
+    const int64_t huge = packed ? 2 * (int64_t)n : n / 2;
+    const int64_t step = packed ? 1 : 8;
+    for (int64_t j = 0; j < huge; j++) /* bf16 0x7000..0x7ED7: 2^97..2^126 */
+        row[s - 1 - step * j] = (uint16_t)(0x7000 + (j * 37 + t) % 3800);
+}
+
 TEST(pack_wide_span)
 {
     GPU_CTX(ctx);
-    static const int32_t variants[] = {-1, 1, 2, 3};
     static const int32_t ns[] = {96, 384};
-    const int64_t s = 131072;
     int failures = 0;
-    for (int i = 0; i < 2; i++) {
-        const int32_t n = ns[i];
+    for (int i = 0; i < 2; i++)
         for (int packed = 0; packed < 2; packed++) {
-            host_rows h;
-            memset(&h, 0, sizeof h);
-            if (host_rows_make(&h, DC_FAM_NORMAL, 3, s, n, 700u + (uint64_t)(2 * i + packed))) {
-                host_rows_free(&h);
-                CHECK_MSG(0, "out of host memory");
-            }
-            for (int64_t t = 0; t < h.rows; t++) {
-                uint16_t *row = h.logits + t * h.stride;
-                h.row_ends[t] = (int32_t)s;
-                for (int64_t j = 0; j < n + 50; j++) /* bf16 0x4470..0x44AF: 960..1400 */
-                    row[8 * j] = (uint16_t)(0x4470 + (j * 7 + t) % 64);
-                const int64_t huge = packed ? 2 * (int64_t)n : n / 2;
-                const int64_t step = packed ? 1 : 8;
-                for (int64_t j = 0; j < huge; j++) /* bf16 0x7000..0x7ED7: 2^97..2^126 */
-                    row[s - 1 - step * j] = (uint16_t)(0x7000 + (j * 37 + t) % 3800);
-            }
             char what[96];
-            snprintf(what, sizeof what, "wide span N=%d %s", n,
+            snprintf(what, sizeof what, "wide span N=%d %s", ns[i],
                      packed ? "packed huge keys" : "huge keys one a vector");
-            failures += pack_case(ctx, &h, n, variants, 4, what);
-            host_rows_free(&h);
+            failures += long_rows_case(ctx, ns[i], packed, 3, 700u + (uint64_t)(2 * i + packed),
+                                       wide_span_edit, what);
         }
-    }
     dcptopk_context_destroy(ctx);
     CHECK_EQ(failures, 0);
 }
 
 /* Causal-style masks: from a cut in the row's second half every column holds
- * -inf, or one mask value (bf16 0xC61C, about -10000, as engines fill), so
- * the CTAs past the cut hold fewer than N values above the mask (a bound of
- * their own would list every vector). Every cluster size. */
+ * -inf (kind 0), or one mask value (kind 1: bf16 0xC61C, about -10000, as
+ * engines fill), so the CTAs past the cut hold fewer than N values above the
+ * mask (a bound of their own would list every vector). Cuts: 3 columns past
+ * the middle, a quarter from the end, 100 columns from the end, 40 vectors
+ * past the middle. */
+static void masked_tail_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int mask)
+{
+    (void)n;
+    const int64_t cuts[4] = {s / 2 + 3, s - s / 4, s - 100, s / 2 + 320};
+    for (int64_t j = cuts[t % 4]; j < s; j++)
+        row[j] = mask ? (uint16_t)0xC61C : DC_BF16_NEG_INF;
+}
+
 TEST(pack_masked_tail)
 {
     GPU_CTX(ctx);
-    static const int32_t variants[] = {-1, 1, 2, 3};
     static const int32_t ns[] = {96, 384};
-    const int64_t s = 131072;
     int failures = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++)
         for (int mask = 0; mask < 2; mask++) {
-            host_rows h;
-            memset(&h, 0, sizeof h);
-            if (host_rows_make(&h, DC_FAM_NORMAL, 4, s, ns[i], 800u + (uint64_t)(2 * i + mask))) {
-                host_rows_free(&h);
-                CHECK_MSG(0, "out of host memory");
-            }
-            /* cuts: 3 columns past the middle, at a quarter from the end,
-             * 100 columns before the end, and 40 vectors past the middle */
-            const int64_t cuts[4] = {s / 2 + 3, s - s / 4, s - 100, s / 2 + 320};
-            for (int64_t t = 0; t < h.rows; t++) {
-                uint16_t *row = h.logits + t * h.stride;
-                h.row_ends[t] = (int32_t)s;
-                for (int64_t j = cuts[t]; j < s; j++)
-                    row[j] = mask ? (uint16_t)0xC61C /* about -10000 */ : DC_BF16_NEG_INF;
-            }
             char what[96];
             snprintf(what, sizeof what, "masked tail N=%d %s", ns[i], mask ? "-9984" : "-inf");
-            failures += pack_case(ctx, &h, ns[i], variants, 4, what);
-            host_rows_free(&h);
+            failures += long_rows_case(ctx, ns[i], mask, 4, 800u + (uint64_t)(2 * i + mask),
+                                       masked_tail_edit, what);
         }
-    }
     dcptopk_context_destroy(ctx);
     CHECK_EQ(failures, 0);
 }
