@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""topn_trace.py - copies templates/ and puts phase stamps into the copy's
+topn_select.cuh, for bench/topn_ab (its trace of a cubin with `dc_trace`).
+
+    bench/topn_trace.py TEMPLATES_DIR OUT_DIR
+
+Thread 0 of each CTA writes %globaltimer at the row's start (slot 0) and end
+(slot 31), clock64 at the start (slot 1) and at each phase below. A stamp
+whose anchor text is not found is left out, and named on stderr: the
+anchors follow the head's template, and an edited copy may miss some.
+"""
+import os
+import shutil
+import sys
+
+# (slot, anchor, after?) in the order of the row's phases
+STAMPS = [
+    (2, "        sh.hist_local[i] = 0u;\n#if DC_TOPN_CLUSTER > 1\n        sh.hist_max_local[i] = 0u;\n#endif\n    }\n    __syncthreads();\n", True),
+    (7, "        to_keys(nfull, raw);\n    }\n", True),
+    (8, "    group_sync();\n\n    // ---- the lower bound", None),
+    (9, "        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;\n    }\n", True),
+    (10, "            list[at++] = (uint16_t)(first + __ffs(flags) - 1);\n        __syncthreads();\n    }\n", True),
+    (11, "    window_pass(lb);\n", True),
+    (12, "        eq_run = take_all ? 0u : sh.b_eq;\n    }\n", True),
+    (13, "    // ---- plane words", False),
+]
+
+HEADER = '''
+extern "C" __device__ unsigned long long dc_trace[16384 * 32];
+__device__ __forceinline__ unsigned long long dc_trace_timer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define DC_TRACE(i, v) do { if (threadIdx.x == 0) dc_trace[blockIdx.x * 32 + (i)] = (v); } while (0)
+'''
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: topn_trace.py TEMPLATES_DIR OUT_DIR")
+    src, dst = sys.argv[1], sys.argv[2]
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "topn_select.cuh")
+    s = open(path).read()
+
+    def put(anchor, text, after):
+        nonlocal s
+        if s.count(anchor) != 1:
+            print("topn_trace.py: anchor not found once, stamp left out: %r" % anchor[:60],
+                  file=sys.stderr)
+            return
+        s = s.replace(anchor, anchor + text if after else text + anchor)
+
+    s = s.replace("namespace dc {\n", HEADER + "namespace dc {\n", 1)
+    put("    const uint32_t crank = cluster_rank();\n",
+        "    DC_TRACE(0, dc_trace_timer());\n    DC_TRACE(1, clock64());\n", True)
+    put("\n            mbar_wait(&sh.bar[p], 0u);\n", "            if (p < 4)\n                DC_TRACE(3 + p, clock64());\n", True)
+    for slot, anchor, after in STAMPS:
+        if after is None:  # after the anchor's first line
+            first = anchor.split("\n")[0] + "\n"
+            put(anchor, "", True)
+            s = s.replace(anchor, first + "    DC_TRACE(%d, clock64());\n" % slot + anchor[len(first):])
+        else:
+            put(anchor, "    DC_TRACE(%d, clock64());\n" % slot, after)
+    put("    group_wait();\n}\n", "    DC_TRACE(30, clock64());\n    DC_TRACE(31, dc_trace_timer());\n", False)
+    open(path, "w").write(s)
+
+
+if __name__ == "__main__":
+    main()
