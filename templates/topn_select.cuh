@@ -224,7 +224,7 @@ struct alignas(16) TopnShared {
     uint32_t ws[WS_COUNT][DC_TOPN_WARPS];
     uint32_t fine[32];                     // maxima in lb's bin, by their low 5 bits
     uint32_t ovf_local;                    // this CTA's keys above the window
-    uint32_t lo_count;                     // CTA 0: selected ids < 2^16 (group)
+    uint32_t lo_count;                     // the CTA holding column 65536: its ids < 2^16 taken
     uint32_t bin, above, upto, total;      // a scan's result (group counts)
     uint32_t b_above, b_eq, b_total;       // the same, CTAs before this one
 };
