@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# topn_ab.sh - builds a top-N + pack cubin from a copy of templates/ for
-# bench/topn_ab (A/B runs of kernel versions on the GPU machine).
+# topn_ab.sh - builds a top-N + pack cubin (N = 384) from a copy of
+# templates/ for bench/topn_ab (A/B runs of kernel versions on the GPU
+# machine).
 #
-#   bench/topn_ab.sh BUILD_DIR OUT.cubin TEMPLATES_DIR VARIANT [--trace] [NVRTC option...]
+#   bench/topn_ab.sh BUILD_DIR OUT.cubin TEMPLATES_DIR VARIANT [--trace] [-DNAME=VALUE...]
 #
-# The source is what `dcptopk render 'topn_pack(local_topk=384,variant=V)'`
-# prints (the key's defines, then topn_pack.cu), but from TEMPLATES_DIR, so
-# an edited copy or an older commit's templates (git archive) can be built;
-# --trace first stamps a copy of it (bench/topn_trace.py). BUILD_DIR holds
-# bench/topn_cubin. Then, on the GPU machine, with BUILD_DIR and the cubins
-# carried, for example:
+# The library renders the kernel from TEMPLATES_DIR (DCPTOPK_TEMPLATE_DIR) and
+# compiles it with its own NVRTC options (BUILD_DIR/bench/topn_cubin), so an
+# edited copy or an older commit's templates (git archive) can be built;
+# --trace first stamps a copy of them (bench/topn_trace.py). Then, on the GPU
+# machine, with BUILD_DIR and the cubins carried, for example:
 #
 #   BUILD_DIR/bench/topn_ab old:2:old.cubin new:2:new.cubin
 #   BUILD_DIR/bench/topn_ab --rows 6710 --cols 16384 --copies 1 old:1:old0.cubin new:1:new0.cubin
@@ -24,12 +24,5 @@ if [ "${1:-}" = --trace ]; then
     python3 "$(dirname "$0")/topn_trace.py" "$tpl" "$traced/t"
     tpl=$traced/t
 fi
-{
-    echo "#define DCPTOPK_LOCAL_TOPK 384"
-    echo "#define DCPTOPK_VARIANT $variant"
-    echo "#define DCPTOPK_THREADS 512"
-    cat "$tpl/topn_pack.cu"
-} >"$out.cu"
-"$build/bench/topn_cubin" "$out.cu" "$tpl" "$out" sm_90a "$@"
-rm -f "$out.cu"
+DCPTOPK_TEMPLATE_DIR="$tpl" "$build/bench/topn_cubin" "$out" "$variant" 384 "$@"
 echo "$out: variant $variant from $tpl${*:+ ($*)}"

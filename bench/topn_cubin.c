@@ -1,79 +1,70 @@
-/* topn_cubin.c - compiles one rendered kernel source to a cubin with NVRTC,
- * with the library's options (runtime/nvrtc.c), for bench/topn_ab.sh:
+/* topn_cubin.c - compiles the top-N + pack kernel of one variant to a cubin,
+ * through the library's own renderer and NVRTC options (dc_unit_build,
+ * dc_nvrtc_compile), for bench/topn_ab.sh:
  *
- *   topn_cubin SOURCE.cu INCLUDE_DIR OUT.cubin [ARCH (sm_90a)] [OPTION...]
+ *   DCPTOPK_TEMPLATE_DIR=DIR topn_cubin OUT.cubin VARIANT [LOCAL_TOPK (384)] [-DNAME=VALUE...]
  *
- * INCLUDE_DIR holds the headers the source includes (a copy of templates/).
- * Extra options (e.g. -DDC_TOPN_REFINE=0) go to NVRTC as they are. */
-#include <nvrtc.h>
+ * With DCPTOPK_TEMPLATE_DIR the templates come from DIR (an edited copy, or
+ * an older commit's), else the embedded ones. The -D options go to NVRTC
+ * after the library's. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *s = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
-        s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = '\0';
-    fclose(f);
-    return s;
-}
+#include "rt.h"
 
 int main(int argc, char **argv)
 {
-    if (argc < 4 || argc > 36) {
-        fprintf(stderr, "usage: topn_cubin SOURCE.cu INCLUDE_DIR OUT.cubin [ARCH] [OPTION...]\n");
+    if (argc < 3) {
+        fprintf(stderr, "usage: topn_cubin OUT.cubin VARIANT [LOCAL_TOPK] [-DNAME=VALUE...]\n");
         return 2;
     }
-    char *src = read_all(argv[1]);
-    if (!src) {
-        fprintf(stderr, "topn_cubin: cannot read %s\n", argv[1]);
-        return 1;
+    dcptopk_key key;
+    memset(&key, 0, sizeof key);
+    key.kernel = DCPTOPK_KERNEL_TOPN_PACK;
+    key.variant = atoi(argv[2]);
+    key.local_topk = 384;
+    int first_opt = 3;
+    if (argc > 3 && argv[3][0] != '-') {
+        key.local_topk = atoi(argv[3]);
+        first_opt = 4;
     }
-    char arch[64], inc[1024];
-    snprintf(arch, sizeof arch, "--gpu-architecture=%s", argc > 4 ? argv[4] : "sm_90a");
-    snprintf(inc, sizeof inc, "-I%s", argv[2]);
-    const char *opts[40] = {arch, "-std=c++17", "-default-device", "--minimal", "-lineinfo", inc};
-    int nopts = 6;
-    for (int i = 5; i < argc; i++)
-        opts[nopts++] = argv[i];
-    nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, src, "topn.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
-        return 1;
-    const nvrtcResult rc = nvrtcCompileProgram(prog, nopts, opts);
-    size_t log_size = 0;
-    nvrtcGetProgramLogSize(prog, &log_size);
-    if (log_size > 1) {
-        char *log = malloc(log_size);
-        if (log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
-            fprintf(stderr, "%s\n", log);
-        free(log);
+    snprintf(key.arch, sizeof key.arch, "sm_90a");
+    if (dcptopk_key_check(&key) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "topn_cubin: %s\n", dcptopk_last_error(NULL));
+        return 2;
     }
-    if (rc != NVRTC_SUCCESS) {
-        fprintf(stderr, "topn_cubin: %s: %s\n", argv[1], nvrtcGetErrorString(rc));
-        return 1;
+    dc_unit u;
+    int rc = 1;
+    char err[8192] = "";
+    dc_compiled c;
+    memset(&c, 0, sizeof c);
+    if (dc_unit_build(NULL, &key, &u) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "topn_cubin: %s\n", dcptopk_last_error(NULL));
+        goto done;
     }
-    size_t size = 0;
-    nvrtcGetCUBINSize(prog, &size);
-    char *cubin = malloc(size);
-    FILE *out = fopen(argv[3], "wb");
-    if (!cubin || !out || nvrtcGetCUBIN(prog, cubin) != NVRTC_SUCCESS ||
-        fwrite(cubin, 1, size, out) != size) {
-        fprintf(stderr, "topn_cubin: cannot write %s\n", argv[3]);
-        return 1;
+    for (int i = first_opt; i < argc; i++) {
+        if (strncmp(argv[i], "-D", 2) != 0 || u.option_count == DC_MAX_OPTIONS) {
+            fprintf(stderr, "topn_cubin: option %d = \"%s\": only -D options, at most %d in all\n",
+                    i, argv[i], DC_MAX_OPTIONS);
+            goto done;
+        }
+        u.options[u.option_count++] = argv[i];
     }
-    fclose(out);
-    free(cubin);
-    free(src);
-    nvrtcDestroyProgram(&prog);
-    return 0;
+    if (dc_nvrtc_compile(&u, &c, err, sizeof err) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "topn_cubin: %s\n", err);
+        goto done;
+    }
+    FILE *out = fopen(argv[1], "wb");
+    if (!out || fwrite(c.cubin, 1, c.cubin_size, out) != c.cubin_size) {
+        fprintf(stderr, "topn_cubin: cannot write %s\n", argv[1]);
+        if (out)
+            fclose(out);
+        goto done;
+    }
+    rc = fclose(out) == 0 ? 0 : 1;
+done:
+    dc_compiled_free(&c);
+    dc_unit_free(&u);
+    return rc;
 }
