@@ -4,9 +4,9 @@
  * from any copy of templates/ and launches them bare, so that several
  * versions of the kernel run in one process on the same inputs.
  *
- *   topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER:FILE.cubin ...
+ *   topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS]:FILE.cubin ...
  *
- * For each cubin (its entry dcptopk_topn_pack, N = 384, 512 threads, CLUSTER
+ * For each cubin (its entry dcptopk_topn_pack, N = 384, THREADS (512) threads, CLUSTER
  * CTAs a row) and each input family (normal, normal + 100, integers 0..3,
  * half -inf at random, a causal -inf tail from a random column past S / 4),
  * it prints three medians: a call (the stream synchronised before, so the
@@ -31,7 +31,7 @@
 #define TOPN_THREADS 512
 /* Dynamic shared memory before the keys: the largest state any version
  * reserved (DC_TOPN_SHARED_BYTES); more than a version needs is harmless. */
-#define TOPN_STATE_BYTES 17664u
+#define TOPN_STATE_BYTES 42240u
 #define FAMILIES 5
 #define TRACE_SLOTS 32
 
@@ -182,7 +182,7 @@ static void trace(run_ctx *r, launch *l, CUdeviceptr tr, size_t tr_bytes, int fa
     free(per_cta);
 }
 
-static void run_cubin(run_ctx *r, const char *label, int cluster, const char *file)
+static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, const char *file)
 {
     CUmodule mod;
     launch l;
@@ -205,7 +205,7 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, const char *fi
     l.attr.value.clusterDim.y = l.attr.value.clusterDim.z = 1;
     l.lc.gridDimX = (unsigned)(r->rows * cluster);
     l.lc.gridDimY = l.lc.gridDimZ = 1;
-    l.lc.blockDimX = TOPN_THREADS;
+    l.lc.blockDimX = (unsigned)threads;
     l.lc.blockDimY = l.lc.blockDimZ = 1;
     l.lc.sharedMemBytes = smem;
     l.lc.hStream = r->stream;
@@ -263,7 +263,7 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, const char *fi
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER:FILE.cubin ...\n"
+    fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS]:FILE.cubin ...\n"
                     "  defaults: 64 rows of 131072 columns, 4 copies of each input (1..8)\n");
     exit(2);
 }
@@ -326,14 +326,19 @@ int main(int argc, char **argv)
     printf("%-14s %-9s %9s %9s %9s  %s\n", "version", "family", "call", "b2b", "flushed", "output");
     for (int a = first; a < argc; a++) {
         char label[64], file[512];
-        int cluster = 0;
-        if (sscanf(argv[a], "%63[^:]:%d:%511s", label, &cluster, file) != 3 ||
-            (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8)) {
-            fprintf(stderr, "argument %d = \"%s\": want LABEL:CLUSTER(1, 2, 4, 8):FILE.cubin\n", a,
-                    argv[a]);
+        char shape[32];
+        int cluster = 0, threads = TOPN_THREADS, n = 0;
+        if (sscanf(argv[a], "%63[^:]:%31[^:]:%511s", label, shape, file) != 3 ||
+            (sscanf(shape, "%dx%d%n", &cluster, &threads, &n) != 2 &&
+             sscanf(shape, "%d%n", &cluster, &n) != 1) ||
+            shape[n] != '\0' || (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) ||
+            threads < 256 || threads > 1024 || threads % 32 != 0) {
+            fprintf(stderr,
+                    "argument %d = \"%s\": want LABEL:CLUSTER(1, 2, 4, 8)[xTHREADS(256..1024)]:FILE.cubin\n",
+                    a, argv[a]);
             return 2;
         }
-        run_cubin(&r, label, cluster, file);
+        run_cubin(&r, label, cluster, threads, file);
     }
     return 0;
 }
