@@ -29,9 +29,10 @@
 
 #define TOPN_N 384
 #define TOPN_THREADS 512
-/* Dynamic shared memory before the keys: the largest state any version
- * reserved (DC_TOPN_SHARED_BYTES); more than a version needs is harmless. */
-#define TOPN_STATE_BYTES 42240u
+/* Dynamic shared memory before the keys: at least the state any version
+ * reserves for that cluster size (DC_TOPN_SHARED_BYTES: with pushes, 16 KiB
+ * more a peer); more than a version needs is harmless. */
+#define TOPN_STATE_BYTES(cluster) ((cluster) == 1 ? 17664u : 17664u + ((cluster) - 1u) * 16448u)
 #define FAMILIES 5
 #define TRACE_SLOTS 32
 
@@ -194,7 +195,7 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, c
     if (cuModuleGetGlobal(&tr, &tr_bytes, mod, "dc_trace") != CUDA_SUCCESS)
         tr = 0;
     l.chunk = (int)((r->cols + cluster - 1) / cluster + 7) / 8 * 8;
-    const unsigned smem = TOPN_STATE_BYTES + (unsigned)l.chunk * 2u + (unsigned)l.chunk / 4u;
+    const unsigned smem = TOPN_STATE_BYTES((unsigned)cluster) + (unsigned)l.chunk * 2u + (unsigned)l.chunk / 4u;
     CK(cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
     l.stride = l.max_len = r->cols;
     l.rows = r->rows;

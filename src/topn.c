@@ -21,9 +21,16 @@
 #define DC_TOPN_CHUNK_MIN 32768
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
 /* Dynamic shared memory before the keys: the selection state
- * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh): one histogram with one
- * CTA per row, two in a cluster. */
-#define DC_TOPN_SHARED_BYTES(variant) ((variant) > 0 ? 17536u : 9344u)
+ * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh, 128-byte aligned): one
+ * histogram with one CTA per row; in a cluster of C, two, plus the two
+ * histograms and the overflow count that each of the C - 1 peers pushes. */
+static uint32_t topn_shared_bytes(int32_t variant)
+{
+    if (variant <= 0)
+        return 9344u;
+    const uint32_t peers = (1u << variant) - 1u;
+    return (17536u + peers * 16384u + 32u + peers * 4u + 127u) / 128u * 128u;
+}
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */
@@ -126,7 +133,7 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
     cfg->block[1] = cfg->block[2] = 1;
     /* The state, the keys (2 bytes per column), the list of candidate 8-key
      * vectors (2 bytes per vector). */
-    cfg->smem_bytes = DC_TOPN_SHARED_BYTES(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
+    cfg->smem_bytes = topn_shared_bytes(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
     cfg->cluster_x = 1u << p.variant;
     cfg->stream = stream;
     *chunk = p.chunk;

@@ -39,10 +39,12 @@
 //     every key > tau and the lowest-id (N - count_gt) keys == tau.
 // Steps 2 and 3 touch only listed vectors, one per thread (with one CTA a
 // row: the N vectors of the largest maxima and their ties), so the work a
-// key costs outside step 1 follows the list, not the row. The cluster sums its CTAs' histograms through
-// distributed shared memory, straight into the registers of the block scan;
-// the same reads give each CTA the counts of the CTAs before it (its base in
-// the output). Since the slots are in ascending local id order, the slots
+// key costs outside step 1 follows the list, not the row. A cluster's CTAs
+// push their histograms (the counted maxima, then the window) into each
+// other's shared memory with st.async, each push completing on the
+// receiver's mbarrier: no cluster barrier and no fence on the way, and each
+// CTA sums the group's counts (and those of the CTAs before it: its base in
+// the output) straight into the registers of the block scan. Since the slots are in ascending local id order, the slots
 // whose id has bit 16 set are a suffix [j0, count): the plane words follow
 // from j0 = the number of selected ids below 2^16, which the CTA holding
 // column 65536 knows from its first slot and its own ids (no group barrier
@@ -75,6 +77,12 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 // 3/4 of the vectors: still a bound), so the cluster barrier before the lb
 // scan runs while the last piece lands and turns into keys.
 #define DC_TOPN_LB_PIECES (DC_TOPN_PIECES - 1)
+// A cluster's CTAs exchange their histograms by pushing them into each
+// other's shared memory (st.async, completing on the receiver's mbarrier)
+// instead of a cluster barrier and remote reads.
+#ifndef DC_TOPN_PUSH
+#define DC_TOPN_PUSH (DC_TOPN_CLUSTER > 1)
+#endif
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
@@ -184,6 +192,60 @@ __device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
     return v;
 }
 
+#if DC_TOPN_PUSH
+// Four words (16-byte aligned) to the same offset in CTA `rank`'s shared
+// memory by an asynchronous store, which completes 16 bytes of the current
+// phase of that CTA's mbarrier `bar`. No fence: the receiver sees the words
+// once it observes the phase complete (mbar_wait_cluster).
+__device__ __forceinline__ void push4(uint32_t *p, uint64_t *bar, uint32_t rank, const u32x4 &v)
+{
+    uint32_t a, m;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32"
+                 " [%0], {%1, %2, %3, %4}, [%5];" ::"r"(a),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(m)
+                 : "memory");
+}
+
+// Two words (8-byte aligned), the same way (8 bytes of the phase).
+__device__ __forceinline__ void push2(uint32_t *p, uint64_t *bar, uint32_t rank, uint32_t v0, uint32_t v1)
+{
+    uint32_t a, m;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(a),
+                 "r"(v0), "r"(v1), "r"(m)
+                 : "memory");
+}
+
+// One word, the same way (4 bytes of the phase).
+__device__ __forceinline__ void push1(uint32_t *p, uint64_t *bar, uint32_t rank, uint32_t v)
+{
+    uint32_t a, m;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(a),
+                 "r"(v), "r"(m)
+                 : "memory");
+}
+
+// mbar_wait, acquiring at cluster scope what the peers' pushes wrote.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t *bar, uint32_t parity)
+{
+    const uint32_t b = smem_u32addr(bar);
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(b), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+#endif
+
 // 0xFFFF in each 16-bit half whose top bit is set, else 0 (prmt with the
 // sign-replicating selectors 9 and B: bytes 1 and 3).
 __device__ __forceinline__ uint32_t sign_halves(uint32_t w)
@@ -242,6 +304,13 @@ struct alignas(16) TopnShared {
 #if DC_TOPN_CLUSTER > 1
     uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
 #endif
+#if DC_TOPN_PUSH
+    // What the peers pushed: slot k holds CTA (rank - 1 - k) mod C's.
+    uint32_t rx_max[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their counted maxima
+    uint32_t rx_win[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their windows
+    uint64_t rx_bar[2];                                 // rx_max's, rx_win's + rx_ovf's
+    uint32_t rx_ovf[DC_TOPN_CLUSTER - 1];               // their ovf_local
+#endif
     uint32_t ws[WS_COUNT][DC_TOPN_WARPS];
     uint32_t fine[32];                     // maxima in lb's bin, by their low 5 bits
     uint32_t ovf_local;                    // this CTA's keys above the window
@@ -251,14 +320,20 @@ struct alignas(16) TopnShared {
 };
 // TopnShared sits at the start of the dynamic shared memory and the keys at
 // this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
-// covers the whole footprint (src/topn.c uses the same numbers).
-#if DC_TOPN_CLUSTER > 1
+// covers the whole footprint (src/topn.c uses the same numbers). The keys
+// start 128-byte aligned: the bulk copies into them ran slower at 16 bytes
+// past (64 x 131072 on the H200, back to back: 11.8 us at 0 mod 128, 11.9 at
+// 32, 13.1 at 48).
+#if DC_TOPN_PUSH
+#define DC_TOPN_SHARED_BYTES \
+    ((17536 + (DC_TOPN_CLUSTER - 1) * 16384 + 32 + (DC_TOPN_CLUSTER - 1) * 4 + 127) / 128 * 128)
+#elif DC_TOPN_CLUSTER > 1
 #define DC_TOPN_SHARED_BYTES 17536
 #else
 #define DC_TOPN_SHARED_BYTES 9344
 #endif
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
-static_assert(DC_TOPN_SHARED_BYTES % 16 == 0, "keys stay 16-byte aligned");
+static_assert(DC_TOPN_SHARED_BYTES % 128 == 0, "keys stay 128-byte aligned");
 
 // The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
 // top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
@@ -459,6 +534,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     if (tid == 0) {
         for (int p = 0; p < DC_TOPN_PIECES; p++)
             mbar_init(&sh.bar[p]);
+#if DC_TOPN_PUSH
+        mbar_init(&sh.rx_bar[0]);
+        mbar_init(&sh.rx_bar[1]);
+#endif
         mbar_init_fence();
         for (int p = 0; p < DC_TOPN_PIECES; p++) {
             const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
@@ -467,6 +546,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
         sh.ovf_local = 0u;
         sh.lo_count = 0u;
+#if DC_TOPN_PUSH
+        mbar_expect_tx(&sh.rx_bar[0], (DC_TOPN_CLUSTER - 1) * DC_TOPN_BINS * 4u);
+        mbar_expect_tx(&sh.rx_bar[1], (DC_TOPN_CLUSTER - 1) * (DC_TOPN_BINS * 4u + 4u));
+#endif
     }
     if (tid < 32u)
         sh.fine[tid] = 0u;
@@ -477,6 +560,61 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #endif
     }
     __syncthreads();
+#if DC_TOPN_PUSH
+    // Pushes: every thread sends its scan bins (those of group_bins) to each
+    // peer, which adds them up from its own shared memory. A peer's
+    // mbarriers must be initialised (fenced above) before the first push to
+    // it: this relaxed arrive, and the wait just before that push.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    static_assert(BPT == 2 || BPT % 4 == 0, "a thread's bins go out in 8- or 16-byte pushes");
+    const uint32_t bfirst = DC_TOPN_BINS - (tid + 1u) * BPT;
+    // own[j]: this CTA's count of bin bfirst + j, read from `local`, pushed
+    // to slot d - 1 of the CTA d ranks after this one.
+    auto push_bins = [&](const uint32_t *local, uint32_t(*rx)[DC_TOPN_BINS], uint64_t *bar,
+                         uint32_t(&own)[BPT]) {
+#pragma unroll
+        for (int j = 0; j < BPT; j++)
+            own[j] = local[bfirst + j];
+#pragma unroll
+        for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++) {
+            const uint32_t to = (crank + d) % DC_TOPN_CLUSTER;
+            if constexpr (BPT == 2) {
+                push2(&rx[d - 1][bfirst], bar, to, own[0], own[1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < BPT; j += 4)
+                    push4(&rx[d - 1][bfirst + j], bar, to,
+                          u32x4{own[j], own[j + 1], own[j + 2], own[j + 3]});
+            }
+        }
+    };
+    // The group's counts of this thread's bins, h (and b: the CTAs before
+    // this one), in group_bins' order: bin bfirst + j is h[BPT - 1 - j].
+    auto sum_bins = [&](const uint32_t(&own)[BPT], uint32_t(*rx)[DC_TOPN_BINS], uint32_t(&h)[BPT],
+                        uint32_t(&b)[BPT]) {
+#pragma unroll
+        for (int j = 0; j < BPT; j++) {
+            h[BPT - 1 - j] = own[j];
+            b[BPT - 1 - j] = 0u;
+        }
+#pragma unroll
+        for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
+            const bool before = (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank;
+#pragma unroll
+            for (int j = 0; j < BPT; j++) {
+                const uint32_t q = rx[k][bfirst + j];
+                h[BPT - 1 - j] += q;
+                b[BPT - 1 - j] += before ? q : 0u;
+            }
+        }
+    };
+    uint32_t own_max[BPT], own_win[BPT];
+    auto push_max = [&]() {
+        __syncthreads(); // the counted maxima are in
+        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+        push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max);
+    };
+#endif
 
     // Keys in place, piece by piece. Each vector's largest key goes to its
     // entry of the list area (entry v: the list is written over these
@@ -512,10 +650,14 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             // is whole; the last one goes to the piece that holds it, checked.
             const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
             if (p == DC_TOPN_LB_PIECES && counting) {
-                // The maxima counted so far are lb's: the peers may read
-                // them (group_wait below). 64 x 131072 on the H200: 12.4 ->
-                // 12.3 us back to back, the lb scan 0.4 us earlier.
+                // The maxima counted so far are lb's: to the peers. 64 x
+                // 131072 on the H200: 12.4 -> 12.3 us back to back (with a
+                // cluster barrier here, the lb scan 0.4 us earlier).
+#if DC_TOPN_PUSH
+                push_max();
+#else
                 group_arrive();
+#endif
                 counting = false;
             }
             mbar_wait(&sh.bar[p], 0u);
@@ -570,7 +712,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         raw.w = h[6] | (h[7] << 16);
         to_keys(nfull, raw);
     }
-#if DC_TOPN_CLUSTER > 1
+#if DC_TOPN_PUSH
+    if (counting) // short rows: every piece was counted
+        push_max();
+#elif DC_TOPN_CLUSTER > 1
     if (counting) // short rows: every piece was counted
         group_arrive();
     group_wait();
@@ -586,7 +731,12 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t lb, mbin, need_fine;
     {
         uint32_t h[BPT], b[BPT];
+#if DC_TOPN_PUSH
+        mbar_wait_cluster(&sh.rx_bar[0], 0u);
+        sum_bins(own_max, sh.rx_max, h, b);
+#else
         group_bins<false>(hist_max, crank, true, h, b);
+#endif
         find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
         mbin = sh.bin;
         need_fine = (uint32_t)NSEL - sh.above;
@@ -671,15 +821,42 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // The window histogram of the listed keys >= from (this CTA's, into
     // hist_local, which must be clear), its overflow into ovf_local; then,
     // past a group barrier, the keys above the window in the group (ovf) and
-    // in the CTAs before this one (ovf_before).
+    // in the CTAs before this one (ovf_before). A cluster's first pass
+    // pushes them instead (pushed_win: the tau scan takes them from rx_win).
     uint32_t ovf, ovf_before;
-    auto window_pass = [&](uint32_t from) {
+    bool pushed_win = false; // uniform
+    auto window_pass = [&](uint32_t from, bool first_pass) {
         uint32_t o = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
             o += window_add(sh.hist_local, kv[list[i]], from, 0u);
         o = __reduce_add_sync(0xFFFFFFFFu, o);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
+#if DC_TOPN_PUSH
+        // (The fallback's second pass has no mbarrier phase left: barriers.)
+        pushed_win = first_pass;
+        if (first_pass) {
+            __syncthreads(); // this CTA's window is in
+            push_bins(sh.hist_local, sh.rx_win, &sh.rx_bar[1], own_win);
+            const uint32_t mine = sh.ovf_local;
+            if (tid == 0)
+#pragma unroll
+                for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++)
+                    push1(&sh.rx_ovf[d - 1], &sh.rx_bar[1], (crank + d) % DC_TOPN_CLUSTER, mine);
+            mbar_wait_cluster(&sh.rx_bar[1], 0u);
+            ovf = mine;
+            ovf_before = 0;
+#pragma unroll
+            for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
+                const uint32_t oc = sh.rx_ovf[k];
+                ovf += oc;
+                ovf_before += (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank ? oc : 0u;
+            }
+            return;
+        }
+#else
+        (void)first_pass;
+#endif
         group_sync();
         ovf = ovf_before = 0;
 #pragma unroll
@@ -689,7 +866,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             ovf_before += c < crank ? oc : 0u;
         }
     };
-    window_pass(lb);
+    window_pass(lb, true);
     uint32_t base = lb;
     if (ovf >= (uint32_t)NSEL) {
         // ---- the fallback (uniform over the group): N keys lie above the
@@ -715,7 +892,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
             sh.hist_local[i] = 0u;
         __syncthreads();
-        window_pass(base);
+        window_pass(base, false);
     }
 
     // ---- tau: the key of the (N - ovf)-th largest count of the window (a
@@ -725,7 +902,14 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t tau, need_eq, count, gt_run, eq_run;
     {
         uint32_t h[BPT], b[BPT];
+#if DC_TOPN_PUSH
+        if (pushed_win)
+            sum_bins(own_win, sh.rx_win, h, b);
+        else
+            group_bins<GROUP>(sh.hist_local, crank, false, h, b);
+#else
         group_bins<GROUP>(sh.hist_local, crank, false, h, b);
+#endif
         find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
         const bool take_all = sh.bin >= DC_TOPN_BINS;
         tau = take_all ? base - 1u : base + sh.bin;
@@ -734,8 +918,16 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
         eq_run = take_all ? 0u : sh.b_eq;
     }
-    // The group's last read of a peer's shared memory was in that scan.
+    // The group's last read of a peer's shared memory was in that scan (none
+    // when the window came by push: nothing to release).
+#if DC_TOPN_PUSH
+    if (pushed_win)
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    else
+        group_arrive();
+#else
     group_arrive();
+#endif
     // Selected candidates in the CTAs before this one: this CTA's first slot.
     const uint32_t base_sel = gt_run + (eq_run < need_eq ? eq_run : need_eq);
 
