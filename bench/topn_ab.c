@@ -1,6 +1,6 @@
 /* topn_ab.c - A/B timing and phase traces of top-N + pack cubins, for
  * kernel work (bench/topn_ab.sh builds the cubins; docs/BENCHMARKS.md, runs
- * 23-33, used it). Not a benchmark of the library: it loads cubins compiled
+ * 23-48, used it). Not a benchmark of the library: it loads cubins compiled
  * from any copy of templates/ and launches them bare, so that several
  * versions of the kernel run in one process on the same inputs.
  *
@@ -14,6 +14,11 @@
  * per launch), and after a 256 MB memset queued on the stream (L2 flushed,
  * no host gap). The first cubin's outputs are the reference: every other
  * one's must be equal bit for bit ("same"), or the line says MISMATCH.
+ *
+ * bench/topn_empty.cu is the same entry doing nothing (nvcc -cubin -arch=sm_90a):
+ * timed like the others, it shows the launch and event gap of that launch.
+ * TOPN_AB_CARVEOUT (percent) and TOPN_AB_POLICY (cluster scheduling: 0, 1
+ * spread, 2 load balancing) set those launch knobs for every cubin.
  *
  * A cubin with a global `dc_trace` (bench/topn_trace.py puts one in) is also
  * traced: slot 0 and 31 of each CTA hold %globaltimer at its start and end,
@@ -113,7 +118,7 @@ typedef struct run_ctx {
 typedef struct launch {
     CUfunction fn;
     CUlaunchConfig lc;
-    CUlaunchAttribute attr;
+    CUlaunchAttribute attr[2];
     CUdeviceptr src;
     long long stride, max_len, rows;
     int chunk;
@@ -201,17 +206,29 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, c
     l.rows = r->rows;
     void *params[7] = {&l.src, &l.stride, &l.max_len, &r->ends, &l.rows, &l.chunk, &r->out};
     memcpy(l.params, params, sizeof params);
-    l.attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    l.attr.value.clusterDim.x = (unsigned)cluster;
-    l.attr.value.clusterDim.y = l.attr.value.clusterDim.z = 1;
+    l.attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    l.attr[0].value.clusterDim.x = (unsigned)cluster;
+    l.attr[0].value.clusterDim.y = l.attr[0].value.clusterDim.z = 1;
+    /* Launch knobs under test: TOPN_AB_CARVEOUT (the function's preferred
+     * shared-memory carveout, percent), TOPN_AB_POLICY (the cluster
+     * scheduling policy: 0 default, 1 spread, 2 load balancing). */
+    unsigned nattr = 1;
+    const char *carveout = getenv("TOPN_AB_CARVEOUT"), *policy = getenv("TOPN_AB_POLICY");
+    if (carveout)
+        CK(cuFuncSetAttribute(l.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, atoi(carveout)));
+    if (policy) {
+        l.attr[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+        l.attr[1].value.clusterSchedulingPolicyPreference = (CUclusterSchedulingPolicy)atoi(policy);
+        nattr = 2;
+    }
     l.lc.gridDimX = (unsigned)(r->rows * cluster);
     l.lc.gridDimY = l.lc.gridDimZ = 1;
     l.lc.blockDimX = (unsigned)threads;
     l.lc.blockDimY = l.lc.blockDimZ = 1;
     l.lc.sharedMemBytes = smem;
     l.lc.hStream = r->stream;
-    l.lc.attrs = &l.attr;
-    l.lc.numAttrs = 1;
+    l.lc.attrs = l.attr;
+    l.lc.numAttrs = nattr;
 
     for (int fam = 0; fam < FAMILIES; fam++) {
         /* every output word must be written: a poisoned buffer first */
