@@ -24,7 +24,7 @@
 //     row, a 32-bin histogram of that bin's maxima raises lb to the N-th
 //     largest maximum itself. A cluster counts the maxima of the first
 //     DC_TOPN_LB_PIECES pieces only (the N-th largest of a subset is a bound
-//     too), so that its barrier overlaps the last piece;
+//     too), so that the exchange overlaps the last piece;
 //  2. one block scan turns the maxima >= lb into the list of those vectors
 //     (ascending, written over the maxima), and one pass over the list counts
 //     their keys in a *window* histogram of full 16-bit resolution: bin d =
@@ -74,15 +74,9 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_KEY_ORD 0x007Fu         // key - DC_KEY_ORD = ord16 (non-NaN keys)
 #define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
 // A cluster's CTAs count the maxima of their first 3 pieces only (lb from
-// 3/4 of the vectors: still a bound), so the cluster barrier before the lb
-// scan runs while the last piece lands and turns into keys.
+// 3/4 of the vectors: still a bound), so that they send them to their peers
+// while the last piece lands and turns into keys.
 #define DC_TOPN_LB_PIECES (DC_TOPN_PIECES - 1)
-// A cluster's CTAs exchange their histograms by pushing them into each
-// other's shared memory (st.async, completing on the receiver's mbarrier)
-// instead of a cluster barrier and remote reads.
-#ifndef DC_TOPN_PUSH
-#define DC_TOPN_PUSH (DC_TOPN_CLUSTER > 1)
-#endif
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
@@ -146,11 +140,10 @@ __device__ __forceinline__ void group_sync()
 #endif
 }
 
-// The two halves of group_sync, for work between them: before the lb scan
-// (arrive once the counted maxima are in, wait once the last piece is keys)
-// and for a CTA's exit (arrive once this CTA's reads of its peers' shared
-// memory are done, wait just before exiting: a CTA's shared memory must
-// outlive its peers' reads of it). No-ops with one CTA.
+// The two halves of group_sync, for a CTA's exit: arrive once this CTA's
+// reads of its peers' shared memory are done, wait just before exiting (a
+// CTA's shared memory must outlive its peers' reads of it). No-ops with one
+// CTA.
 __device__ __forceinline__ void group_arrive()
 {
 #if DC_TOPN_CLUSTER > 1
@@ -192,7 +185,7 @@ __device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
     return v;
 }
 
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
 // Four words (16-byte aligned) to the same offset in CTA `rank`'s shared
 // memory by an asynchronous store, which completes 16 bytes of the current
 // phase of that CTA's mbarrier `bar`. No fence: the receiver sees the words
@@ -304,7 +297,7 @@ struct alignas(16) TopnShared {
 #if DC_TOPN_CLUSTER > 1
     uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
 #endif
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
     // What the peers pushed: slot k holds CTA (rank - 1 - k) mod C's.
     uint32_t rx_max[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their counted maxima
     uint32_t rx_win[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their windows
@@ -324,11 +317,9 @@ struct alignas(16) TopnShared {
 // start 128-byte aligned: the bulk copies into them ran slower at 16 bytes
 // past (64 x 131072 on the H200, back to back: 11.8 us at 0 mod 128, 11.9 at
 // 32, 13.1 at 48).
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
 #define DC_TOPN_SHARED_BYTES \
     ((17536 + (DC_TOPN_CLUSTER - 1) * 16384 + 32 + (DC_TOPN_CLUSTER - 1) * 4 + 127) / 128 * 128)
-#elif DC_TOPN_CLUSTER > 1
-#define DC_TOPN_SHARED_BYTES 17536
 #else
 #define DC_TOPN_SHARED_BYTES 9344
 #endif
@@ -534,7 +525,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     if (tid == 0) {
         for (int p = 0; p < DC_TOPN_PIECES; p++)
             mbar_init(&sh.bar[p]);
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
         mbar_init(&sh.rx_bar[0]);
         mbar_init(&sh.rx_bar[1]);
 #endif
@@ -546,7 +537,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
         sh.ovf_local = 0u;
         sh.lo_count = 0u;
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
         mbar_expect_tx(&sh.rx_bar[0], (DC_TOPN_CLUSTER - 1) * DC_TOPN_BINS * 4u);
         mbar_expect_tx(&sh.rx_bar[1], (DC_TOPN_CLUSTER - 1) * (DC_TOPN_BINS * 4u + 4u));
 #endif
@@ -560,7 +551,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #endif
     }
     __syncthreads();
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
     // Pushes: every thread sends its scan bins (those of group_bins) to each
     // peer, which adds them up from its own shared memory. A peer's
     // mbarriers must be initialised (fenced above) before the first push to
@@ -653,10 +644,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                 // The maxima counted so far are lb's: to the peers. 64 x
                 // 131072 on the H200: 12.4 -> 12.3 us back to back (with a
                 // cluster barrier here, the lb scan 0.4 us earlier).
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
                 push_max();
-#else
-                group_arrive();
 #endif
                 counting = false;
             }
@@ -712,13 +701,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         raw.w = h[6] | (h[7] << 16);
         to_keys(nfull, raw);
     }
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
     if (counting) // short rows: every piece was counted
         push_max();
-#elif DC_TOPN_CLUSTER > 1
-    if (counting) // short rows: every piece was counted
-        group_arrive();
-    group_wait();
 #else
     group_sync();
 #endif
@@ -731,7 +716,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t lb, mbin, need_fine;
     {
         uint32_t h[BPT], b[BPT];
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
         mbar_wait_cluster(&sh.rx_bar[0], 0u);
         sum_bins(own_max, sh.rx_max, h, b);
 #else
@@ -824,7 +809,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // in the CTAs before this one (ovf_before). A cluster's first pass
     // pushes them instead (pushed_win: the tau scan takes them from rx_win).
     uint32_t ovf, ovf_before;
+#if DC_TOPN_CLUSTER > 1
     bool pushed_win = false; // uniform
+#endif
     auto window_pass = [&](uint32_t from, bool first_pass) {
         uint32_t o = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
@@ -832,7 +819,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         o = __reduce_add_sync(0xFFFFFFFFu, o);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
         // (The fallback's second pass has no mbarrier phase left: barriers.)
         pushed_win = first_pass;
         if (first_pass) {
@@ -902,14 +889,12 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t tau, need_eq, count, gt_run, eq_run;
     {
         uint32_t h[BPT], b[BPT];
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
         if (pushed_win)
             sum_bins(own_win, sh.rx_win, h, b);
         else
-            group_bins<GROUP>(sh.hist_local, crank, false, h, b);
-#else
-        group_bins<GROUP>(sh.hist_local, crank, false, h, b);
 #endif
+            group_bins<GROUP>(sh.hist_local, crank, false, h, b);
         find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
         const bool take_all = sh.bin >= DC_TOPN_BINS;
         tau = take_all ? base - 1u : base + sh.bin;
@@ -920,14 +905,12 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     }
     // The group's last read of a peer's shared memory was in that scan (none
     // when the window came by push: nothing to release).
-#if DC_TOPN_PUSH
+#if DC_TOPN_CLUSTER > 1
     if (pushed_win)
         asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
     else
-        group_arrive();
-#else
-    group_arrive();
 #endif
+        group_arrive();
     // Selected candidates in the CTAs before this one: this CTA's first slot.
     const uint32_t base_sel = gt_run + (eq_run < need_eq ? eq_run : need_eq);
 
