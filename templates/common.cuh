@@ -122,18 +122,29 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t b
     bulk_copy(dst, src, bytes, bar);
 }
 
-// Waits until the phase of `bar` with this parity has completed.
+// Waits until the phase of `bar` with this parity has completed. CLUSTER:
+// acquiring at cluster scope what other CTAs of the cluster completed on it
+// (st.async ... complete_tx); else at CTA scope (bulk copies).
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 {
     const uint32_t b = smem_u32addr(bar);
     uint32_t done;
     do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
+        if constexpr (CLUSTER)
+            asm volatile("{\n\t.reg .pred p;\n\t"
+                         "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+                         "selp.u32 %0, 1, 0, p;\n\t}"
+                         : "=r"(done)
+                         : "r"(b), "r"(parity)
+                         : "memory");
+        else
+            asm volatile("{\n\t.reg .pred p;\n\t"
+                         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                         "selp.u32 %0, 1, 0, p;\n\t}"
+                         : "=r"(done)
+                         : "r"(b), "r"(parity)
+                         : "memory");
     } while (!done);
 }
 

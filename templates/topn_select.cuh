@@ -158,12 +158,20 @@ __device__ __forceinline__ void group_wait()
 #endif
 }
 
+// The shared::cluster address of `p` (of this CTA's layout) in CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_addr(const void *p, uint32_t rank)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    return a;
+}
+
 // Shared-memory word `p` (of this CTA's layout) in CTA `rank` of the cluster.
 __device__ __forceinline__ uint32_t remote_ld(const uint32_t *p, uint32_t rank)
 {
 #if DC_TOPN_CLUSTER > 1
-    uint32_t a, v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    const uint32_t a = cluster_addr(p, rank);
+    uint32_t v;
     asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
     return v;
 #else
@@ -176,8 +184,7 @@ __device__ __forceinline__ uint32_t remote_ld(const uint32_t *p, uint32_t rank)
 __device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
 {
     u32x4 v;
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    const uint32_t a = cluster_addr(p, rank);
     asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "r"(a)
@@ -189,12 +196,10 @@ __device__ __forceinline__ u32x4 remote_ld4(const uint32_t *p, uint32_t rank)
 // Four words (16-byte aligned) to the same offset in CTA `rank`'s shared
 // memory by an asynchronous store, which completes 16 bytes of the current
 // phase of that CTA's mbarrier `bar`. No fence: the receiver sees the words
-// once it observes the phase complete (mbar_wait_cluster).
+// once it observes the phase complete (mbar_wait<true>).
 __device__ __forceinline__ void push4(uint32_t *p, uint64_t *bar, uint32_t rank, const u32x4 &v)
 {
-    uint32_t a, m;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    const uint32_t a = cluster_addr(p, rank), m = cluster_addr(bar, rank);
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32"
                  " [%0], {%1, %2, %3, %4}, [%5];" ::"r"(a),
                  "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(m)
@@ -204,9 +209,7 @@ __device__ __forceinline__ void push4(uint32_t *p, uint64_t *bar, uint32_t rank,
 // Two words (8-byte aligned), the same way (8 bytes of the phase).
 __device__ __forceinline__ void push2(uint32_t *p, uint64_t *bar, uint32_t rank, uint32_t v0, uint32_t v1)
 {
-    uint32_t a, m;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    const uint32_t a = cluster_addr(p, rank), m = cluster_addr(bar, rank);
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(a),
                  "r"(v0), "r"(v1), "r"(m)
                  : "memory");
@@ -215,28 +218,12 @@ __device__ __forceinline__ void push2(uint32_t *p, uint64_t *bar, uint32_t rank,
 // One word, the same way (4 bytes of the phase).
 __device__ __forceinline__ void push1(uint32_t *p, uint64_t *bar, uint32_t rank, uint32_t v)
 {
-    uint32_t a, m;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32addr(bar)), "r"(rank));
+    const uint32_t a = cluster_addr(p, rank), m = cluster_addr(bar, rank);
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(a),
                  "r"(v), "r"(m)
                  : "memory");
 }
 
-// mbar_wait, acquiring at cluster scope what the peers' pushes wrote.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t *bar, uint32_t parity)
-{
-    const uint32_t b = smem_u32addr(bar);
-    uint32_t done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
 #endif
 
 // 0xFFFF in each 16-bit half whose top bit is set, else 0 (prmt with the
@@ -717,7 +704,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     {
         uint32_t h[BPT], b[BPT];
 #if DC_TOPN_CLUSTER > 1
-        mbar_wait_cluster(&sh.rx_bar[0], 0u);
+        mbar_wait<true>(&sh.rx_bar[0], 0u);
         sum_bins(own_max, sh.rx_max, h, b);
 #else
         group_bins<false>(hist_max, crank, true, h, b);
@@ -830,7 +817,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #pragma unroll
                 for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++)
                     push1(&sh.rx_ovf[d - 1], &sh.rx_bar[1], (crank + d) % DC_TOPN_CLUSTER, mine);
-            mbar_wait_cluster(&sh.rx_bar[1], 0u);
+            mbar_wait<true>(&sh.rx_bar[1], 0u);
             ovf = mine;
             ovf_before = 0;
 #pragma unroll
