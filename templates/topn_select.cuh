@@ -283,8 +283,6 @@ struct alignas(16) TopnShared {
     uint32_t hist_local[DC_TOPN_BINS];     // this CTA's window (C = 1: first the maxima)
 #if DC_TOPN_CLUSTER > 1
     uint32_t hist_max_local[DC_TOPN_BINS]; // this CTA's 8-key maxima, 11 bits
-#endif
-#if DC_TOPN_CLUSTER > 1
     // What the peers pushed: slot k holds CTA (rank - 1 - k) mod C's.
     uint32_t rx_max[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their counted maxima
     uint32_t rx_win[DC_TOPN_CLUSTER - 1][DC_TOPN_BINS]; // their windows
@@ -566,6 +564,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             }
         }
     };
+    // Whether slot k's pusher comes before this CTA (its counts are in b).
+    auto slot_before = [&](uint32_t k) {
+        return (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank;
+    };
     // The group's counts of this thread's bins, h (and b: the CTAs before
     // this one), in group_bins' order: bin bfirst + j is h[BPT - 1 - j].
     auto sum_bins = [&](const uint32_t(&own)[BPT], uint32_t(*rx)[DC_TOPN_BINS], uint32_t(&h)[BPT],
@@ -577,7 +579,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
 #pragma unroll
         for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
-            const bool before = (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank;
+            const bool before = slot_before(k);
 #pragma unroll
             for (int j = 0; j < BPT; j++) {
                 const uint32_t q = rx[k][bfirst + j];
@@ -628,9 +630,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             // is whole; the last one goes to the piece that holds it, checked.
             const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
             if (p == DC_TOPN_LB_PIECES && counting) {
-                // The maxima counted so far are lb's: to the peers. 64 x
-                // 131072 on the H200: 12.4 -> 12.3 us back to back (with a
-                // cluster barrier here, the lb scan 0.4 us earlier).
+                // The maxima counted so far are lb's: to the peers, while
+                // this piece lands (as a cluster barrier here, run 37: the
+                // lb scan 0.4 us earlier, 12.4 -> 12.3 us at 64 x 131072).
 #if DC_TOPN_CLUSTER > 1
                 push_max();
 #endif
@@ -696,8 +698,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #endif
 
     // ---- the lower bound lb (>= DC_KEY_MIN): the floor of the bin of the
-    // N-th largest counted maximum; DC_KEY_MIN (every non-NaN key) when that bin is
-    // one of bins 0..7 or fewer than N vectors have a maximum. The maxima's
+    // N-th largest counted maximum; DC_KEY_MIN (every non-NaN key) when that
+    // bin is one of bins 0..7 or fewer than N vectors have a maximum. The maxima's
     // array is cleared as it is read (one CTA): it becomes the window
     // histogram after this scan's barriers.
     uint32_t lb, mbin, need_fine;
@@ -824,7 +826,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
                 const uint32_t oc = sh.rx_ovf[k];
                 ovf += oc;
-                ovf_before += (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank ? oc : 0u;
+                ovf_before += slot_before(k) ? oc : 0u;
             }
             return;
         }
