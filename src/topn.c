@@ -20,11 +20,10 @@
  * fixed latencies outweigh its shorter row; see topn_plan_make). */
 #define DC_TOPN_CHUNK_MIN 32768
 #define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
-/* Dynamic shared memory before the keys: the selection state
- * (DC_TOPN_SHARED_BYTES of templates/topn_select.cuh, 128-byte aligned): one
- * histogram with one CTA per row; in a cluster of C, two, plus the two
- * histograms and the overflow count that each of the C - 1 peers pushes. */
-static uint32_t topn_shared_bytes(int32_t variant)
+/* One CTA per row: one histogram; in a cluster of C, two, plus the two
+ * histograms and the overflow count that each of the C - 1 peers pushes;
+ * 128-byte aligned (see topn.h). */
+uint32_t dc_topn_state_bytes(int32_t variant)
 {
     if (variant <= 0)
         return 9344u;
@@ -133,7 +132,7 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
     cfg->block[1] = cfg->block[2] = 1;
     /* The state, the keys (2 bytes per column), the list of candidate 8-key
      * vectors (2 bytes per vector). */
-    cfg->smem_bytes = topn_shared_bytes(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
+    cfg->smem_bytes = dc_topn_state_bytes(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
     cfg->cluster_x = 1u << p.variant;
     cfg->stream = stream;
     *chunk = p.chunk;

@@ -310,6 +310,10 @@ struct alignas(16) TopnShared {
 #endif
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 128 == 0, "keys stay 128-byte aligned");
+#ifdef DC_TOPN_EXPECT_SHARED_BYTES // the launcher's number, from a test
+static_assert(DC_TOPN_SHARED_BYTES == DC_TOPN_EXPECT_SHARED_BYTES,
+              "src/topn.c (dc_topn_state_bytes) reserves this state");
+#endif
 
 // The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
 // top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
