@@ -34,6 +34,30 @@ static size_t all_keys(const char *arch, dcptopk_key *keys, size_t cap)
     return n;
 }
 
+/* Renders `k` (plus the -D option `define`, when not NULL) and compiles it
+ * into *c (free it with dc_compiled_free, also on failure). On failure the
+ * reason is in `err` (DC_ERR_LEN bytes): the render's or NVRTC's. */
+static dcptopk_result unit_compile(const dcptopk_key *k, const char *define, dc_compiled *c,
+                                   char *err)
+{
+    memset(c, 0, sizeof *c);
+    err[0] = '\0';
+    dc_unit u;
+    dcptopk_result r = dc_unit_build(NULL, k, &u);
+    if (r) {
+        snprintf(err, DC_ERR_LEN, "%s", dcptopk_last_error(NULL));
+    } else if (define && u.option_count == DC_MAX_OPTIONS) {
+        snprintf(err, DC_ERR_LEN, "no room for option %s", define);
+        r = DCPTOPK_INTERNAL;
+    } else {
+        if (define)
+            u.options[u.option_count++] = define;
+        r = dc_nvrtc_compile(&u, c, err, DC_ERR_LEN);
+    }
+    dc_unit_free(&u);
+    return r;
+}
+
 /* Compiles every key; returns the number that failed, printing each. */
 static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
 {
@@ -45,23 +69,13 @@ static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
     for (size_t i = 0; i < n; i++) {
         char name[256];
         dcptopk_key_format(&keys[i], name, sizeof name);
-        dc_unit u;
-        dcptopk_result r = dc_unit_build(NULL, &keys[i], &u);
-        if (r) {
-            fprintf(stderr, "FAIL %s: %s: %s\n", name, dcptopk_result_name(r),
-                    dcptopk_last_error(NULL));
-            if (r == DCPTOPK_NOT_FOUND)
-                (*missing)++;
-            failed++;
-            dc_unit_free(&u);
-            continue;
-        }
         dc_compiled c;
-        err[0] = '\0';
-        r = dc_nvrtc_compile(&u, &c, err, DC_ERR_LEN);
+        dcptopk_result r = unit_compile(&keys[i], NULL, &c, err);
         if (r) {
             fprintf(stderr, "FAIL %s: %s: %s\n", name, dcptopk_result_name(r),
                     err);
+            if (r == DCPTOPK_NOT_FOUND)
+                (*missing)++;
             failed++;
         } else if (c.cubin_size < 64 ||
                    memcmp(c.cubin, "\x7f" "ELF", 4) != 0) {
@@ -79,7 +93,6 @@ static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
                    c.cubin_size, c.ptx_size, c.compile_ms);
         }
         dc_compiled_free(&c);
-        dc_unit_free(&u);
     }
     free(err);
     return failed;
@@ -99,28 +112,18 @@ TEST(every_named_config_compiles_for_sm_90a)
               failed, n, missing);
 }
 
-/* Compiles `k` with one more -D option; returns the NVRTC result. */
+/* Compiles `k` with one more -D option; returns the result. */
 static dcptopk_result compile_with(const dcptopk_key *k, const char *define)
 {
-    dc_unit u;
-    dcptopk_result r = dc_unit_build(NULL, k, &u);
-    if (r)
-        return r;
-    dc_compiled c;
-    memset(&c, 0, sizeof c);
     char *err = malloc(DC_ERR_LEN);
-    if (!err || u.option_count == DC_MAX_OPTIONS) {
-        r = DCPTOPK_INTERNAL;
-    } else {
-        u.options[u.option_count++] = define;
-        err[0] = '\0';
-        r = dc_nvrtc_compile(&u, &c, err, DC_ERR_LEN);
-        if (r)
-            fprintf(stderr, "(%s) %s\n", define, err);
-    }
-    free(err);
+    if (!err)
+        return DCPTOPK_OUT_OF_MEMORY;
+    dc_compiled c;
+    const dcptopk_result r = unit_compile(k, define, &c, err);
+    if (r)
+        fprintf(stderr, "(%s) %s\n", define, err);
     dc_compiled_free(&c);
-    dc_unit_free(&u);
+    free(err);
     return r;
 }
 
