@@ -196,8 +196,8 @@ int main(int argc, char **argv)
                  * CUDA graph or a busy stream sees: no host gap); the median
                  * over `batches` such batches (one batch alone varied by
                  * 0.4 us at 64 x 131072). */
-                const int batch = 20, batches = 9;
-                float piped_runs[9];
+                enum { batch = 20, batches = 9 };
+                float piped_runs[batches];
                 for (int bi = 0; bi < batches; bi++) {
                     float ms = 0;
                     dcptopk_result r = dc_event_record(ctx, ev0, stream);
