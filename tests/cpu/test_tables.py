@@ -83,9 +83,9 @@ check("select", sel is not None and sel[2] == "**90.0**" and sel[4] == "5.0x" an
       sel[5] == "34.1" and sel[6] == "2.6x" and sel[3].startswith("450.0"), sel)
 
 check("legend names date, GPU, commit, torch",
-      "Run A: 2026-01-01T10:00:00Z, NVIDIA H200, driver 580.159, commit aaaaaaa, torch 2.11." in out,
+      "- **A**: 2026-01-01T10:00:00Z, NVIDIA H200, driver 580.159, commit aaaaaaa, torch 2.11." in out,
       out)
-check("legend of the newest run", "Run B: 2026-02-01T10:00:00Z, NVIDIA H200, driver 580.159, commit bbbbbbb." in out, out)
+check("legend of the newest run", "- **B**: 2026-02-01T10:00:00Z, NVIDIA H200, driver 580.159, commit bbbbbbb." in out, out)
 
 # Into a document: only the text between the markers changes; re-runnable.
 tmp = tempfile.mkdtemp()
