@@ -4,10 +4,14 @@
 Checks the generated rows cell by cell: each row comes from the newest run
 that measured it, its torch.topk figure only from that same run, the ratios
 and floors are computed from the figures, and writing into a document
-replaces exactly the text between the markers (twice gives the same file).
+replaces exactly the text between the markers (twice gives the same file);
+then bench/device.sh, with a fake nvidia-smi, writes a header record that
+tables.py reads.
 Usage: test_tables.py [path of bench/tables.py]
 """
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,6 +120,44 @@ try:
     r = run(headless)
     check("a run without its header record is refused",
           r.returncode != 0 and "header" in r.stderr, r.stderr)
+
+    # bench/device.sh's header record, end to end: a fake nvidia-smi, the
+    # commit from BUILD/COMMIT, one harmless stage; then tables.py reads the
+    # bench.jsonl it wrote. (Skipped where device.sh would link /work/main.)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(TABLES)))
+    if shutil.which("bash") and os.path.exists("/work/main"):
+        fake = os.path.join(tmp, "bin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\necho 'NVIDIA H200, 580.159, 143771 MiB, 1980 MHz'\n")
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        build = os.path.join(tmp, "build")
+        os.mkdir(build)
+        with open(os.path.join(build, "COMMIT"), "w") as f:
+            f.write("abc1234\n")
+        out = os.path.join(tmp, "out")
+        cache = os.path.join(tmp, "cache-dir")
+        os.mkdir(cache)
+        env = dict(os.environ, PATH=fake + os.pathsep + os.environ.get("PATH", ""), OUT=out,
+                   DCPTOPK_CACHE_DIR=cache)
+        env.pop("DCPTOPK_COMMIT", None)
+        r = subprocess.run(["bash", os.path.join(root, "bench", "device.sh"), build, "keepcache"],
+                           cwd=root, env=env, capture_output=True, text=True)
+        check("device.sh exit status", r.returncode == 0, r.stdout + r.stderr)
+        lines = open(os.path.join(out, "bench.jsonl")).read().splitlines()
+        header = json.loads(lines[0]) if lines else {}
+        check("device.sh header record",
+              header.get("bench") == "run" and header.get("gpu") == "NVIDIA H200" and
+              header.get("driver") == "580.159" and header.get("commit") == "abc1234" and
+              re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", header.get("date", "")),
+              lines[:1])
+        with open(os.path.join(out, "bench.jsonl"), "a") as f:
+            f.write('{"bench": "select", "shape": "W=8 K=2048 N=384 T=6710 ids", "us": 90.0}\n')
+        r = run(os.path.join(out, "bench.jsonl"))
+        check("tables.py reads device.sh's run", r.returncode == 0 and "commit abc1234" in r.stdout,
+              r.stdout + r.stderr)
+    else:
+        print("device.sh part skipped (no bash, or no /work/main)")
 finally:
     shutil.rmtree(tmp)
 
