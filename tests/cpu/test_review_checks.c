@@ -189,7 +189,7 @@ TEST(push_grid_is_checked_before_any_launch)
 }
 
 /* "ids_out and rows_out both NULL" was refused by dcptopk_pair_select only
- * (src/pair.c): the reference accepted it. Both refuse it now (check.c). */
+ * (kernels/pair/pair.c): the reference accepted it. Both refuse it now (check.c). */
 TEST(pair_select_without_output_is_refused_by_the_reference_too)
 {
     int32_t cand[2 * 128 * 2] = {0};
