@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "settings.h"
 
 static _Thread_local dc_err thread_err;
 /* What dcptopk_last_error(ctx) returned last on this thread: a copy taken
@@ -138,7 +139,7 @@ const char *dcptopk_last_error(const dcptopk_context *ctx)
 
 void dc_warn(const char *fmt, ...)
 {
-    const char *log = getenv("DCPTOPK_LOG");
+    const char *log = dc_setting_text(DC_SET_LOG);
     if (log && strcmp(log, "quiet") == 0)
         return;
     va_list ap;

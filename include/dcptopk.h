@@ -115,11 +115,16 @@ typedef struct dcptopk_context_config {
      * `strict` is set), a launch whose kernel is not loaded fails with
      * DCPTOPK_NOT_WARMED instead of compiling. */
     int32_t strict;
+    /* Threads of dcptopk_warmup's compile phase (keys missing from a
+     * writable cache file): 1..64, 1 = one key after another; 0 =
+     * $DCPTOPK_WARMUP_THREADS, else the online CPUs, at most 8. (Added after
+     * `strict`: a caller built with an older, smaller struct gets 0.) */
+    int32_t warmup_threads;
 } dcptopk_context_config;
 
 #define DCPTOPK_CONTEXT_CONFIG_INIT                                            \
     { sizeof(dcptopk_context_config), DCPTOPK_CONTEXT_CONFIG_VERSION, 0, NULL, \
-      NULL, DCPTOPK_CACHE_READWRITE, 0 }
+      NULL, DCPTOPK_CACHE_READWRITE, 0, 0 }
 
 /* Creates a context on `config->device` (config NULL = all defaults). The
  * context retains the device's primary CUDA context; calls made with it run
@@ -276,8 +281,8 @@ typedef void (*dcptopk_progress_fn)(void *user, const dcptopk_key *key,
  * device (context device -1) it compiles and stores only. With strict set on
  * the context, the context is sealed afterwards. `progress`, `stats` may be
  * NULL. With a writable cache file, the keys missing from it are first
- * compiled side by side on DCPTOPK_WARMUP_THREADS threads (default: the
- * online CPUs, at most 8), each once, then loaded in order; `progress` is
+ * compiled side by side on the context's warmup_threads threads (default:
+ * $DCPTOPK_WARMUP_THREADS, else the online CPUs, at most 8), each once, then loaded in order; `progress` is
  * called in key order either way. */
 DCPTOPK_API dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
                                           const dcptopk_merge_config *config,

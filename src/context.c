@@ -56,6 +56,11 @@ dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
                        "config->cache_mode = %d: must be 0 (read-write), 1 "
                        "(read-only) or 2 (off)",
                        c.cache_mode);
+    if (c.warmup_threads < 0 || c.warmup_threads > 64)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "config->warmup_threads = %d: must be 1..64, or 0 for "
+                       "the default",
+                       c.warmup_threads);
     if (c.arch && strlen(c.arch) >= sizeof(((dcptopk_context *)0)->arch))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "config->arch = \"%.40s\": too long (expected "

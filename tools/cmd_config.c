@@ -258,16 +258,13 @@ int cmd_warmup(int argc, char **argv)
     if (cache_opt && !cache_opt[0])
         return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
     cli_opt *threads_opt = cli_find(opts, "--threads");
+    int32_t threads = 0; /* 0: the library's default */
     if (threads_opt->seen) {
-        int32_t t = 0;
-        if ((rc = cli_parse_i32("--threads", threads_opt->value, &t)))
+        if ((rc = cli_parse_i32("--threads", threads_opt->value, &threads)))
             return rc;
-        if (t < 1 || t > 64)
-            return cli_error(CLI_USAGE, "--threads = %d: expected 1..64", t);
-        /* The library reads it at warmup. */
-        char v[16];
-        snprintf(v, sizeof v, "%d", t);
-        setenv("DCPTOPK_WARMUP_THREADS", v, 1);
+        if (threads < 1 || threads > 64)
+            return cli_error(CLI_USAGE, "--threads = %d: expected 1..64",
+                             threads);
     }
 
     dcptopk_merge_config c;
@@ -315,6 +312,7 @@ int cmd_warmup(int argc, char **argv)
     cfg.device = device;
     cfg.arch = arch;
     cfg.cache_path = cache_opt;
+    cfg.warmup_threads = threads;
     dcptopk_context *ctx = NULL;
     dcptopk_result r = dcptopk_context_create(&cfg, &ctx);
     if (r != DCPTOPK_SUCCESS)
