@@ -42,9 +42,7 @@ DC_HIDDEN void dc_clear(const dcptopk_context *ctx);
 /* The error slot of ctx or of the calling thread. */
 DC_HIDDEN dc_err *dc_err_slot(const dcptopk_context *ctx);
 
-/* A warning on stderr ("dcptopk: warning: ..."), unless DCPTOPK_LOG=quiet. */
-DC_HIDDEN void dc_warn(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+/* Warnings and other messages: base/log.h. */
 
 /* ------------------------------------------------------------- context */
 

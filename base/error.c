@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base.h"
-#include "settings.h"
 
 static _Thread_local dc_err thread_err;
 /* What dcptopk_last_error(ctx) returned last on this thread: a copy taken
@@ -135,17 +134,4 @@ const char *dcptopk_last_error(const dcptopk_context *ctx)
     if (e->code == DCPTOPK_SUCCESS && e->msg[0] == '\0')
         return "no error";
     return e->msg;
-}
-
-void dc_warn(const char *fmt, ...)
-{
-    const char *log = dc_setting_text(DC_SET_LOG);
-    if (log && strcmp(log, "quiet") == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("dcptopk: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
 }

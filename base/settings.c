@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "settings.h"
 
 static const dc_setting settings[DC_SETTING_COUNT] = {
@@ -90,7 +91,7 @@ int dc_setting_parse_bytes(dc_setting_id id, const char *text, int64_t *out)
 static void ignored(dc_setting_id id, const char *text, const char *expected)
 {
     const dc_setting *s = &settings[id];
-    dc_warn("ignoring %s=\"%s\" (expected %s, %.17g..%.17g): using the "
+    dc_log_warn("ignoring %s=\"%s\" (expected %s, %.17g..%.17g): using the "
             "default, %.17g", s->name, text, expected, s->min, s->max,
             s->dflt);
 }

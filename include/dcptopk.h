@@ -86,6 +86,34 @@ DCPTOPK_API const char *dcptopk_result_name(dcptopk_result r);
 /* The one-line generic message of a code. Never NULL. */
 DCPTOPK_API const char *dcptopk_result_message(dcptopk_result r);
 
+/* ---------------------------------------------------------------------- log */
+
+/* Levels of the library's messages (warnings: a cache fallback, a cubin that
+ * failed to load and was recompiled, an ignored environment value). */
+typedef enum dcptopk_log_level {
+    DCPTOPK_LOG_QUIET = 0, /* nothing                                       */
+    DCPTOPK_LOG_ERROR = 1,
+    DCPTOPK_LOG_WARN = 2,  /* the default                                   */
+    DCPTOPK_LOG_INFO = 3,
+    DCPTOPK_LOG_DEBUG = 4
+} dcptopk_log_level;
+
+/* Receives one whole message: `line` has no "dcptopk: level: " prefix and no
+ * newline; it is valid during the call only. Called on the thread that logs,
+ * possibly several threads at once. */
+typedef void (*dcptopk_log_fn)(void *user, dcptopk_log_level level,
+                               const char *line);
+
+/* Routes the library's messages to fn (NULL: back to stderr, where each line
+ * is written with one write() so lines of threads and processes never
+ * interleave). Thread-safe; process-wide. */
+DCPTOPK_API void dcptopk_log_set_callback(dcptopk_log_fn fn, void *user);
+/* The most verbose level written; initially from DCPTOPK_LOG (quiet, error,
+ * warn, info, debug; default warn). Thread-safe; process-wide. A level
+ * outside 0..4 is clamped. */
+DCPTOPK_API void dcptopk_log_set_level(dcptopk_log_level level);
+DCPTOPK_API dcptopk_log_level dcptopk_log_get_level(void);
+
 /* ------------------------------------------------------------------ context */
 
 typedef struct dcptopk_context dcptopk_context;

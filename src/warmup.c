@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "clock.h"
 #include "rt.h"
 #include "settings.h"
 
