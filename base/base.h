@@ -99,7 +99,8 @@ typedef struct dc_kernel_info {
     int32_t (*threads)(const dcptopk_key *key);
 } dc_kernel_info;
 
-/* NULL for an unknown kernel. */
+/* NULL for an unknown or reserved kernel number: every loop over the kernel
+ * numbers skips those. */
 DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
 
 /* Threads per block of the pair select for a key (base/kernels.c). */

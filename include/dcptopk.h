@@ -232,7 +232,8 @@ DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
     X(RESCUE, 3, "rescue")               /* rescue round                    */ \
     X(PAIR_PACK, 4, "pair_pack")         /* local top-K -> 8-byte pairs     */ \
     X(PAIR_SELECT, 5, "pair_select")     /* pair merge select               */ \
-    X(LOOPBACK, 6, "loopback")           /* device all-gather, one GPU      */ \
+    X(LOOPBACK, 6, "loopback")           /* reserved: no such kernel; the   */ \
+                                         /* number stays taken (keys pin it)*/ \
     X(PUSH, 7, "push")                   /* saturated rank: local top-K push */
 
 typedef enum dcptopk_kernel {
@@ -242,6 +243,8 @@ typedef enum dcptopk_kernel {
     DCPTOPK_KERNEL_COUNT
 } dcptopk_kernel;
 
+/* "select", ...; "unknown" for a number that is not a kernel (also for a
+ * reserved one such as DCPTOPK_KERNEL_LOOPBACK). */
 DCPTOPK_API const char *dcptopk_kernel_name(int32_t kernel);
 
 typedef struct dcptopk_key {

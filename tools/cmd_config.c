@@ -540,12 +540,15 @@ static int parse_key_spec(const char *spec, dcptopk_key *key)
     name[len] = '\0';
     key->kernel = -1;
     for (int k = 0; k < DCPTOPK_KERNEL_COUNT; k++)
-        if (strcmp(dcptopk_kernel_name(k), name) == 0)
+        if (strcmp(name, "unknown") != 0 &&
+            strcmp(dcptopk_kernel_name(k), name) == 0)
             key->kernel = k;
     if (key->kernel < 0) {
         char list[512] = "";
         for (int k = 0; k < DCPTOPK_KERNEL_COUNT; k++) {
-            strncat(list, k ? ", " : "", sizeof list - strlen(list) - 1);
+            if (strcmp(dcptopk_kernel_name(k), "unknown") == 0)
+                continue; /* a reserved number */
+            strncat(list, list[0] ? ", " : "", sizeof list - strlen(list) - 1);
             strncat(list, dcptopk_kernel_name(k), sizeof list - strlen(list) - 1);
         }
         return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": unknown kernel '%s' "

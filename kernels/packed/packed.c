@@ -514,12 +514,7 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     return dc_push_launch(ctx, c, &pa);
 }
 
-/* Round 2: the rescue (persistent grid). Not static: bench/bench_packed.c
- * times it on its own. */
-dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
-                                       const dcptopk_merge_config *c,
-                                       dcptopk_workspace *ws,
-                                       const dcptopk_select_args *a);
+/* Round 2: the rescue (persistent grid); packed.h. */
 dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     dcptopk_workspace *ws,
