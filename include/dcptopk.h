@@ -268,6 +268,12 @@ DCPTOPK_API dcptopk_result dcptopk_config_keys(
     size_t cap, size_t *count);
 /* "select(topk=2048,local_topk=384,world_size=8,...)@sm_90a"; returns the
  * length it needs (like snprintf). */
+/* The inverse of dcptopk_key_format: parses "kernel(field=value,...)@arch"
+ * (the fields its kernel specialises on, each once, any order; "()" when it
+ * has none) into *out and checks it as dcptopk_key_check does. On error *out
+ * is left unchanged and dcptopk_last_error(NULL) names the bad part. */
+DCPTOPK_API dcptopk_result dcptopk_key_parse(const char *text,
+                                             dcptopk_key *out);
 DCPTOPK_API int dcptopk_key_format(const dcptopk_key *key, char *buf,
                                    size_t size);
 /* Validates a key's fields for its kernel. */
