@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "structs.h"
 
 typedef struct dc_named_config {
     const char *name;
@@ -69,14 +70,11 @@ dcptopk_result dc_config_read(const dcptopk_context *ctx,
     if (!in)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
     size_t min = offsetof(dcptopk_merge_config, exact) + sizeof in->exact;
-    if (in->struct_size < min || in->struct_size > (1u << 16))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_MERGE_CONFIG_INIT)",
-                       in->struct_size, sizeof *in);
-    *out = defaults;
-    memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
-    out->struct_size = sizeof *out;
+    dcptopk_result r = dc_struct_check(ctx, "config", in->struct_size, min,
+                                       sizeof *in, "DCPTOPK_MERGE_CONFIG_INIT");
+    if (r)
+        return r;
+    dc_struct_read(out, sizeof *out, &defaults, in, in->struct_size);
     return DCPTOPK_SUCCESS;
 }
 

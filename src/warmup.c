@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "rt.h"
 #include "settings.h"
+#include "structs.h"
 
 /* More than any config expands to (the key list of one config is short). */
 #define DC_WARMUP_MAX_KEYS 64
@@ -32,22 +33,17 @@ static dcptopk_result stats_check(const dcptopk_context *ctx,
                                   const dcptopk_warmup_stats *stats)
 {
     size_t min = offsetof(dcptopk_warmup_stats, compiled) + sizeof(uint32_t);
-    if (stats && (stats->struct_size < min || stats->struct_size > (1u << 16)))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "stats->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_WARMUP_STATS_INIT)",
-                       stats->struct_size, sizeof *stats);
-    return DCPTOPK_SUCCESS;
+    if (!stats)
+        return DCPTOPK_SUCCESS;
+    return dc_struct_check(ctx, "stats", stats->struct_size, min,
+                           sizeof *stats, "DCPTOPK_WARMUP_STATS_INIT");
 }
 
 static void stats_store(dcptopk_warmup_stats *out,
                         const dcptopk_warmup_stats *s)
 {
-    if (!out)
-        return;
-    uint32_t size = out->struct_size;
-    memcpy(out, s, size < sizeof *s ? size : sizeof *s);
-    out->struct_size = size;
+    if (out)
+        dc_struct_write(out, out->struct_size, s, sizeof *s);
 }
 
 dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
