@@ -42,9 +42,7 @@ DC_HIDDEN void dc_clear(const dcptopk_context *ctx);
 /* The error slot of ctx or of the calling thread. */
 DC_HIDDEN dc_err *dc_err_slot(const dcptopk_context *ctx);
 
-/* A warning on stderr ("dcptopk: warning: ..."), unless DCPTOPK_LOG=quiet. */
-DC_HIDDEN void dc_warn(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+/* Warnings and other messages: base/log.h. */
 
 /* ------------------------------------------------------------- context */
 
@@ -101,7 +99,8 @@ typedef struct dc_kernel_info {
     int32_t (*threads)(const dcptopk_key *key);
 } dc_kernel_info;
 
-/* NULL for an unknown kernel. */
+/* NULL for an unknown or reserved kernel number: every loop over the kernel
+ * numbers skips those. */
 DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
 
 /* Threads per block of the pair select for a key (base/kernels.c). */

@@ -49,15 +49,17 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
      DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE | DC_F_INTERLEAVE |
          DC_F_EMIT_IDS | DC_F_LAYOUT,
      dc_pair_select_threads},
-    {DCPTOPK_KERNEL_LOOPBACK, "loopback", "loopback.cu",
-     DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE, threads_256},
+    /* Reserved: the number was a loopback all-gather kernel that never got a
+     * template; kept so that no later kernel reuses it. */
+    {DCPTOPK_KERNEL_LOOPBACK, "loopback", NULL, 0, NULL},
     {DCPTOPK_KERNEL_PUSH, "push", "push.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_VARIANT, threads_1024},
 };
 
 const dc_kernel_info *dc_kernel_get(int32_t kernel)
 {
-    if (kernel < 0 || kernel >= DCPTOPK_KERNEL_COUNT)
+    if (kernel < 0 || kernel >= DCPTOPK_KERNEL_COUNT ||
+        !kernels[kernel].template_file)
         return NULL;
     return &kernels[kernel];
 }
