@@ -7,13 +7,13 @@
 //
 // Two paths, chosen at compile time by the keys of a row, W * N:
 //
-// - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config): 256
-//   threads (src/kernels.c), SMALL_CTAS CTAs resident per SM, one CTA per
-//   row (the launcher, src/packed.c), the row's words in shared memory: bulk
-//   copies (or cp.async) bring them, the threads move them to registers.
-//   The other resident CTAs hide a CTA's load latency (a persistent grid
-//   that copied its next row while selecting measured slower: the last
-//   CTAs' extra row is a tail). Warp w owns the KPT groups of 32
+// - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config):
+//   DC_SELECT_SMALL_THREADS threads, DC_SELECT_SMALL_CTAS CTAs resident per
+//   SM, one CTA per row, the row's words in shared memory (packed_abi.h):
+//   bulk copies (or cp.async) bring them, the threads move them to
+//   registers. The other resident CTAs hide a CTA's load latency (a
+//   persistent grid that copied its next row while selecting was slower:
+//   the last CTAs' extra row is a tail). Warp w owns the KPT groups of 32
 //   consecutive positions from w * KPT * 32, so positions are contiguous per
 //   warp, and the selection works on the 32-bit words themselves:
 //     1. two 8-bit radix passes over ord16 (the word's top 16 bits) find the
@@ -33,14 +33,16 @@
 //   cleared during the current pass. A row costs 4 barriers (6 with a small
 //   tie, 4 + one per radix pass with a large one). The selected set, its
 //   order and tau16 are those of the 64-bit key selection below.
-// - Larger rows: 512 threads and select_core.cuh's radix select on 64-bit
-//   keys (the code rescue.cu shares). The W * N keys of a row sit in
-//   registers. When they do (KPT <= REG_MAX) and a row's words fit a 32 KiB
-//   buffer, the grid is persistent (the launcher sizes it, src/packed.c) and
-//   each CTA copies the words of its next row into shared memory with
-//   cp.async while it selects the current one, so the global load latency
-//   is hidden behind the selection. Otherwise one CTA handles one row and
-//   keys are re-read.
+// - Larger rows: DC_SELECT_THREADS threads and select_core.cuh's radix
+//   select on 64-bit keys (the code rescue.cu shares). The W * N keys of a
+//   row sit in registers. When they do (KPT <= REG_MAX) and a row's words
+//   fit DC_SELECT_PREFETCH_ROW_BYTES, the grid is persistent (the launcher
+//   sizes it) and each CTA copies the words of its next row into shared
+//   memory with cp.async while it selects the current one, so the global
+//   load latency is hidden behind the selection. Otherwise one CTA handles
+//   one row and keys are re-read.
+#include "packed_abi.h"
+#define DCPTOPK_THREADS DC_SELECT_THREADS_FOR(DCPTOPK_WORLD_SIZE, DCPTOPK_LOCAL_TOPK)
 #include "select_core.cuh"
 
 using namespace dcsel;
@@ -49,20 +51,14 @@ constexpr bool EXACT = DCPTOPK_EXACT != 0;
 constexpr int NKEYS = WORLD * LTOPK;
 constexpr int ROW_WORDS = WORLD * WORDS;
 
-// Rows of at most this many keys take the small-row path. src/kernels.c
-// (threads_select) runs 256 threads for them, 512 otherwise.
-#define DC_SELECT_SMALL_KEYS 4096
-
-#if DCPTOPK_WORLD_SIZE * DCPTOPK_LOCAL_TOPK <= DC_SELECT_SMALL_KEYS
-
-static_assert(THREADS == 256, "src/kernels.c runs small rows with 256 threads");
+#if DC_SELECT_IS_SMALL(DCPTOPK_WORLD_SIZE, DCPTOPK_LOCAL_TOPK)
 
 // Groups of 32 positions per warp (and keys per thread).
 constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
 constexpr int GROUPS = NKEYS / 32;
 constexpr bool ALL_GROUPS = GROUPS == NW * KPT; // every warp's groups hold keys
 constexpr int HBINS = 256;       // 8-bit digits
-constexpr int SMALL_CTAS = 6;    // resident per SM (40 registers a thread)
+constexpr int SMALL_CTAS = DC_SELECT_SMALL_CTAS; // resident per SM (40 registers a thread)
 constexpr int TIE_CMP = 128;     // most tied keys ranked by comparison
 
 constexpr int ceil_log2(int x)
@@ -224,9 +220,9 @@ __device__ __forceinline__ int next_hist(int h)
 // was last read after pass n - 2's barrier and before pass n - 1's, which
 // every thread passed before pass n; and pass n's barrier orders the clear
 // before pass n + 1's counts.
+// Parameters: DC_SELECT_PARAMS (packed_abi.h).
 extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
-dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
-               Out o, uint32_t *__restrict__ sat)
+dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
     extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
     __shared__ __align__(16) SmallSmem fs;
@@ -584,7 +580,7 @@ __device__ __forceinline__ uint64_t load_key(const int32_t *__restrict__ g0, lon
 }
 
 // Prefetching path: rows' words are double-buffered in dynamic shared memory.
-constexpr bool PREFETCH = KPT <= REG_MAX && ROW_WORDS * 4 <= 32768;
+constexpr bool PREFETCH = DC_SELECT_PREFETCH(KPT, ROW_WORDS * 4);
 
 template <bool REG>
 struct SelectKeys;
@@ -703,16 +699,16 @@ __device__ __forceinline__ void select_row(const Keys &keys, long long t, const 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, PREFETCH ? 3 : 1)
-dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
-               Out o, uint32_t *__restrict__ sat)
+// Parameters: DC_SELECT_PARAMS (packed_abi.h).
+extern "C" __global__ void __launch_bounds__(THREADS, PREFETCH ? DC_SELECT_PREFETCH_CTAS : 1)
+dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
     __shared__ Smem sm;
     const long long rank_words = rank_stride_rows * WORDS;
     if constexpr (PREFETCH) {
         // Dynamic shared memory: two row buffers of ROW_WORDS words.
         extern __shared__ __align__(16) uint32_t bufs[];
-        // Rows are 32-bit grid indices (src/packed.c); the loop keeps only
+        // Rows are 32-bit grid indices (the launcher checks); the loop keeps only
         // t and b live across a row (registers are at the launch bound).
         const int n = (int)rows;
         int t = (int)blockIdx.x;

@@ -34,6 +34,8 @@
 //    writes ids and owned rows in ascending position order. Keys are read
 //    back from shared memory in 16-byte groups; their XOR-swizzled layout
 //    keeps both access patterns free of bank conflicts.
+#include "pair_abi.h"
+#define DCPTOPK_THREADS DC_PAIR_SELECT_THREADS(DCPTOPK_WORLD_SIZE, DCPTOPK_TOPK)
 #include "common.cuh"
 
 namespace ps {
@@ -55,17 +57,16 @@ constexpr int kBins = 2048;                  // 11-bit digits
 // Emit phase: thread tid owns the contiguous positions [tid * kChunk,
 // tid * kChunk + kChunk) (a multiple of 4: one 16-byte shared load).
 constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
-// Keys live in shared memory when they fit this budget (the launcher derives
-// the same rule from W and K for the dynamic shared memory size).
-constexpr int kSmemKeyBytes = 131072;
-constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
+// Keys live in shared memory when they fit DC_PAIR_SELECT_KEY_BYTES_MAX (the
+// launcher sizes the dynamic shared memory by the same rule).
+constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kW, kK);
 // At most 32 positions a thread and keys in shared memory: the radix passes
 // and the emit keep per-key flags as bit masks in registers (bit j =
 // position tid * kChunk + j).
 constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
-// memory; the keys follow. The launcher adds the same constant (src/pair.c).
-constexpr int kSharedBytes = 8448;
+// memory; the keys follow (pair_abi.h: the launcher adds the same).
+constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES;
 // CTAs per SM: as many as shared memory allows, but few enough rows in
 // flight that the L2 still holds a row's pairs when its emit re-reads the
 // gids of the selected candidates (else each gid costs a DRAM sector). At
@@ -745,7 +746,7 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
         // Owned ones compacted in item order: a ballot per warp, the warps'
         // counts through shared memory (warp_sums), one round per item
         // (unrolled: g stays in registers; kItems <= 16).
-        static_assert(kItems <= 16, "K / threads <= 16 (src/pair.c)");
+        static_assert(kItems <= 16, "K / threads <= 16 (DC_PAIR_SELECT_THREADS)");
         int32_t *prow = o.rows_out + t * o.rows_stride;
 #pragma unroll
         for (int it = 0; it < kItems; it++) {
@@ -780,14 +781,9 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
 
 } // namespace ps
 
+// Parameters: DC_PAIR_SELECT_PARAMS (pair_abi.h).
 extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
-dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
-                    long long rank_stride, int32_t rank, int32_t *__restrict__ ids_out,
-                    long long ids_stride, const int32_t *__restrict__ req_id,
-                    const int32_t *__restrict__ block_table, long long bt_stride,
-                    int32_t bt_cols, int32_t num_reqs, int32_t stride_rows,
-                    int32_t *__restrict__ rows_out, long long rows_stride,
-                    int32_t *__restrict__ counts_out)
+dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
 {
     using namespace ps;
     // All shared memory is dynamic (the launcher asks for kSharedBytes plus

@@ -59,6 +59,7 @@
 // vectors.
 #pragma once
 #include "common.cuh"
+#include "topn_abi.h"
 
 #ifndef DC_TOPN_CLUSTER
 #error "define DC_TOPN_CLUSTER (1, 2, 4 or 8) before including topn_select.cuh"
@@ -80,9 +81,9 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
-// A thread lists at most 32 vectors (chunk <= 65536: at most 8192 vectors):
-// one flag bit a vector in a 32-bit word.
-static_assert(65536 / 8 / DCPTOPK_THREADS <= 32, "flag bits fit a word");
+// A thread lists at most 32 vectors (chunk <= DC_TOPN_CHUNK_MAX: at most
+// 8192 vectors): one flag bit a vector in a 32-bit word.
+static_assert(DC_TOPN_CHUNK_MAX / 8 / DCPTOPK_THREADS <= 32, "flag bits fit a word");
 
 namespace dc {
 
@@ -297,23 +298,13 @@ struct alignas(16) TopnShared {
     uint32_t b_above, b_eq, b_total;       // the same, CTAs before this one
 };
 // TopnShared sits at the start of the dynamic shared memory and the keys at
-// this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
-// covers the whole footprint (src/topn.c uses the same numbers). The keys
-// start 128-byte aligned: the bulk copies into them ran slower at 16 bytes
-// past (64 x 131072 on the H200, back to back: 11.8 us at 0 mod 128, 11.9 at
-// 32, 13.1 at 48).
-#if DC_TOPN_CLUSTER > 1
-#define DC_TOPN_SHARED_BYTES \
-    ((17536 + (DC_TOPN_CLUSTER - 1) * 16384 + 32 + (DC_TOPN_CLUSTER - 1) * 4 + 127) / 128 * 128)
-#else
-#define DC_TOPN_SHARED_BYTES 9344
-#endif
+// this offset (DC_TOPN_STATE_BYTES, topn_abi.h, which the launcher adds
+// too): all of it dynamic, so that the launcher's opt-in above 48 KiB covers
+// the whole footprint. The keys start 128-byte aligned: the bulk copies into
+// them were slower at 16-byte alignment.
+#define DC_TOPN_SHARED_BYTES DC_TOPN_STATE_BYTES(DC_TOPN_CLUSTER)
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 128 == 0, "keys stay 128-byte aligned");
-#ifdef DC_TOPN_EXPECT_SHARED_BYTES // the launcher's number, from a test
-static_assert(DC_TOPN_SHARED_BYTES == DC_TOPN_EXPECT_SHARED_BYTES,
-              "src/topn.c (dc_topn_state_bytes) reserves this state");
-#endif
 
 // The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
 // top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
@@ -746,7 +737,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             // A cluster's chunks are long (g = 16 at 512 threads): unrolled
             // to the largest g, so that the loads go out together and the
             // flag bits are constants.
-            constexpr int32_t GMAX = ((65536 / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+            constexpr int32_t GMAX = ((DC_TOPN_CHUNK_MAX / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
 #pragma unroll
             for (int32_t j = 0; j < GMAX; j += 4)
                 if (j < g)

@@ -111,9 +111,10 @@ TEST(prelude_has_exactly_the_kernel_fields)
                           info->name, fields[i].macro);
             }
         }
-        long threads = define_value(src, "DCPTOPK_THREADS", &n);
-        CHECK_EQ(n, 1);
-        CHECK_EQ(threads, info->threads(&k));
+        /* Threads per block are the template's (its family's ABI header),
+         * not a key field. */
+        define_value(src, "DCPTOPK_THREADS", &n);
+        CHECK_EQ(n, 0);
         long gid_bits = define_value(src, "DCPTOPK_GID_BITS", &n);
         if (info->fields & DC_F_WORLD_SIZE) {
             CHECK_EQ(n, 1);
@@ -141,9 +142,8 @@ TEST(pack_indices_renders_from_the_embedded_template)
     char *src = NULL;
     CHECK_OK(dcptopk_key_render(&k, &src));
     /* Written from the registry's spec: pack_indices specialises on
-     * local_topk only and runs 256 threads. */
+     * local_topk only. */
     const char *want = "#define DCPTOPK_LOCAL_TOPK 96\n"
-                       "#define DCPTOPK_THREADS 256\n"
                        "#line 1 \"pack_indices.cu\"\n";
     CHECK_MSG(strncmp(src, want, strlen(want)) == 0, "source starts:\n%.200s",
               src);
@@ -171,9 +171,8 @@ TEST(select_prelude_literal)
     snprintf(k.arch, sizeof k.arch, "sm_90a");
     char *src = NULL;
     CHECK_OK(dcptopk_key_render(&k, &src));
-    /* Threads per block are the registry's choice (base/kernels.c). */
     char want[512];
-    snprintf(want, sizeof want,
+    snprintf(want, sizeof want, "%s",
              "#define DCPTOPK_TOPK 1024\n"
              "#define DCPTOPK_LOCAL_TOPK 192\n"
              "#define DCPTOPK_WORLD_SIZE 16\n"
@@ -181,11 +180,9 @@ TEST(select_prelude_literal)
              "#define DCPTOPK_INTERLEAVE 1\n"
              "#define DCPTOPK_EMIT_IDS 0\n"
              "#define DCPTOPK_EXACT 1\n"
-             "#define DCPTOPK_THREADS %d\n"
              "#define DCPTOPK_GID_BITS 21\n"
              "#line 1 \"select.cu\"\n"
-             "// stub of select\n",
-             dc_kernel_get(DCPTOPK_KERNEL_SELECT)->threads(&k));
+             "// stub of select\n");
     CHECK_MSG(strncmp(src, want, strlen(want)) == 0, "source:\n%s", src);
     free(src);
     unsetenv("DCPTOPK_TEMPLATE_DIR");
