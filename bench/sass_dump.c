@@ -7,7 +7,7 @@
  * A file is named after its key spec ('dcptopk keys' prints it) with the
  * characters a shell would trip on replaced: select(topk=2048,...)@sm_90a
  * becomes select.topk=2048....sm_90a.cubin. FILTER keeps the keys whose
- * file name contains it (a template's development loop: "pair_select"). With DCPTOPK_TEMPLATE_DIR the
+ * file name starts with it (a template's development loop: "select."). With DCPTOPK_TEMPLATE_DIR the
  * templates come from that folder, else the embedded ones. Prints one line
  * a key; exits 1 when a key fails to render or compile. */
 #include <stdio.h>
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
         char spec[320], name[320], path[4096];
         dcptopk_key_format(&keys[i], spec, sizeof spec);
         file_name(spec, name, sizeof name);
-        if (!strstr(name, filter))
+        if (strncmp(name, filter, strlen(filter)) != 0)
             continue;
         snprintf(path, sizeof path, "%s/%s.cubin", argv[1], name);
         dc_unit u;
