@@ -71,20 +71,18 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES;
 // flight that the L2 still holds a row's pairs when its emit re-reads the
 // gids of the selected candidates (else each gid costs a DRAM sector). At
 // W * K = 16384 (131 KB of pairs a row) three CTAs an SM keep 52 MB in
-// flight, most of the H200's 60 MiB L2: Nsight Compute saw 5% L2 hits and
-// 1.6x the input's DRAM traffic, 448 us; two CTAs (35 MB) take 333 us, with
-// 64 registers for 8 loads in flight. Rows of at most 8192 candidates (26 MB
-// at three CTAs) keep three. Rows past 64 KiB of keys run one CTA.
-// Tried and slower: a pipelined variant streaming every row through a
-// cp.async ring (16a5294), and a persistent grid prefetching the next row
-// into L2 (8a13148), both with three CTAs' footprint.
+// flight, most of a 60 MiB L2: the gids then come from DRAM (few L2 hits,
+// 1.6x the input's traffic), so two CTAs, with 64 registers for 8 loads in
+// flight, are faster. Rows of at most 8192 candidates (26 MB at three CTAs)
+// keep three. Rows past 64 KiB of keys run one CTA. Slower with three CTAs'
+// footprint (docs/TUNING.md): streaming every row through a cp.async ring,
+// and a persistent grid prefetching the next row into L2.
 constexpr int kMinBlocks =
     kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8 when
-// no register bound holds them back (W=16 K=2048: 1000 against 1089 us,
-// W=8 K=4096: 1103 against 1195 us on the H200, and 16 measured no better
-// than 8 at two CTAs an SM); under the three-CTA bound 6 or 8 measured the
-// same as 4.
+// no register bound holds them back (faster than 4 on the large rows, and
+// 16 gains nothing over 8 at two CTAs an SM); under the three-CTA bound 6
+// or 8 gain nothing over 4.
 constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");

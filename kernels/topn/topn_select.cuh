@@ -119,8 +119,8 @@ __device__ __forceinline__ uint32_t cluster_rank()
 // whole CTA: a CTA barrier, one release fence in thread 0 (cumulative over
 // what the barrier ordered before it), a relaxed arrive. A release arrive
 // in every thread compiles to a MEMBAR.ALL.GPU in each of them (the SASS
-// shows it); this has one a CTA. 64 x 131072 on the H200: 12.6 -> 12.4 us
-// back to back.
+// shows it); this has one a CTA, which shortens the decode-shaped rows'
+// cluster barriers.
 __device__ __forceinline__ void cluster_arrive_release()
 {
     __syncthreads();
@@ -614,8 +614,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
         // before converting them: its few warps need the loads in flight side
         // by side (the compiler keeps the list's 16-bit stores in order with
-        // the next vector's load, as it cannot tell them apart). 64 x 131072
-        // on the H200: 17.4 -> 16.6 us.
+        // the next vector's load, as it cannot tell them apart), which
+        // shortens the decode-shaped (few, long) rows.
         constexpr int B = 4;
         for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
             const int32_t r0 = p * rpp;
@@ -626,8 +626,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
             if (p == DC_TOPN_LB_PIECES && counting) {
                 // The maxima counted so far are lb's: to the peers, while
-                // this piece lands (as a cluster barrier here, run 37: the
-                // lb scan 0.4 us earlier, 12.4 -> 12.3 us at 64 x 131072).
+                // this piece lands, so that the lb scan need not wait for
+                // the last piece.
 #if DC_TOPN_CLUSTER > 1
                 push_max();
 #endif
@@ -656,8 +656,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
     } else {
         // One CTA a row (four an SM, 32 registers): a vector at a time, one
-        // wait at each piece's first round (the batched loop above measured
-        // 6% slower here: 131.1 -> 138.7 us at 6710 x 16384).
+        // wait at each piece's first round (the batched loop above is slower
+        // here: under the register bound its loads in flight cost more than
+        // the other resident CTAs already hide).
         for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
             if (r == wait_at) {
                 mbar_wait(&sh.bar[p], 0u);
@@ -751,11 +752,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // lb to the exact N-th largest maximum (uniform): the maxima of lb's
         // bin by value; need_fine of them (>= 1, <= the bin's count) are the
         // largest. Fewer vectors are listed: a bin spans a quarter of an
-        // octave, and without this step Nsight Compute counted about 580 of
-        // 2048 vectors listed on a normal prefill row. A cluster skips it:
-        // there its pass over 16 maxima a thread and its cluster barrier
-        // cost more than the shorter list saves (64 x 131072 on the H200:
-        // 18.7 us with it).
+        // octave, and without this step over a quarter of a normal prefill
+        // row's vectors are listed. A cluster skips it: there its pass over
+        // 16 maxima a thread and its cluster barrier cost more than the
+        // shorter list saves.
         each_max([&](int32_t, uint32_t m) {
             if ((m >> 5) == mbin)
                 atomicAdd(&sh.fine[m & 31u], 1u);
