@@ -1,5 +1,6 @@
-/* test_review_checks.c - argument checks added by the code review
- * (docs/REVIEW.md): inputs the checks used to accept although a launcher or
+/* test_review_checks.c - argument checks added by a code review of the
+ * kernels and launchers (the kernel invariants it verified are listed in
+ * docs/KERNELS.md): inputs the checks used to accept although a launcher or
  * a kernel cannot handle them. The GPU entry points are called with a
  * context without a device: a refused call fails in its checks, an accepted
  * one reaches the launch and fails with DCPTOPK_NO_DEVICE, so every case
