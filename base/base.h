@@ -42,9 +42,7 @@ DC_HIDDEN void dc_clear(const dcptopk_context *ctx);
 /* The error slot of ctx or of the calling thread. */
 DC_HIDDEN dc_err *dc_err_slot(const dcptopk_context *ctx);
 
-/* A warning on stderr ("dcptopk: warning: ..."), unless DCPTOPK_LOG=quiet. */
-DC_HIDDEN void dc_warn(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+/* Warnings and other messages: base/log.h. */
 
 /* ------------------------------------------------------------- context */
 
@@ -98,7 +96,8 @@ typedef struct dc_kernel_info {
     uint32_t fields;         /* DC_F_* it specialises on                     */
 } dc_kernel_info;
 
-/* NULL for an unknown kernel. */
+/* NULL for an unknown or reserved kernel number: every loop over the kernel
+ * numbers skips those. */
 DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
 
 /* Reads a config through its struct_size (a caller built against an older,

@@ -8,6 +8,7 @@
 
 #include "base.h"
 #include "packed_format.h"
+#include "structs.h"
 
 _Static_assert(DC_LOCAL_INDEX_BITS == DCPTOPK_LOCAL_INDEX_BITS,
                "packed_format.h and the public header agree on the local id bits");
@@ -73,14 +74,11 @@ dcptopk_result dc_config_read(const dcptopk_context *ctx,
     if (!in)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
     size_t min = offsetof(dcptopk_merge_config, exact) + sizeof in->exact;
-    if (in->struct_size < min || in->struct_size > (1u << 16))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_MERGE_CONFIG_INIT)",
-                       in->struct_size, sizeof *in);
-    *out = defaults;
-    memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
-    out->struct_size = sizeof *out;
+    dcptopk_result r = dc_struct_check(ctx, "config", in->struct_size, min,
+                                       sizeof *in, "DCPTOPK_MERGE_CONFIG_INIT");
+    if (r)
+        return r;
+    dc_struct_read(out, sizeof *out, &defaults, in, in->struct_size);
     return DCPTOPK_SUCCESS;
 }
 
@@ -168,6 +166,123 @@ int dcptopk_key_format(const dcptopk_key *key, char *buf, size_t size)
     return snprintf(buf, size, "%s(%s)@%.*s", dcptopk_kernel_name(key->kernel),
                     fields, key->arch[0] ? (int)sizeof key->arch : 1,
                     key->arch[0] ? key->arch : "?");
+}
+
+/* Parses one decimal int32 at *p (advancing it); -1 when there is none or
+ * it overflows. */
+static int parse_i32(const char **p, int32_t *out)
+{
+    const char *s = *p;
+    int neg = *s == '-';
+    if (neg)
+        s++;
+    if (*s < '0' || *s > '9')
+        return -1;
+    int64_t v = 0;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (*s++ - '0');
+        if (v > (int64_t)INT32_MAX + 1)
+            return -1;
+    }
+    v = neg ? -v : v;
+    if (v > INT32_MAX || v < INT32_MIN)
+        return -1;
+    *out = (int32_t)v;
+    *p = s;
+    return 0;
+}
+
+dcptopk_result dcptopk_key_parse(const char *text, dcptopk_key *out)
+{
+    if (!text)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "text is NULL");
+    if (!out)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    dcptopk_key k;
+    memset(&k, 0, sizeof k);
+    const char *open = strchr(text, '(');
+    if (!open)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key \"%.200s\": expected kernel(field=value,...)@arch",
+                       text);
+    size_t name_len = (size_t)(open - text);
+    const dc_kernel_info *info = NULL;
+    for (int32_t i = 0; i < DCPTOPK_KERNEL_COUNT; i++) {
+        const dc_kernel_info *ki = dc_kernel_get(i);
+        if (ki && strlen(ki->name) == name_len &&
+            strncmp(ki->name, text, name_len) == 0)
+            info = ki;
+    }
+    if (!info)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key \"%.200s\": unknown kernel \"%.*s\"", text,
+                       (int)(name_len > 64 ? 64 : name_len), text);
+    k.kernel = info->kernel;
+    const char *p = open + 1;
+    uint32_t seen = 0;
+    while (*p != ')') {
+        if (seen && *p++ != ',')
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key \"%.200s\": expected ',' or ')' at offset %d",
+                           text, (int)(p - 1 - text));
+        const char *eq = strchr(p, '=');
+        size_t flen = eq ? (size_t)(eq - p) : 0;
+        size_t f = dc_key_field_count;
+        for (size_t i = 0; eq && i < dc_key_field_count; i++)
+            if (strlen(dc_key_fields[i].name) == flen &&
+                strncmp(dc_key_fields[i].name, p, flen) == 0)
+                f = i;
+        if (f == dc_key_field_count)
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key \"%.200s\": unknown field \"%.*s\" at offset "
+                           "%d (expected name=value)",
+                           text, (int)strcspn(p, ",)=@"), p, (int)(p - text));
+        const dc_key_field *kf = &dc_key_fields[f];
+        p = eq + 1;
+        int32_t v;
+        if (parse_i32(&p, &v))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key \"%.200s\": %s = \"%.*s\": expected a 32-bit "
+                           "integer",
+                           text, kf->name, (int)strcspn(eq + 1, ",)@"),
+                           eq + 1);
+        if (!(info->fields & kf->bit))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key \"%.200s\": %s = %d: kernel %s does not "
+                           "specialise on it",
+                           text, kf->name, v, info->name);
+        if (seen & kf->bit)
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key \"%.200s\": field %s given twice", text,
+                           kf->name);
+        memcpy((char *)&k + kf->offset, &v, sizeof v);
+        seen |= kf->bit;
+    }
+    if (seen != info->fields) {
+        for (size_t i = 0; i < dc_key_field_count; i++)
+            if ((info->fields & dc_key_fields[i].bit) &&
+                !(seen & dc_key_fields[i].bit))
+                return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                               "key \"%.200s\": field %s of kernel %s is "
+                               "missing",
+                               text, dc_key_fields[i].name, info->name);
+    }
+    p++;
+    if (*p != '@')
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key \"%.200s\": expected '@arch' after ')'", text);
+    p++;
+    if (strlen(p) >= sizeof k.arch || !dc_arch_valid(p))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key \"%.200s\": arch \"%.40s\": expected "
+                       "sm_XY[a|f]",
+                       text, p);
+    memcpy(k.arch, p, strlen(p) + 1);
+    dcptopk_result r = dcptopk_key_check(&k);
+    if (r)
+        return r; /* its message names the field and value */
+    *out = k;
+    return DCPTOPK_SUCCESS;
 }
 
 dcptopk_result dcptopk_key_check(const dcptopk_key *key)

@@ -135,16 +135,3 @@ const char *dcptopk_last_error(const dcptopk_context *ctx)
         return "no error";
     return e->msg;
 }
-
-void dc_warn(const char *fmt, ...)
-{
-    const char *log = getenv("DCPTOPK_LOG");
-    if (log && strcmp(log, "quiet") == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("dcptopk: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}

@@ -23,15 +23,17 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_PAIR_SELECT, "pair_select", "pair_select.cu",
      DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE | DC_F_INTERLEAVE |
          DC_F_EMIT_IDS | DC_F_LAYOUT},
-    {DCPTOPK_KERNEL_LOOPBACK, "loopback", "loopback.cu",
-     DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE},
+    /* Reserved: the number was a loopback all-gather kernel that never got a
+     * template; kept so that no later kernel reuses it. */
+    {DCPTOPK_KERNEL_LOOPBACK, "loopback", NULL, 0},
     {DCPTOPK_KERNEL_PUSH, "push", "push.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_VARIANT},
 };
 
 const dc_kernel_info *dc_kernel_get(int32_t kernel)
 {
-    if (kernel < 0 || kernel >= DCPTOPK_KERNEL_COUNT)
+    if (kernel < 0 || kernel >= DCPTOPK_KERNEL_COUNT ||
+        !kernels[kernel].template_file)
         return NULL;
     return &kernels[kernel];
 }

@@ -14,12 +14,8 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "packed.h"
 #include "runtime.h"
-
-dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
-                                       const dcptopk_merge_config *c,
-                                       dcptopk_workspace *ws,
-                                       const dcptopk_select_args *a);
 
 #define WARMUP 5
 #define ITERS 25

@@ -86,6 +86,34 @@ DCPTOPK_API const char *dcptopk_result_name(dcptopk_result r);
 /* The one-line generic message of a code. Never NULL. */
 DCPTOPK_API const char *dcptopk_result_message(dcptopk_result r);
 
+/* ---------------------------------------------------------------------- log */
+
+/* Levels of the library's messages (warnings: a cache fallback, a cubin that
+ * failed to load and was recompiled, an ignored environment value). */
+typedef enum dcptopk_log_level {
+    DCPTOPK_LOG_QUIET = 0, /* nothing                                       */
+    DCPTOPK_LOG_ERROR = 1,
+    DCPTOPK_LOG_WARN = 2,  /* the default                                   */
+    DCPTOPK_LOG_INFO = 3,
+    DCPTOPK_LOG_DEBUG = 4
+} dcptopk_log_level;
+
+/* Receives one whole message: `line` has no "dcptopk: level: " prefix and no
+ * newline; it is valid during the call only. Called on the thread that logs,
+ * possibly several threads at once. */
+typedef void (*dcptopk_log_fn)(void *user, dcptopk_log_level level,
+                               const char *line);
+
+/* Routes the library's messages to fn (NULL: back to stderr, where each line
+ * is written with one write() so lines of threads and processes never
+ * interleave). Thread-safe; process-wide. */
+DCPTOPK_API void dcptopk_log_set_callback(dcptopk_log_fn fn, void *user);
+/* The most verbose level written; initially from DCPTOPK_LOG (quiet, error,
+ * warn, info, debug; default warn). Thread-safe; process-wide. A level
+ * outside 0..4 is clamped. */
+DCPTOPK_API void dcptopk_log_set_level(dcptopk_log_level level);
+DCPTOPK_API dcptopk_log_level dcptopk_log_get_level(void);
+
 /* ------------------------------------------------------------------ context */
 
 typedef struct dcptopk_context dcptopk_context;
@@ -115,11 +143,16 @@ typedef struct dcptopk_context_config {
      * `strict` is set), a launch whose kernel is not loaded fails with
      * DCPTOPK_NOT_WARMED instead of compiling. */
     int32_t strict;
+    /* Threads of dcptopk_warmup's compile phase (keys missing from a
+     * writable cache file): 1..64, 1 = one key after another; 0 =
+     * $DCPTOPK_WARMUP_THREADS, else the online CPUs, at most 8. (Added after
+     * `strict`: a caller built with an older, smaller struct gets 0.) */
+    int32_t warmup_threads;
 } dcptopk_context_config;
 
 #define DCPTOPK_CONTEXT_CONFIG_INIT                                            \
     { sizeof(dcptopk_context_config), DCPTOPK_CONTEXT_CONFIG_VERSION, 0, NULL, \
-      NULL, DCPTOPK_CACHE_READWRITE, 0 }
+      NULL, DCPTOPK_CACHE_READWRITE, 0, 0 }
 
 /* Creates a context on `config->device` (config NULL = all defaults). The
  * context retains the device's primary CUDA context; calls made with it run
@@ -199,7 +232,8 @@ DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
     X(RESCUE, 3, "rescue")               /* rescue round                    */ \
     X(PAIR_PACK, 4, "pair_pack")         /* local top-K -> 8-byte pairs     */ \
     X(PAIR_SELECT, 5, "pair_select")     /* pair merge select               */ \
-    X(LOOPBACK, 6, "loopback")           /* device all-gather, one GPU      */ \
+    X(LOOPBACK, 6, "loopback")           /* reserved: no such kernel; the   */ \
+                                         /* number stays taken (keys pin it)*/ \
     X(PUSH, 7, "push")                   /* saturated rank: local top-K push */
 
 typedef enum dcptopk_kernel {
@@ -209,6 +243,8 @@ typedef enum dcptopk_kernel {
     DCPTOPK_KERNEL_COUNT
 } dcptopk_kernel;
 
+/* "select", ...; "unknown" for a number that is not a kernel (also for a
+ * reserved one such as DCPTOPK_KERNEL_LOOPBACK). */
 DCPTOPK_API const char *dcptopk_kernel_name(int32_t kernel);
 
 typedef struct dcptopk_key {
@@ -232,6 +268,12 @@ DCPTOPK_API dcptopk_result dcptopk_config_keys(
     size_t cap, size_t *count);
 /* "select(topk=2048,local_topk=384,world_size=8,...)@sm_90a"; returns the
  * length it needs (like snprintf). */
+/* The inverse of dcptopk_key_format: parses "kernel(field=value,...)@arch"
+ * (the fields its kernel specialises on, each once, any order; "()" when it
+ * has none) into *out and checks it as dcptopk_key_check does. On error *out
+ * is left unchanged and dcptopk_last_error(NULL) names the bad part. */
+DCPTOPK_API dcptopk_result dcptopk_key_parse(const char *text,
+                                             dcptopk_key *out);
 DCPTOPK_API int dcptopk_key_format(const dcptopk_key *key, char *buf,
                                    size_t size);
 /* Validates a key's fields for its kernel. */
@@ -276,8 +318,8 @@ typedef void (*dcptopk_progress_fn)(void *user, const dcptopk_key *key,
  * device (context device -1) it compiles and stores only. With strict set on
  * the context, the context is sealed afterwards. `progress`, `stats` may be
  * NULL. With a writable cache file, the keys missing from it are first
- * compiled side by side on DCPTOPK_WARMUP_THREADS threads (default: the
- * online CPUs, at most 8), each once, then loaded in order; `progress` is
+ * compiled side by side on the context's warmup_threads threads (default:
+ * $DCPTOPK_WARMUP_THREADS, else the online CPUs, at most 8), each once, then loaded in order; `progress` is
  * called in key order either way. */
 DCPTOPK_API dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
                                           const dcptopk_merge_config *config,

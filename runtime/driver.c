@@ -9,6 +9,7 @@
 
 #include "driver.h"
 #include "rt.h"
+#include "settings.h"
 
 #define DC_SYM2(x) #x
 #define DC_SYM(x) DC_SYM2(x) /* expands cuda.h's _v2 mapping first */
@@ -21,10 +22,10 @@ static char cuda_why[512];
 static void dc_cuda_load(void)
 {
     /* DCPTOPK_DISABLE_CUDA=1 simulates a machine without a driver (tests). */
-    const char *off = getenv("DCPTOPK_DISABLE_CUDA");
-    if (off && off[0] && strcmp(off, "0") != 0) {
+    if (dc_setting_int(DC_SET_DISABLE_CUDA)) {
         snprintf(cuda_why, sizeof cuda_why,
-                 "the CUDA driver is disabled by DCPTOPK_DISABLE_CUDA=%s", off);
+                 "the CUDA driver is disabled by DCPTOPK_DISABLE_CUDA=%s",
+                 dc_setting_text(DC_SET_DISABLE_CUDA));
         return;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "driver.h"
+#include "log.h"
 #include "rt.h"
 #include "runtime.h"
 
@@ -351,7 +353,7 @@ static dcptopk_result prepare(dcptopk_context *ctx, const dcptopk_key *key,
             goto out;
         /* A cached cubin the driver refuses (a corrupted or foreign entry
          * that passed its checksum): drop it and compile once more. */
-        dc_warn("%s: the cached cubin failed to load (%s); recompiling",
+        dc_log_warn("%s: the cached cubin failed to load (%s); recompiling",
                 key_text, dcptopk_last_error(ctx));
         dc_cache_invalidate(rt->cache, up->hash);
         dc_cache_hit_free(&hit);

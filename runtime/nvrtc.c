@@ -7,14 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "rt.h"
-
-double dc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void dc_nvrtc_version(int *major, int *minor)
 {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "rt.h"
+#include "settings.h"
 #include "templates_embed.h"
 
 dc_hash dc_unit_hash(const dc_hash_input *in)
@@ -421,8 +422,8 @@ dcptopk_result dc_unit_build(const dcptopk_context *ctx,
     if (!key->arch[0])
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "key->arch is empty: the renderer needs a target arch");
-    const char *dir = getenv("DCPTOPK_TEMPLATE_DIR");
-    dcptopk_result r = dir && dir[0] ? load_from_dir(ctx, u, dir)
+    const char *dir = dc_setting_text(DC_SET_TEMPLATE_DIR);
+    dcptopk_result r = dir ? load_from_dir(ctx, u, dir)
                                      : load_embedded(ctx, u);
     if (r)
         return r;

@@ -144,7 +144,5 @@ DC_HIDDEN void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit);
 /* Devices the driver sees; 0 without a usable driver (runtime/driver.c). */
 DC_HIDDEN int32_t dc_rt_device_count(void);
 
-/* Milliseconds of a monotonic clock. */
-DC_HIDDEN double dc_now_ms(void);
 
 #endif /* DCPTOPK_RT_H */

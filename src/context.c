@@ -7,6 +7,7 @@
 
 #include "base.h"
 #include "rt.h"
+#include "structs.h"
 
 int dcptopk_device_count(void)
 {
@@ -24,14 +25,12 @@ static dcptopk_result config_read(const dcptopk_context_config *in,
         return DCPTOPK_SUCCESS;
     size_t min = offsetof(dcptopk_context_config, cache_mode) +
                  sizeof in->cache_mode;
-    if (in->struct_size < min || in->struct_size > (1u << 16))
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "config->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_CONTEXT_CONFIG_INIT)",
-                       in->struct_size, sizeof *in);
-    memcpy(out, in,
-           in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
-    out->struct_size = sizeof *out;
+    dcptopk_result r = dc_struct_check(NULL, "config", in->struct_size, min,
+                                       sizeof *in,
+                                       "DCPTOPK_CONTEXT_CONFIG_INIT");
+    if (r)
+        return r;
+    dc_struct_read(out, sizeof *out, &defaults, in, in->struct_size);
     return DCPTOPK_SUCCESS;
 }
 
@@ -56,6 +55,11 @@ dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
                        "config->cache_mode = %d: must be 0 (read-write), 1 "
                        "(read-only) or 2 (off)",
                        c.cache_mode);
+    if (c.warmup_threads < 0 || c.warmup_threads > 64)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "config->warmup_threads = %d: must be 1..64, or 0 for "
+                       "the default",
+                       c.warmup_threads);
     if (c.arch && strlen(c.arch) >= sizeof(((dcptopk_context *)0)->arch))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "config->arch = \"%.40s\": too long (expected "
@@ -134,15 +138,13 @@ dcptopk_result dcptopk_context_stats_get(const dcptopk_context *ctx,
     if (!out)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     size_t min = offsetof(dcptopk_context_stats, launches) + sizeof(uint64_t);
-    if (out->struct_size < min || out->struct_size > (1u << 16))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "out->struct_size = %u: expected %zu (initialise with "
-                       "DCPTOPK_CONTEXT_STATS_INIT)",
-                       out->struct_size, sizeof *out);
+    dcptopk_result r = dc_struct_check(ctx, "out", out->struct_size, min,
+                                       sizeof *out,
+                                       "DCPTOPK_CONTEXT_STATS_INIT");
+    if (r)
+        return r;
     dcptopk_context_stats s = DCPTOPK_CONTEXT_STATS_INIT;
     dc_rt_stats(ctx, &s);
-    uint32_t size = out->struct_size;
-    memcpy(out, &s, size < sizeof s ? size : sizeof s);
-    out->struct_size = size;
+    dc_struct_write(out, out->struct_size, &s, sizeof s);
     return DCPTOPK_SUCCESS;
 }

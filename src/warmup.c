@@ -7,23 +7,24 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "clock.h"
 #include "rt.h"
+#include "settings.h"
+#include "structs.h"
 
 /* More than any config expands to (the key list of one config is short). */
 #define DC_WARMUP_MAX_KEYS 64
 
-/* Threads of warmup's compile phase: DCPTOPK_WARMUP_THREADS (1..64; 1 =
- * compile one key after another), else the online CPUs, at most 8. */
-static int warmup_threads(void)
+/* Threads of warmup's compile phase: the context's warmup_threads (checked
+ * at creation), else DCPTOPK_WARMUP_THREADS, else the online CPUs, at most
+ * 8. */
+static int warmup_threads(const dcptopk_context *ctx)
 {
-    const char *env = getenv("DCPTOPK_WARMUP_THREADS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v >= 1 && v <= 64)
-            return (int)v;
-        dc_warn("ignoring DCPTOPK_WARMUP_THREADS=\"%s\" (expected 1..64)", env);
-    }
+    if (ctx->config.warmup_threads > 0)
+        return ctx->config.warmup_threads;
+    int64_t env = dc_setting_int(DC_SET_WARMUP_THREADS);
+    if (env > 0)
+        return (int)env;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
@@ -32,22 +33,17 @@ static dcptopk_result stats_check(const dcptopk_context *ctx,
                                   const dcptopk_warmup_stats *stats)
 {
     size_t min = offsetof(dcptopk_warmup_stats, compiled) + sizeof(uint32_t);
-    if (stats && (stats->struct_size < min || stats->struct_size > (1u << 16)))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "stats->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_WARMUP_STATS_INIT)",
-                       stats->struct_size, sizeof *stats);
-    return DCPTOPK_SUCCESS;
+    if (!stats)
+        return DCPTOPK_SUCCESS;
+    return dc_struct_check(ctx, "stats", stats->struct_size, min,
+                           sizeof *stats, "DCPTOPK_WARMUP_STATS_INIT");
 }
 
 static void stats_store(dcptopk_warmup_stats *out,
                         const dcptopk_warmup_stats *s)
 {
-    if (!out)
-        return;
-    uint32_t size = out->struct_size;
-    memcpy(out, s, size < sizeof *s ? size : sizeof *s);
-    out->struct_size = size;
+    if (out)
+        dc_struct_write(out, out->struct_size, s, sizeof *s);
 }
 
 dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
@@ -75,7 +71,7 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
     if (flags && pre_ms && units) {
         built = flags;
         pre = flags + count;
-        dc_rt_precompile(ctx, keys, count, warmup_threads(), units, built, pre,
+        dc_rt_precompile(ctx, keys, count, warmup_threads(ctx), units, built, pre,
                          pre_ms);
     }
     for (size_t i = 0; i < count; i++) {

@@ -210,11 +210,45 @@ int cli_check_key_prefix(const char *what, const char *text)
 
 /* ---------------------------------------------------------------- output */
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) of at least two
+ * bytes (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or 0
+ * when s does not start one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        if (c == 0xED)
+            hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        if (c == 0xF4)
+            hi = 0x8F; /* past U+10FFFF */
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
 void cli_json_strn(FILE *f, const char *s, size_t n)
 {
+    const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        size_t len;
         switch (c) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -222,13 +256,25 @@ void cli_json_strn(FILE *f, const char *s, size_t n)
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            /* Control bytes and bytes >= 0x80 are escaped one by one, so the
-             * output is valid JSON whatever the blob holds. */
-            if (c < 0x20 || c >= 0x7F)
+            if (c < 0x20 || c == 0x7F) {
+                /* Control characters (a terminal escape in a name from an
+                 * imported file) never reach the reader raw. */
                 fprintf(f, "\\u%04x", c);
-            else
+            } else if (c < 0x80) {
                 fputc(c, f);
+            } else if ((len = utf8_seq(u + i, n - i)) != 0) {
+                /* Well-formed UTF-8 (a path such as "caché") passes through
+                 * unchanged: JSON text is UTF-8. */
+                fwrite(u + i, 1, len, f);
+                i += len;
+                continue;
+            } else {
+                /* A byte that is not part of well-formed UTF-8: the
+                 * replacement character, so the output stays valid UTF-8. */
+                fputs("\\ufffd", f);
+            }
         }
+        i++;
     }
     fputc('"', f);
 }

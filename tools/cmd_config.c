@@ -258,16 +258,13 @@ int cmd_warmup(int argc, char **argv)
     if (cache_opt && !cache_opt[0])
         return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
     cli_opt *threads_opt = cli_find(opts, "--threads");
+    int32_t threads = 0; /* 0: the library's default */
     if (threads_opt->seen) {
-        int32_t t = 0;
-        if ((rc = cli_parse_i32("--threads", threads_opt->value, &t)))
+        if ((rc = cli_parse_i32("--threads", threads_opt->value, &threads)))
             return rc;
-        if (t < 1 || t > 64)
-            return cli_error(CLI_USAGE, "--threads = %d: expected 1..64", t);
-        /* The library reads it at warmup. */
-        char v[16];
-        snprintf(v, sizeof v, "%d", t);
-        setenv("DCPTOPK_WARMUP_THREADS", v, 1);
+        if (threads < 1 || threads > 64)
+            return cli_error(CLI_USAGE, "--threads = %d: expected 1..64",
+                             threads);
     }
 
     dcptopk_merge_config c;
@@ -315,6 +312,7 @@ int cmd_warmup(int argc, char **argv)
     cfg.device = device;
     cfg.arch = arch;
     cfg.cache_path = cache_opt;
+    cfg.warmup_threads = threads;
     dcptopk_context *ctx = NULL;
     dcptopk_result r = dcptopk_context_create(&cfg, &ctx);
     if (r != DCPTOPK_SUCCESS)
@@ -512,104 +510,20 @@ int cmd_keys(int argc, char **argv)
 /* ----------------------------------------------------------------- render */
 
 /* Parses "select(topk=2048,local_topk=384,...)@sm_90a" (what `keys` and
- * dcptopk_key_format print) into a key; missing fields are 0, a missing
+ * dcptopk_key_format print) with the library's dcptopk_key_parse; a missing
  * "@arch" is sm_90a. */
 static int parse_key_spec(const char *spec, dcptopk_key *key)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-    } fields[] = {
-        {"topk", offsetof(dcptopk_key, topk)},
-        {"local_topk", offsetof(dcptopk_key, local_topk)},
-        {"world_size", offsetof(dcptopk_key, world_size)},
-        {"block_size", offsetof(dcptopk_key, block_size)},
-        {"interleave", offsetof(dcptopk_key, interleave)},
-        {"emit_ids", offsetof(dcptopk_key, emit_ids)},
-        {"exact", offsetof(dcptopk_key, exact)},
-        {"layout", offsetof(dcptopk_key, layout)},
-        {"variant", offsetof(dcptopk_key, variant)},
-    };
-    memset(key, 0, sizeof *key);
-    size_t len = strcspn(spec, "(@");
-    char name[64];
-    if (len == 0 || len >= sizeof name)
-        return cli_error(CLI_USAGE,
-                         "KEY-SPEC = \"%s\": expected KERNEL(field=value,...)"
-                         "@ARCH, as printed by 'dcptopk keys'",
-                         spec);
-    memcpy(name, spec, len);
-    name[len] = '\0';
-    key->kernel = -1;
-    for (int k = 0; k < DCPTOPK_KERNEL_COUNT; k++)
-        if (strcmp(dcptopk_kernel_name(k), name) == 0)
-            key->kernel = k;
-    if (key->kernel < 0) {
-        char list[512] = "";
-        for (int k = 0; k < DCPTOPK_KERNEL_COUNT; k++) {
-            strncat(list, k ? ", " : "", sizeof list - strlen(list) - 1);
-            strncat(list, dcptopk_kernel_name(k), sizeof list - strlen(list) - 1);
-        }
-        return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": unknown kernel '%s' "
-                         "(kernels: %s)", spec, name, list);
-    }
-    const char *p = spec + len;
-    if (*p == '(') {
-        const char *close = strchr(p, ')');
-        if (!close)
-            return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": missing ')'", spec);
-        p++;
-        while (p < close) {
-            size_t item = strcspn(p, ",)");
-            char buf[64];
-            if (item == 0 || item >= sizeof buf)
-                return cli_error(CLI_USAGE,
-                                 "KEY-SPEC = \"%s\": empty or long field",
-                                 spec);
-            memcpy(buf, p, item);
-            buf[item] = '\0';
-            char *eq = strchr(buf, '=');
-            if (!eq)
-                return cli_error(CLI_USAGE,
-                                 "KEY-SPEC = \"%s\": field '%s' has no "
-                                 "'=value'",
-                                 spec, buf);
-            *eq = '\0';
-            size_t f = 0;
-            while (f < sizeof fields / sizeof fields[0] &&
-                   strcmp(fields[f].name, buf) != 0)
-                f++;
-            if (f == sizeof fields / sizeof fields[0])
-                return cli_error(CLI_USAGE,
-                                 "KEY-SPEC = \"%s\": unknown field '%s'", spec,
-                                 buf);
-            int32_t v;
-            int rc = cli_parse_i32(buf, eq + 1, &v);
-            if (rc)
-                return rc;
-            memcpy((char *)key + fields[f].offset, &v, sizeof v);
-            p += item;
-            if (*p == ',')
-                p++;
-        }
-        p = close + 1;
-    }
-    const char *arch = "sm_90a";
-    if (*p == '@')
-        arch = p + 1;
-    else if (*p != '\0')
-        return cli_error(CLI_USAGE,
-                         "KEY-SPEC = \"%s\": unexpected text '%s' (expected "
-                         "@ARCH)",
-                         spec, p);
-    if (strlen(arch) >= sizeof key->arch)
-        return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": arch '%s' is too long",
-                         spec, arch);
-    strcpy(key->arch, arch);
-    dcptopk_result r = dcptopk_key_check(key);
-    if (r != DCPTOPK_SUCCESS)
-        return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": %s", spec,
-                         dcptopk_last_error(NULL));
+    char text[512];
+    int n = snprintf(text, sizeof text, "%s%s", spec,
+                     strchr(spec, '@') ? "" : "@sm_90a");
+    if (n < 0 || (size_t)n >= sizeof text)
+        return cli_error(CLI_USAGE, "KEY-SPEC = \"%.60s...\": too long", spec);
+    if (dcptopk_key_parse(text, key) != DCPTOPK_SUCCESS)
+        return cli_error(CLI_USAGE, "KEY-SPEC = \"%s\": %s (expected "
+                         "KERNEL(field=value,...)@ARCH, as printed by "
+                         "'dcptopk keys')",
+                         spec, dcptopk_last_error(NULL));
     return CLI_OK;
 }
 

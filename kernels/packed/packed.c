@@ -15,12 +15,11 @@
 #include "packed.h"
 #include "packed_abi.h"
 #include "runtime.h"
+#include "settings.h"
 #include "topn.h"
 
 _Static_assert(DC_RESCUE_STATUS_TIMEOUT == (unsigned)DCPTOPK_RESCUE_TIMEOUT,
                "the rescue's status word carries the public result code");
-
-#define DC_DEFAULT_TIMEOUT_MS 10000
 
 struct dcptopk_workspace {
     dcptopk_context *ctx;
@@ -242,19 +241,7 @@ static dcptopk_result ctx_layout(dcptopk_context *ctx,
 
 static uint64_t timeout_ns_from_env(void)
 {
-    const char *e = getenv("DCPTOPK_RESCUE_TIMEOUT_MS");
-    long long ms = DC_DEFAULT_TIMEOUT_MS;
-    if (e && *e) {
-        char *end = NULL;
-        long long v = strtoll(e, &end, 10);
-        if (end && *end == '\0' && v > 0 && v <= 86400000LL)
-            ms = v;
-        else
-            dc_warn("DCPTOPK_RESCUE_TIMEOUT_MS = \"%s\": not a number of "
-                    "milliseconds in 1..86400000, using %d",
-                    e, DC_DEFAULT_TIMEOUT_MS);
-    }
-    return (uint64_t)ms * 1000000ull;
+    return (uint64_t)dc_setting_int(DC_SET_RESCUE_TIMEOUT_MS) * 1000000ull;
 }
 
 dcptopk_result dcptopk_workspace_create(dcptopk_context *ctx,
@@ -495,12 +482,7 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     return dc_push_launch(ctx, c, &pa);
 }
 
-/* Round 2: the rescue (persistent grid). Not static: bench/bench_packed.c
- * times it on its own. */
-dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
-                                       const dcptopk_merge_config *c,
-                                       dcptopk_workspace *ws,
-                                       const dcptopk_select_args *a);
+/* Round 2: the rescue (persistent grid); packed.h. */
 dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     dcptopk_workspace *ws,

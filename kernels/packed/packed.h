@@ -14,4 +14,12 @@ DC_HIDDEN dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
                                                dcptopk_key *keys, size_t cap,
                                                size_t *count);
 
+/* Round 2 of the exact select alone (the rescue kernel on its persistent
+ * grid), after a select on the same workspace: bench/bench_packed.c times it
+ * on its own. */
+DC_HIDDEN dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
+                                                 const dcptopk_merge_config *c,
+                                                 dcptopk_workspace *ws,
+                                                 const dcptopk_select_args *a);
+
 #endif /* DCPTOPK_PACKED_H */

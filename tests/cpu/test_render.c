@@ -51,6 +51,8 @@ static int stub_dir(char *dir, size_t size)
     if (!dir[0])
         return -1;
     for (int32_t k = 0; k < DCPTOPK_KERNEL_COUNT; k++) {
+        if (!dc_kernel_get(k))
+            continue; /* a reserved number */
         char text[128];
         snprintf(text, sizeof text, "// stub of %s\n#include \"common.cuh\"\n",
                  dcptopk_kernel_name(k));
@@ -98,6 +100,8 @@ TEST(prelude_has_exactly_the_kernel_fields)
     setenv("DCPTOPK_TEMPLATE_DIR", dir, 1);
     for (int32_t kernel = 0; kernel < DCPTOPK_KERNEL_COUNT; kernel++) {
         const dc_kernel_info *info = dc_kernel_get(kernel);
+        if (!info)
+            continue; /* a reserved number */
         dcptopk_key k;
         full_key(&k, kernel);
         char *src = NULL;
@@ -405,4 +409,23 @@ TEST(editing_a_family_leaves_other_families_keys)
         unsetenv("DCPTOPK_TEMPLATE_DIR");
         tmpdir_remove(dir);
     }
+}
+
+/* DCPTOPK_KERNEL_LOOPBACK is a reserved number: no registry row, no
+ * template, refused as a key. */
+TEST(reserved_kernel_number_is_not_a_kernel)
+{
+    CHECK(dc_kernel_get(DCPTOPK_KERNEL_LOOPBACK) == NULL);
+    CHECK_STR_EQ(dcptopk_kernel_name(DCPTOPK_KERNEL_LOOPBACK), "unknown");
+    dcptopk_key k;
+    memset(&k, 0, sizeof k);
+    k.kernel = DCPTOPK_KERNEL_LOOPBACK;
+    k.local_topk = 384;
+    k.world_size = 8;
+    snprintf(k.arch, sizeof k.arch, "sm_90a");
+    CHECK_EQ(dcptopk_key_check(&k), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "key->kernel = 6");
+    for (int32_t i = 0; i < DCPTOPK_KERNEL_COUNT; i++)
+        if (i != DCPTOPK_KERNEL_LOOPBACK)
+            CHECK(dc_kernel_get(i) != NULL);
 }

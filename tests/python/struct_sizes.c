@@ -11,7 +11,7 @@
 int main(void)
 {
     SHOW(dcptopk_merge_config, exact);
-    SHOW(dcptopk_context_config, strict);
+    SHOW(dcptopk_context_config, warmup_threads);
     SHOW(dcptopk_key, arch);
     SHOW(dcptopk_warmup_stats, total_ms);
     SHOW(dcptopk_rows_map, counts_out);

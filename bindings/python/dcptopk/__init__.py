@@ -82,7 +82,7 @@ class MergeConfig(ctypes.Structure):
 class ContextConfig(ctypes.Structure):
     _fields_ = [("struct_size", _c_u32), ("version", _c_u32), ("device", _c_i32),
                 ("arch", ctypes.c_char_p), ("cache_path", ctypes.c_char_p),
-                ("cache_mode", _c_i32), ("strict", _c_i32)]
+                ("cache_mode", _c_i32), ("strict", _c_i32), ("warmup_threads", _c_i32)]
 
 
 class Key(ctypes.Structure):
@@ -263,7 +263,7 @@ class Context:
         lib = library()
         cc = ContextConfig(ctypes.sizeof(ContextConfig), 1, device,
                            arch.encode() if arch else None,
-                           cache_path.encode() if cache_path else None, cache_mode, int(strict))
+                           cache_path.encode() if cache_path else None, cache_mode, int(strict), 0)
         h = _vp()
         _check(lib.dcptopk_context_create(ctypes.byref(cc), ctypes.byref(h)))
         self._h, self.device = h, device

@@ -1,0 +1,100 @@
+/*
+ * settings.h - every environment variable the project reads, in one table:
+ * name, kind, default, range and one line of documentation, with typed
+ * getters that parse and range-check in one place. README.md's table of
+ * environment variables must list exactly these names
+ * (tests/cpu/test_settings.c checks it).
+ *
+ * A value that does not parse or is out of range is ignored with one warning
+ * naming the variable and the value, and the default is used: a typo in the
+ * environment never stops a job.
+ */
+#ifndef DCPTOPK_SETTINGS_H
+#define DCPTOPK_SETTINGS_H
+
+#include <stdint.h>
+
+#include "base.h"
+
+/* Parser kinds. */
+typedef enum dc_setting_kind {
+    DC_SETTING_TEXT,    /* a string (path, name) used as is               */
+    DC_SETTING_INT,     /* a decimal integer in [min, max]                */
+    DC_SETTING_SECONDS, /* a decimal number of seconds in [min, max]      */
+    DC_SETTING_BYTES,   /* an integer with an optional K/M/G/T[B|iB]
+                         * suffix (powers of 1024), in [min, max]         */
+    DC_SETTING_FLAG,    /* "0" = off, anything else = on; unset = default */
+    DC_SETTING_FOREIGN  /* read by another program (the Python binding,
+                         * scripts, SQLite's folder rules), listed so the
+                         * table is the whole list                         */
+} dc_setting_kind;
+
+/* X(id, name, kind, default, min, max, doc). `default` is the value a getter
+ * returns when the variable is unset, empty or invalid (for TEXT: NULL). */
+#define DC_SETTINGS(X)                                                          \
+    X(CACHE_DIR, "DCPTOPK_CACHE_DIR", DC_SETTING_TEXT, 0, 0, 0,                 \
+      "folder of the cache file dcptopk.sqlite (first choice)")                 \
+    X(XDG_CACHE_HOME, "XDG_CACHE_HOME", DC_SETTING_FOREIGN, 0, 0, 0,            \
+      "else the cache is $XDG_CACHE_HOME/dcptopk/dcptopk.sqlite")               \
+    X(HOME, "HOME", DC_SETTING_FOREIGN, 0, 0, 0,                                \
+      "else ~/.cache/dcptopk/dcptopk.sqlite")                                   \
+    X(CACHE_MAX_BYTES, "DCPTOPK_CACHE_MAX_BYTES", DC_SETTING_BYTES, 0, 0,       \
+      INT64_MAX, "size cap of the cache entries (0 = none)")                    \
+    X(CACHE_CLAIM_TIMEOUT, "DCPTOPK_CACHE_CLAIM_TIMEOUT", DC_SETTING_SECONDS,   \
+      30, 0, 86400, "seconds before another process's compile claim is taken") \
+    X(CACHE_BUSY_MS, "DCPTOPK_CACHE_BUSY_MS", DC_SETTING_INT, 10000, 0,         \
+      3600000, "SQLite busy timeout of the cache, in milliseconds")             \
+    X(WARMUP_THREADS, "DCPTOPK_WARMUP_THREADS", DC_SETTING_INT, 0, 1, 64,       \
+      "compile threads of warmup (0 = the online CPUs, at most 8)")             \
+    X(CACHE_WAL, "DCPTOPK_CACHE_WAL", DC_SETTING_FLAG, -1, 0, 1,                \
+      "force the WAL journal on or off (-1 = WAL except on network FS)")        \
+    X(TEMPLATE_DIR, "DCPTOPK_TEMPLATE_DIR", DC_SETTING_TEXT, 0, 0, 0,           \
+      "read the kernel templates from this folder, not the embedded copies")   \
+    X(RESCUE_TIMEOUT_MS, "DCPTOPK_RESCUE_TIMEOUT_MS", DC_SETTING_INT, 10000, 1, \
+      86400000, "bound of the rescue round's wait for a peer's push, in ms")    \
+    X(DISABLE_CUDA, "DCPTOPK_DISABLE_CUDA", DC_SETTING_FLAG, 0, 0, 1,           \
+      "behave as if there were no CUDA driver (compile and cache only)")        \
+    X(LOG, "DCPTOPK_LOG", DC_SETTING_TEXT, 0, 0, 0,                             \
+      "log level: quiet, error, warn (default), info, debug")                  \
+    X(LIBRARY, "DCPTOPK_LIBRARY", DC_SETTING_FOREIGN, 0, 0, 0,                  \
+      "Python binding: path of libdcptopk.so")                                  \
+    X(CUDA_HOME, "CUDA_HOME", DC_SETTING_FOREIGN, 0, 0, 0,                      \
+      "scripts/deps.sh: where the CUDA toolkit is")
+
+typedef enum dc_setting_id {
+#define DC_SETTING_ID(id, ...) DC_SET_##id,
+    DC_SETTINGS(DC_SETTING_ID)
+#undef DC_SETTING_ID
+    DC_SETTING_COUNT
+} dc_setting_id;
+
+typedef struct dc_setting {
+    const char *name;
+    dc_setting_kind kind;
+    double dflt;
+    double min, max;
+    const char *doc;
+} dc_setting;
+
+/* The table, in DC_SETTINGS order; NULL past the end. */
+DC_HIDDEN const dc_setting *dc_setting_info(dc_setting_id id);
+
+/* TEXT: the value, or NULL when unset or empty. */
+DC_HIDDEN const char *dc_setting_text(dc_setting_id id);
+/* INT and FLAG: the value, or the default. */
+DC_HIDDEN int64_t dc_setting_int(dc_setting_id id);
+/* SECONDS: the value, or the default. */
+DC_HIDDEN double dc_setting_seconds(dc_setting_id id);
+/* BYTES: the value, or the default. */
+DC_HIDDEN int64_t dc_setting_bytes(dc_setting_id id);
+
+/* The parsers themselves (tests): 0 and *out on success, -1 when `text` is
+ * not a valid value of the setting. */
+DC_HIDDEN int dc_setting_parse_int(dc_setting_id id, const char *text,
+                                   int64_t *out);
+DC_HIDDEN int dc_setting_parse_seconds(dc_setting_id id, const char *text,
+                                       double *out);
+DC_HIDDEN int dc_setting_parse_bytes(dc_setting_id id, const char *text,
+                                     int64_t *out);
+
+#endif /* DCPTOPK_SETTINGS_H */
