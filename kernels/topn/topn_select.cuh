@@ -467,6 +467,48 @@ __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, u
 
 // --------------------------------------------------------- the selection
 
+// The plane words: slots [j0, count) have bit 16 set, j0 = the selected
+// ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
+// waiting for its peers: its first slot plus its own selected ids below
+// 2^16. When no CTA holds it (every column < 65536, always with one CTA),
+// j0 = count and CTA 0 writes the (empty) words.
+// chunk and crank by reference, the rest by value: the passing that keeps
+// the machine code of every variant as it was with this code inline in
+// topn_row (bench/sass_compare.sh; other combinations reordered a few
+// instructions of the cluster variants or of the push).
+template <int NSEL, class Out>
+__device__ __forceinline__ void topn_planes(const int32_t &chunk, const uint32_t &crank,
+                                            uint32_t count, uint32_t base_sel, uint32_t lo_sel,
+                                            TopnShared &sh, const Out &out)
+{
+    constexpr bool GROUP = DC_TOPN_CLUSTER > 1;
+    const uint32_t tid = threadIdx.x, lane = lane_id();
+    const uint32_t c65 = 65536u / (uint32_t)chunk;
+    const bool holds65 = GROUP && c65 < (uint32_t)DC_TOPN_CLUSTER; // chunk <= 65536: never with one CTA
+    if (holds65 ? crank == c65 : crank == 0) { // uniform in the CTA
+        uint32_t j0 = count;
+        if (holds65) {
+            lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
+            if (lane == 0 && lo_sel)
+                atomicAdd(&sh.lo_count, lo_sel);
+            __syncthreads();
+            j0 = base_sel + sh.lo_count;
+        }
+        for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
+            const uint32_t a = w * 32u;
+            uint32_t bits = 0;
+            const uint32_t s0 = j0 > a ? j0 - a : 0u;
+            const uint32_t s1 = count > a ? (count - a > 32u ? 32u : count - a) : 0u;
+            if (s1 > s0) {
+                const uint32_t hi = s1 >= 32u ? 0xFFFFFFFFu : ((1u << s1) - 1u);
+                const uint32_t lo_m = (1u << s0) - 1u; // s0 < s1 <= 32, so s0 < 32
+                bits = hi & ~lo_m;
+            }
+            out.plane(w, bits);
+        }
+    }
+}
+
 // Out: put(pos, word) for a selected candidate at slot pos; zero(pos) for an
 // empty slot; plane(w, bits) for plane word w. All three may be called by any
 // thread of the group, each slot / plane word exactly once.
@@ -955,35 +997,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         gt_run += tot & 0xFFFFu;
         eq_run += tot >> 16;
     }
-    // ---- plane words: slots [j0, count) have bit 16 set, j0 = the selected
-    // ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
-    // waiting for its peers: its first slot plus its own selected ids below
-    // 2^16. When no CTA holds it (every column < 65536, always with one CTA),
-    // j0 = count and CTA 0 writes the (empty) words.
-    const uint32_t c65 = 65536u / (uint32_t)chunk;
-    const bool holds65 = GROUP && c65 < (uint32_t)DC_TOPN_CLUSTER; // chunk <= 65536: never with one CTA
-    if (holds65 ? crank == c65 : crank == 0) { // uniform in the CTA
-        uint32_t j0 = count;
-        if (holds65) {
-            lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
-            if (lane == 0 && lo_sel)
-                atomicAdd(&sh.lo_count, lo_sel);
-            __syncthreads();
-            j0 = base_sel + sh.lo_count;
-        }
-        for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
-            const uint32_t a = w * 32u;
-            uint32_t bits = 0;
-            const uint32_t s0 = j0 > a ? j0 - a : 0u;
-            const uint32_t s1 = count > a ? (count - a > 32u ? 32u : count - a) : 0u;
-            if (s1 > s0) {
-                const uint32_t hi = s1 >= 32u ? 0xFFFFFFFFu : ((1u << s1) - 1u);
-                const uint32_t lo_m = (1u << s0) - 1u; // s0 < s1 <= 32, so s0 < 32
-                bits = hi & ~lo_m;
-            }
-            out.plane(w, bits);
-        }
-    }
+    topn_planes<NSEL>(chunk, crank, count, base_sel, lo_sel, sh, out);
     group_wait();
 }
 
