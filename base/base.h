@@ -94,17 +94,11 @@ typedef struct dc_kernel_info {
     const char *name;        /* "select"                                     */
     const char *template_file; /* "select.cu" under kernels/<family>/       */
     uint32_t fields;         /* DC_F_* it specialises on                     */
-    /* Threads per block, derived from the key only (rendered as
-     * DCPTOPK_THREADS). */
-    int32_t (*threads)(const dcptopk_key *key);
 } dc_kernel_info;
 
 /* NULL for an unknown or reserved kernel number: every loop over the kernel
  * numbers skips those. */
 DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
-
-/* Threads per block of the pair select for a key (base/kernels.c). */
-DC_HIDDEN int32_t dc_pair_select_threads(const dcptopk_key *key);
 
 /* Reads a config through its struct_size (a caller built against an older,
  * smaller struct gets defaults for the newer fields). */
@@ -121,7 +115,8 @@ DC_HIDDEN int dc_key_fields_string(const dcptopk_key *key, char *buf,
  * followed by 'a' or 'f' (base/config.c; NULL is not valid). */
 DC_HIDDEN int dc_arch_valid(const char *arch);
 
-/* Number of bits of a packed-merge global id for W ranks (2^17 * W ids). */
+/* Number of bits of a packed-merge global id for W = 1..16 ranks (2^17 * W
+ * ids, W rounded up to a power of two): DC_GID_BITS of packed_format.h. */
 DC_HIDDEN int32_t dc_gid_bits(int32_t world_size);
 
 #endif /* DCPTOPK_BASE_H */

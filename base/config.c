@@ -7,7 +7,11 @@
 #include <string.h>
 
 #include "base.h"
+#include "packed_format.h"
 #include "structs.h"
+
+_Static_assert(DC_LOCAL_INDEX_BITS == DCPTOPK_LOCAL_INDEX_BITS,
+               "packed_format.h and the public header agree on the local id bits");
 
 typedef struct dc_named_config {
     const char *name;
@@ -78,20 +82,14 @@ dcptopk_result dc_config_read(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
-int32_t dcptopk_packed_row_words(int32_t n) { return n + n / 32; }
+int32_t dcptopk_packed_row_words(int32_t n) { return DC_PACKED_ROW_WORDS(n); }
 
 int32_t dcptopk_rescue_slots(int32_t k, int32_t n)
 {
-    return n > 0 && k > 0 ? (k - 1) / n : 0;
+    return n > 0 && k > n ? DC_RESCUE_SLOTS(k, n) : 0;
 }
 
-int32_t dc_gid_bits(int32_t world_size)
-{
-    int32_t bits = DCPTOPK_LOCAL_INDEX_BITS;
-    while ((1 << (bits - DCPTOPK_LOCAL_INDEX_BITS)) < world_size)
-        bits++;
-    return bits;
-}
+int32_t dc_gid_bits(int32_t world_size) { return DC_GID_BITS(world_size); }
 
 /* ------------------------------------------------------------------ keys */
 

@@ -77,7 +77,7 @@ dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
     size_t nh = u->header_count;
     if (nh > 64) {
         snprintf(err, err_size,
-                 "%s: %zu headers (*.cuh), more than the 64 the renderer "
+                 "%s: %zu headers (*.cuh, *.h), more than the 64 the renderer "
                  "passes to NVRTC",
                  key_text, nh);
         return DCPTOPK_UNSUPPORTED;

@@ -1,11 +1,13 @@
 /* render.c - the renderer: a compile key -> the CUDA source NVRTC compiles
  * (a prelude of #defines for exactly the kernel's key fields, then the
- * template), its named headers, and the cache key that covers all of it.
+ * template), the headers it includes, and the cache key that covers all of
+ * it (and nothing else: a header no template of a kernel includes is not in
+ * its key).
  *
  * Templates and headers come from the copies embedded at build time
  * (dc_embedded_files), or from $DCPTOPK_TEMPLATE_DIR when it is set (a flat
- * folder or a copy of kernels/), so a kernel can be edited without
- * rebuilding the library. */
+ * folder or a copy of kernels/; headers it lacks come from the embedded
+ * copies), so a kernel can be edited without rebuilding the library. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -52,6 +54,13 @@ static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* Device headers: *.cuh, and the *.h that compile both as C and under NVRTC
+ * (the ABI headers the launchers share). */
+static int is_header(const char *name)
+{
+    return ends_with(name, ".cuh") || ends_with(name, ".h");
 }
 
 static int source_cmp(const void *a, const void *b)
@@ -170,7 +179,7 @@ static dcptopk_result list_dir(const dcptopk_context *ctx, dc_unit *u,
                 r = list_dir(ctx, u, dir, e->d_name, list);
             continue;
         }
-        if (!ends_with(e->d_name, ".cu") && !ends_with(e->d_name, ".cuh"))
+        if (!ends_with(e->d_name, ".cu") && !is_header(e->d_name))
             continue;
         for (size_t i = 0; i < list->count; i++)
             if (strcmp(list->files[i].name, e->d_name) == 0) {
@@ -205,20 +214,139 @@ static dcptopk_result list_dir(const dcptopk_context *ctx, dc_unit *u,
     return r;
 }
 
-/* Template and headers from a folder (DCPTOPK_TEMPLATE_DIR). */
+/* The name of each `#include "NAME"` line of text[0..size), in order, to
+ * f(name, len, arg); stops at the first nonzero return. A line counts when
+ * its first non-blank character is '#' (so a commented-out line does not);
+ * an include inside a block comment or an inactive #if still counts, which
+ * only hashes a header more. <...> includes are the toolkit's: never ours. */
+static int each_include(const char *text, size_t size,
+                        int (*f)(const char *name, size_t len, void *arg),
+                        void *arg)
+{
+    const char *p = text, *end = text + size;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        const char *q = p;
+        while (q < eol && (*q == ' ' || *q == '\t'))
+            q++;
+        if (q < eol && *q == '#') {
+            q++;
+            while (q < eol && (*q == ' ' || *q == '\t'))
+                q++;
+            if ((size_t)(eol - q) > 7 && memcmp(q, "include", 7) == 0) {
+                q += 7;
+                while (q < eol && (*q == ' ' || *q == '\t'))
+                    q++;
+                if (q < eol && *q == '"') {
+                    const char *name = ++q;
+                    while (q < eol && *q != '"')
+                        q++;
+                    if (q < eol && q > name) {
+                        int r = f(name, (size_t)(q - name), arg);
+                        if (r)
+                            return r;
+                    }
+                }
+            }
+        }
+        p = eol + 1;
+    }
+    return 0;
+}
+
+/* Where the headers of a unit come from: the files of DCPTOPK_TEMPLATE_DIR
+ * (dir, when set), then the embedded copies. */
+typedef struct header_search {
+    const dcptopk_context *ctx;
+    dc_unit *u;
+    const char *dir;
+    const dir_list *list; /* NULL: embedded copies only */
+    size_t cap;           /* of u->headers */
+    dcptopk_result r;
+} header_search;
+
+static int name_is(const char *name, const char *s, size_t len)
+{
+    return strlen(name) == len && memcmp(name, s, len) == 0;
+}
+
+/* Adds the header `name` (when it is one of ours and not there yet) to
+ * u->headers. An unknown name is left to NVRTC, which reports it. */
+static int add_include(const char *name, size_t len, void *arg)
+{
+    header_search *hs = arg;
+    dc_unit *u = hs->u;
+    if (name_is(u->tmpl.name, name, len))
+        return 0;
+    for (size_t i = 0; i < u->header_count; i++)
+        if (name_is(u->headers[i].name, name, len))
+            return 0;
+    if (u->header_count == hs->cap) {
+        size_t ncap = hs->cap ? hs->cap * 2 : 8;
+        dc_source *h = realloc(u->headers, ncap * sizeof *h);
+        if (!h) {
+            hs->r = dc_fail(hs->ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
+            return 1;
+        }
+        u->headers = h;
+        hs->cap = ncap;
+    }
+    dc_source *h = &u->headers[u->header_count];
+    for (size_t i = 0; hs->list && i < hs->list->count; i++) {
+        const dir_file *f = &hs->list->files[i];
+        if (name_is(f->name, name, len)) {
+            hs->r = read_file(hs->ctx, u, hs->dir, f->path, f->name, h);
+            if (hs->r)
+                return 1;
+            u->header_count++;
+            return 0;
+        }
+    }
+    for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
+        if (name_is(f->name, name, len)) {
+            h->name = f->name;
+            h->data = (const char *)f->data;
+            h->size = f->size;
+            u->header_count++;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* u->headers = the headers the template includes, directly or through
+ * other headers, sorted by name: exactly what the compile reads, so that
+ * editing one family's files leaves every other family's cache keys. */
+static dcptopk_result find_headers(const dcptopk_context *ctx, dc_unit *u,
+                                   const char *dir, const dir_list *list)
+{
+    header_search hs = {ctx, u, dir, list, 0, DCPTOPK_SUCCESS};
+    each_include(u->tmpl.data, u->tmpl.size, add_include, &hs);
+    /* Headers found along the way are scanned in turn (the list grows). */
+    for (size_t i = 0; hs.r == DCPTOPK_SUCCESS && i < u->header_count; i++)
+        each_include(u->headers[i].data, u->headers[i].size, add_include,
+                     &hs);
+    if (hs.r)
+        return hs.r;
+    if (u->header_count)
+        qsort(u->headers, u->header_count, sizeof *u->headers, source_cmp);
+    return DCPTOPK_SUCCESS;
+}
+
+/* The template from a folder (DCPTOPK_TEMPLATE_DIR), and its headers from
+ * the folder or, for those it lacks, the embedded copies: a folder may hold
+ * only the files being edited. */
 static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
                                     const char *dir)
 {
     dir_list list = {NULL, 0, 0};
     dcptopk_result r = list_dir(ctx, u, dir, NULL, &list);
     const dir_file *tmpl = NULL;
-    size_t headers = 0;
-    for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
+    for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++)
         if (strcmp(list.files[i].name, u->info->template_file) == 0)
             tmpl = &list.files[i];
-        if (ends_with(list.files[i].name, ".cuh"))
-            headers++;
-    }
     if (r == DCPTOPK_SUCCESS && !tmpl) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, u->info->template_file);
@@ -227,36 +355,17 @@ static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
     } else if (r == DCPTOPK_SUCCESS) {
         r = read_file(ctx, u, dir, tmpl->path, tmpl->name, &u->tmpl);
     }
-    if (r == DCPTOPK_SUCCESS && headers) {
-        u->headers = calloc(headers, sizeof *u->headers);
-        if (!u->headers)
-            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
-    }
-    for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
-        if (!ends_with(list.files[i].name, ".cuh"))
-            continue;
-        r = read_file(ctx, u, dir, list.files[i].path, list.files[i].name,
-                      &u->headers[u->header_count]);
-        if (r == DCPTOPK_SUCCESS)
-            u->header_count++;
-    }
+    if (r == DCPTOPK_SUCCESS)
+        r = find_headers(ctx, u, dir, &list);
     free(list.files);
-    if (r)
-        return r;
-    /* readdir's order is the file system's: sort for a stable cache key. */
-    if (u->header_count)
-        qsort(u->headers, u->header_count, sizeof *u->headers, source_cmp);
-    return DCPTOPK_SUCCESS;
+    return r;
 }
 
-/* Template and headers from the embedded copies (sorted by cmake). */
+/* The template and its headers from the embedded copies. */
 static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
 {
-    size_t headers = 0;
     int found = 0;
     for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
-        if (ends_with(f->name, ".cuh"))
-            headers++;
         if (strcmp(f->name, u->info->template_file) == 0) {
             u->tmpl.name = f->name;
             u->tmpl.data = (const char *)f->data;
@@ -271,18 +380,7 @@ static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
                        "was built before it was added)",
                        u->info->name, u->info->template_file,
                        u->info->template_file);
-    u->headers = calloc(headers ? headers : 1, sizeof *u->headers);
-    if (!u->headers)
-        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
-    for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
-        if (!ends_with(f->name, ".cuh"))
-            continue;
-        dc_source *h = &u->headers[u->header_count++];
-        h->name = f->name;
-        h->data = (const char *)f->data;
-        h->size = f->size;
-    }
-    return DCPTOPK_SUCCESS;
+    return find_headers(ctx, u, NULL, NULL);
 }
 
 static dcptopk_result render_prelude(const dcptopk_context *ctx, dc_unit *u)
@@ -298,8 +396,6 @@ static dcptopk_result render_prelude(const dcptopk_context *ctx, dc_unit *u)
                               dc_key_fields[i].macro,
                               dc_key_field_value(key, i));
     }
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "#define DCPTOPK_THREADS %d\n",
-                          u->info->threads(key));
     if (u->info->fields & DC_F_WORLD_SIZE)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "#define DCPTOPK_GID_BITS %d\n",

@@ -27,7 +27,7 @@ typedef struct dc_hash_input {
     const char *entry;         /* template file name, e.g. "select.cu"       */
     const char *template_text;
     size_t template_size;
-    const dc_source *headers;  /* every *.cuh, sorted by name                */
+    const dc_source *headers;  /* those the template includes, by name      */
     size_t header_count;
     const char *prelude;       /* the rendered #defines                      */
     const char *const *options;/* the full NVRTC option list, in order       */

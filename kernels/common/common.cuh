@@ -4,28 +4,20 @@
 // often ship NVRTC without toolkit headers). bf16 values travel as raw 16-bit
 // patterns and are compared through order-preserving integer keys.
 //
-// The renderer defines, before this header, exactly the constants a kernel
+// The renderer defines, before the template, exactly the constants a kernel
 // specialises on (DCPTOPK_TOPK, DCPTOPK_LOCAL_TOPK, DCPTOPK_WORLD_SIZE,
 // DCPTOPK_BLOCK_SIZE, DCPTOPK_INTERLEAVE, DCPTOPK_EMIT_IDS, DCPTOPK_EXACT,
-// DCPTOPK_LAYOUT, DCPTOPK_VARIANT) and always DCPTOPK_THREADS.
+// DCPTOPK_LAYOUT, DCPTOPK_VARIANT). The template defines DCPTOPK_THREADS
+// from its family's ABI header before it includes this one, so that the
+// launcher's block size and the template's are one definition.
 #pragma once
 
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef short int16_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
+#include "kernel_abi.h" // the integer types, DC_RESTRICT, the packed format
 
 #ifndef DCPTOPK_THREADS
-#error "the renderer defines DCPTOPK_THREADS"
+#error "the template defines DCPTOPK_THREADS (from its family's ABI header)"
 #endif
 static_assert(DCPTOPK_THREADS % 32 == 0, "whole warps only");
-
-#define DC_LOCAL_INDEX_BITS 17
-#define DC_WARP 32
 
 namespace dc {
 

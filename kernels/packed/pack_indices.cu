@@ -8,19 +8,18 @@
 // the row end, at or past 2^17 or max_local_len, or its logit is NaN.
 //
 // One warp per 32 slots: the warp's plane word is a ballot, written by lane 0.
+#include "packed_abi.h"
+#define DCPTOPK_THREADS DC_PACK_INDICES_THREADS
 #include "common.cuh"
 
 #define N DCPTOPK_LOCAL_TOPK
 static_assert(N % 32 == 0, "local_topk is a multiple of 32");
-static_assert(DCPTOPK_THREADS % 32 == 0, "whole warps");
 
+// Parameters: DC_PACK_INDICES_PARAMS (packed_abi.h).
 extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
-dcptopk_pack_indices(const uint16_t *__restrict__ logits, long long logits_stride,
-                     long long max_local_len, const int32_t *__restrict__ row_ends,
-                     const int32_t *__restrict__ local_ids, long long ids_stride,
-                     long long rows, int32_t *__restrict__ out)
+dcptopk_pack_indices(DC_KERNEL_PARAMS(DC_PACK_INDICES_PARAMS))
 {
-    const long long words = N + N / 32;
+    const long long words = DC_PACKED_ROW_WORDS(N);
     const long long slot = (long long)blockIdx.x * DCPTOPK_THREADS + threadIdx.x;
     const long long t = (long long)blockIdx.y;
     if (t >= rows)

@@ -13,36 +13,13 @@
 #include "base.h"
 #include "check.h"
 #include "packed.h"
+#include "packed_abi.h"
 #include "runtime.h"
 #include "settings.h"
 #include "topn.h"
 
-/* Mirrors dcsel::RowsMap and dcsel::Out of kernels/packed/select_core.cuh: passed
- * by value as kernel parameters, so the layouts must match field for field
- * (all naturally aligned, 88 bytes). */
-typedef struct dc_rows_param {
-    const int32_t *req_id;
-    const int32_t *block_table;
-    int64_t block_table_stride;
-    int32_t block_table_cols;
-    int32_t num_reqs;
-    int32_t stride_rows;
-    int32_t pad_;
-    int32_t *rows_out;
-    int64_t rows_out_stride;
-    int32_t *counts_out;
-} dc_rows_param;
-
-typedef struct dc_out_param {
-    int32_t *ids;
-    int64_t ids_stride;
-    dc_rows_param rm;
-    int32_t rank;
-    int32_t pad_;
-} dc_out_param;
-
-_Static_assert(sizeof(dc_rows_param) == 64, "RowsMap layout");
-_Static_assert(sizeof(dc_out_param) == 88, "Out layout");
+_Static_assert(DC_RESCUE_STATUS_TIMEOUT == (unsigned)DCPTOPK_RESCUE_TIMEOUT,
+               "the rescue's status word carries the public result code");
 
 struct dcptopk_workspace {
     dcptopk_context *ctx;
@@ -139,12 +116,6 @@ dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
     return DCPTOPK_SUCCESS;
 }
 
-static uint32_t kernel_threads(const dcptopk_key *k)
-{
-    const dc_kernel_info *info = dc_kernel_get(k->kernel);
-    return (uint32_t)info->threads(k);
-}
-
 /* ------------------------------------------------------------ pack */
 
 static dcptopk_result read_config(dcptopk_context *ctx,
@@ -184,25 +155,27 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
         return r;
     dcptopk_key key;
     pack_indices_key(&key, &c, ctx->arch);
-    const uint32_t threads = kernel_threads(&key);
-    const int64_t words = dcptopk_packed_row_words(c.local_topk);
-    long long logits_stride = args->logits_stride;
-    long long max_local_len = args->max_local_len;
-    long long ids_stride =
+    const uint32_t threads = DC_PACK_INDICES_THREADS;
+    const int64_t words = DC_PACKED_ROW_WORDS(c.local_topk);
+    const long long ids_stride =
         args->local_ids_stride ? args->local_ids_stride : c.local_topk;
     /* Rows are grid.y (at most 65535 per launch). */
     for (int64_t t0 = 0; t0 < args->rows; t0 += 65535) {
-        long long rows = args->rows - t0 < 65535 ? args->rows - t0 : 65535;
-        const uint16_t *logits = args->logits + t0 * args->logits_stride;
-        const int32_t *row_ends = args->row_ends + t0;
-        const int32_t *ids = args->local_ids + t0 * ids_stride;
-        int32_t *out = args->out + t0 * words;
+        dc_pack_indices_args k = {
+            .logits = args->logits + t0 * args->logits_stride,
+            .logits_stride = args->logits_stride,
+            .max_local_len = args->max_local_len,
+            .row_ends = args->row_ends + t0,
+            .local_ids = args->local_ids + t0 * ids_stride,
+            .ids_stride = ids_stride,
+            .rows = args->rows - t0 < 65535 ? args->rows - t0 : 65535,
+            .out = args->out + t0 * words,
+        };
         dc_launch_cfg cfg = {{(uint32_t)((c.local_topk + threads - 1) / threads),
-                              (uint32_t)rows, 1},
+                              (uint32_t)k.rows, 1},
                              {threads, 1, 1}, 0, 0, args->stream};
-        void *params[] = {&logits, &logits_stride, &max_local_len, &row_ends,
-                          &ids,    &ids_stride,    &rows,          &out};
-        if ((r = dc_launch(ctx, &key, "dcptopk_pack_indices", &cfg, params)))
+        dc_abi_argv argv = dc_pack_indices_args_argv(&k);
+        if ((r = dc_launch(ctx, &key, "dcptopk_pack_indices", &cfg, argv.p)))
             return r;
     }
     return DCPTOPK_SUCCESS;
@@ -212,8 +185,7 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
 
 static int32_t ws_slots(const dcptopk_merge_config *c)
 {
-    int32_t s = dcptopk_rescue_slots(c->topk, c->local_topk);
-    return s < 1 ? 1 : s;
+    return DC_RESCUE_SLOTS(c->topk, c->local_topk);
 }
 
 /* Rows are 32-bit grid indices in every kernel of the merge. */
@@ -245,7 +217,7 @@ dcptopk_result dcptopk_workspace_layout_get(const dcptopk_merge_config *config,
                        "DCPTOPK_WORKSPACE_LAYOUT_INIT)",
                        out->struct_size, sizeof *out);
     out->recv_bytes = (uint64_t)max_rows * (uint64_t)ws_slots(&c) *
-                      (uint64_t)dcptopk_packed_row_words(c.topk) * 4u;
+                      (uint64_t)DC_PACKED_ROW_WORDS(c.topk) * 4u;
     out->flags_bytes = (uint64_t)c.world_size * (uint64_t)max_rows * 4u;
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
@@ -392,10 +364,10 @@ dcptopk_result dcptopk_workspace_check(dcptopk_workspace *ws, void *stream)
 
 /* ------------------------------------------------------------ select */
 
-static dc_out_param out_param(const dcptopk_merge_config *c,
-                              const dcptopk_select_args *a)
+static dc_select_out out_param(const dcptopk_merge_config *c,
+                               const dcptopk_select_args *a)
 {
-    dc_out_param o;
+    dc_select_out o;
     memset(&o, 0, sizeof o);
     o.ids = a->ids_out;
     o.ids_stride = a->ids_out_stride ? a->ids_out_stride : c->topk;
@@ -462,39 +434,35 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
 {
     dcptopk_key key;
     select_key(&key, c, ctx->arch);
-    const int32_t *gathered = a->gathered;
-    long long rank_stride = a->rank_stride_rows ? a->rank_stride_rows : a->rows;
-    long long rows = a->rows;
-    dc_out_param o = out_param(c, a);
-    uint32_t *sat = c->exact ? (uint32_t *)(uintptr_t)ws->sat : NULL;
-    const int32_t threads = kernel_threads(&key);
-    dc_launch_cfg cfg = {{(uint32_t)rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream};
-    const int64_t kpt = ((int64_t)c->world_size * c->local_topk + threads - 1) / threads;
-    const int64_t row_bytes = 4 * (int64_t)c->world_size *
-                              (c->local_topk + c->local_topk / 32);
+    dc_select_args k = {
+        .gathered = a->gathered,
+        .rank_stride_rows = a->rank_stride_rows ? a->rank_stride_rows : a->rows,
+        .rows = a->rows,
+        .o = out_param(c, a),
+        .sat = c->exact ? (uint32_t *)(uintptr_t)ws->sat : NULL,
+    };
+    const int32_t w = c->world_size, n = c->local_topk;
+    const int32_t threads = DC_SELECT_THREADS_FOR(w, n);
+    dc_launch_cfg cfg = {{(uint32_t)k.rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream};
+    const int64_t kpt = ((int64_t)w * n + threads - 1) / threads;
+    const int64_t row_bytes = DC_SELECT_ROW_BYTES((int64_t)w, n);
     const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
-    if (threads == 256) {
-        /* The template's small-row path (kernels/packed/select.cu, W * N <= 4096,
-         * the only rows base/kernels.c gives 256 threads): one CTA per row,
-         * SMALL_CTAS = 6 resident per SM (its launch bounds), one row buffer
-         * of dynamic shared memory (at most 16.5 KiB). The kernel handles
-         * the row of its blockIdx.x alone: a persistent grid (a CTA copying
-         * its next row while it selected) measured slower on the H200, 101.8
-         * against 95.6 us at W=8 K=2048 N=384 T=6710 (the last CTAs' extra
-         * row is a tail). */
-        cfg.grid[0] = (uint32_t)rows;
+    if (DC_SELECT_IS_SMALL(w, n)) {
+        /* The small-row path: one CTA per row and one row buffer of dynamic
+         * shared memory. The kernel handles the row of its blockIdx.x alone:
+         * a persistent grid (a CTA copying its next row while it selected)
+         * was slower (the last CTAs' extra row is a tail). */
+        cfg.grid[0] = (uint32_t)k.rows;
         cfg.smem_bytes = (uint32_t)row_bytes;
-    } else if (kpt <= 32 && row_bytes <= 32768) {
-        /* The prefetching path of the larger rows (PREFETCH): keys in
-         * registers (at most 32 per thread) and a row's W * (N + N/32) words
-         * in a 32 KiB buffer. It runs a persistent grid of 3 CTAs per SM (its
-         * launch bounds) over two row buffers of dynamic shared memory. */
-        const int64_t resident = 3 * sms;
-        cfg.grid[0] = (uint32_t)(rows < resident ? rows : resident);
+    } else if (DC_SELECT_PREFETCH(kpt, row_bytes)) {
+        /* The prefetching path of the larger rows: a persistent grid of the
+         * CTAs that fit the SMs at once, over two row buffers. */
+        const int64_t resident = DC_SELECT_PREFETCH_CTAS * sms;
+        cfg.grid[0] = (uint32_t)(k.rows < resident ? k.rows : resident);
         cfg.smem_bytes = (uint32_t)(2 * row_bytes);
     }
-    void *params[] = {&gathered, &rank_stride, &rows, &o, &sat};
-    dcptopk_result r = dc_launch(ctx, &key, "dcptopk_select", &cfg, params);
+    dc_abi_argv argv = dc_select_args_argv(&k);
+    dcptopk_result r = dc_launch(ctx, &key, "dcptopk_select", &cfg, argv.p);
     if (r || !c->exact)
         return r;
     dc_push_args pa;
@@ -522,25 +490,24 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
 {
     dcptopk_key key;
     rescue_key(&key, c, ctx->arch);
-    const int32_t *gathered = a->gathered;
-    long long rank_stride = a->rank_stride_rows ? a->rank_stride_rows : a->rows;
-    long long rows = a->rows;
-    dc_out_param o = out_param(c, a);
-    const uint32_t *sat = (const uint32_t *)(uintptr_t)ws->sat;
-    uint32_t *seq = (uint32_t *)(uintptr_t)ws->seq;
-    const int32_t *recv = (const int32_t *)(uintptr_t)ws->recv;
-    const uint32_t *flags = (const uint32_t *)(uintptr_t)ws->flags;
-    long long max_rows = ws->max_rows;
-    uint32_t *status = (uint32_t *)(uintptr_t)ws->status;
-    unsigned long long timeout = ws->timeout_ns;
-    int32_t sms = dc_ctx_sm_count(ctx);
-    uint32_t grid = (uint32_t)(rows < sms ? rows : (sms > 0 ? sms : 1));
-    dc_launch_cfg cfg = {{grid, 1, 1}, {kernel_threads(&key), 1, 1}, 0, 0,
-                         a->stream};
-    void *params[] = {&gathered, &rank_stride, &rows,   &o,      &sat,
-                      &seq,      &recv,        &flags,  &max_rows, &status,
-                      &timeout};
-    return dc_launch(ctx, &key, "dcptopk_rescue", &cfg, params);
+    dc_rescue_args k = {
+        .gathered = a->gathered,
+        .rank_stride_rows = a->rank_stride_rows ? a->rank_stride_rows : a->rows,
+        .rows = a->rows,
+        .o = out_param(c, a),
+        .sat = (const uint32_t *)(uintptr_t)ws->sat,
+        .seq = (uint32_t *)(uintptr_t)ws->seq,
+        .recv = (const int32_t *)(uintptr_t)ws->recv,
+        .flags = (const uint32_t *)(uintptr_t)ws->flags,
+        .max_rows = ws->max_rows,
+        .status = (uint32_t *)(uintptr_t)ws->status,
+        .timeout_ns = ws->timeout_ns,
+    };
+    const int32_t sms = dc_ctx_sm_count(ctx);
+    const uint32_t grid = (uint32_t)(k.rows < sms ? k.rows : (sms > 0 ? sms : 1));
+    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_RESCUE_THREADS, 1, 1}, 0, 0, a->stream};
+    dc_abi_argv argv = dc_rescue_args_argv(&k);
+    return dc_launch(ctx, &key, "dcptopk_rescue", &cfg, argv.p);
 }
 
 dcptopk_result dcptopk_select(dcptopk_context *ctx,
@@ -595,7 +562,7 @@ dcptopk_result dcptopk_loopback_create(dcptopk_context *ctx,
     lb->max_local_len = max_local_len;
     const int32_t w = c.world_size;
     const size_t gbytes = (size_t)w * (size_t)max_rows *
-                          (size_t)dcptopk_packed_row_words(c.local_topk) * 4u;
+                          (size_t)DC_PACKED_ROW_WORDS(c.local_topk) * 4u;
     if ((r = dc_mem_alloc(ctx, gbytes, &lb->gathered)) ||
         (r = dc_memset_async(ctx, lb->gathered, 0, gbytes, NULL)))
         goto fail;
@@ -648,7 +615,7 @@ static int32_t *lb_segment(const dcptopk_loopback *lb, int32_t r)
 {
     return (int32_t *)(uintptr_t)(lb->gathered +
                                   (uint64_t)r * (uint64_t)lb->max_rows *
-                                      (uint64_t)dcptopk_packed_row_words(
+                                      (uint64_t)DC_PACKED_ROW_WORDS(
                                           lb->c.local_topk) *
                                       4u);
 }

@@ -14,6 +14,8 @@
 // expected flag in status[0..3], leaves the row's round-1 outputs, and makes
 // every other wait of the launch give up at once. The host reads it with
 // dcptopk_workspace_check.
+#include "packed_abi.h"
+#define DCPTOPK_THREADS DC_RESCUE_THREADS
 #include "select_core.cuh"
 
 using namespace dcsel;
@@ -21,7 +23,7 @@ using namespace dcsel;
 constexpr int NSAT_MAX = SLOTS < WORLD ? SLOTS : WORLD;
 constexpr int RMAX = WORLD * LTOPK + NSAT_MAX * (TOPK - LTOPK);
 constexpr int KPT = (RMAX + THREADS - 1) / THREADS;
-constexpr uint32_t STATUS_TIMEOUT = 10u; // DCPTOPK_RESCUE_TIMEOUT
+constexpr uint32_t STATUS_TIMEOUT = DC_RESCUE_STATUS_TIMEOUT;
 
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p)
 {
@@ -105,11 +107,9 @@ struct RescueKeys<false> {
     }
 };
 
+// Parameters: DC_RESCUE_PARAMS (packed_abi.h).
 extern "C" __global__ void __launch_bounds__(THREADS)
-dcptopk_rescue(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
-               Out o, const uint32_t *__restrict__ sat, uint32_t *__restrict__ seq,
-               const int32_t *recv, const uint32_t *flags, long long max_rows, uint32_t *status,
-               unsigned long long timeout_ns)
+dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
     __shared__ Smem sm;
     __shared__ int s_abort;

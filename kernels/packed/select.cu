@@ -7,13 +7,13 @@
 //
 // Two paths, chosen at compile time by the keys of a row, W * N:
 //
-// - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config): 256
-//   threads (src/kernels.c), SMALL_CTAS CTAs resident per SM, one CTA per
-//   row (the launcher, src/packed.c), the row's words in shared memory: bulk
-//   copies (or cp.async) bring them, the threads move them to registers.
-//   The other resident CTAs hide a CTA's load latency (a persistent grid
-//   that copied its next row while selecting measured slower: the last
-//   CTAs' extra row is a tail). Warp w owns the KPT groups of 32
+// - Small rows (W * N <= DC_SELECT_SMALL_KEYS, every shipped config):
+//   DC_SELECT_SMALL_THREADS threads, DC_SELECT_SMALL_CTAS CTAs resident per
+//   SM, one CTA per row, the row's words in shared memory (packed_abi.h):
+//   bulk copies (or cp.async) bring them, the threads move them to
+//   registers. The other resident CTAs hide a CTA's load latency (a
+//   persistent grid that copied its next row while selecting was slower:
+//   the last CTAs' extra row is a tail). Warp w owns the KPT groups of 32
 //   consecutive positions from w * KPT * 32, so positions are contiguous per
 //   warp, and the selection works on the 32-bit words themselves:
 //     1. two 8-bit radix passes over ord16 (the word's top 16 bits) find the
@@ -33,14 +33,16 @@
 //   cleared during the current pass. A row costs 4 barriers (6 with a small
 //   tie, 4 + one per radix pass with a large one). The selected set, its
 //   order and tau16 are those of the 64-bit key selection below.
-// - Larger rows: 512 threads and select_core.cuh's radix select on 64-bit
-//   keys (the code rescue.cu shares). The W * N keys of a row sit in
-//   registers. When they do (KPT <= REG_MAX) and a row's words fit a 32 KiB
-//   buffer, the grid is persistent (the launcher sizes it, src/packed.c) and
-//   each CTA copies the words of its next row into shared memory with
-//   cp.async while it selects the current one, so the global load latency
-//   is hidden behind the selection. Otherwise one CTA handles one row and
-//   keys are re-read.
+// - Larger rows: DC_SELECT_THREADS threads and select_core.cuh's radix
+//   select on 64-bit keys (the code rescue.cu shares). The W * N keys of a
+//   row sit in registers. When they do (KPT <= REG_MAX) and a row's words
+//   fit DC_SELECT_PREFETCH_ROW_BYTES, the grid is persistent (the launcher
+//   sizes it) and each CTA copies the words of its next row into shared
+//   memory with cp.async while it selects the current one, so the global
+//   load latency is hidden behind the selection. Otherwise one CTA handles
+//   one row and keys are re-read.
+#include "packed_abi.h"
+#define DCPTOPK_THREADS DC_SELECT_THREADS_FOR(DCPTOPK_WORLD_SIZE, DCPTOPK_LOCAL_TOPK)
 #include "select_core.cuh"
 
 using namespace dcsel;
@@ -49,20 +51,14 @@ constexpr bool EXACT = DCPTOPK_EXACT != 0;
 constexpr int NKEYS = WORLD * LTOPK;
 constexpr int ROW_WORDS = WORLD * WORDS;
 
-// Rows of at most this many keys take the small-row path. src/kernels.c
-// (threads_select) runs 256 threads for them, 512 otherwise.
-#define DC_SELECT_SMALL_KEYS 4096
-
-#if DCPTOPK_WORLD_SIZE * DCPTOPK_LOCAL_TOPK <= DC_SELECT_SMALL_KEYS
-
-static_assert(THREADS == 256, "src/kernels.c runs small rows with 256 threads");
+#if DC_SELECT_IS_SMALL(DCPTOPK_WORLD_SIZE, DCPTOPK_LOCAL_TOPK)
 
 // Groups of 32 positions per warp (and keys per thread).
 constexpr int KPT = (NKEYS + THREADS - 1) / THREADS;
 constexpr int GROUPS = NKEYS / 32;
 constexpr bool ALL_GROUPS = GROUPS == NW * KPT; // every warp's groups hold keys
 constexpr int HBINS = 256;       // 8-bit digits
-constexpr int SMALL_CTAS = 6;    // resident per SM (40 registers a thread)
+constexpr int SMALL_CTAS = DC_SELECT_SMALL_CTAS; // resident per SM (40 registers a thread)
 constexpr int TIE_CMP = 128;     // most tied keys ranked by comparison
 
 constexpr int ceil_log2(int x)
@@ -219,26 +215,79 @@ __device__ __forceinline__ int next_hist(int h)
     return h == 2 ? 0 : h + 1;
 }
 
-// Histogram rotation: counting pass n counts into hist[n % 3] and clears
-// hist[(n + 1) % 3], which the pass after it counts into. That histogram
-// was last read after pass n - 2's barrier and before pass n - 1's, which
-// every thread passed before pass n; and pass n's barrier orders the clear
-// before pass n + 1's counts.
-extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
-dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
-               Out o, uint32_t *__restrict__ sat)
+// One thread's share of a row on the small-row path: the words of its KPT
+// positions (wd) and the warp, lane and plane bits (wq, lq, pq) from which
+// the per-key helpers derive a key's rank, slot, local and global id.
+// refresh() passes wq, lq and pq through a volatile move at each phase, so
+// that those values are recomputed where they are used instead of being
+// hoisted and kept live (or spilled) across the row's phases.
+//
+// A SmallRow refers to the kernel's variables (as the closures of one
+// function body would). The phases that compute tie keys work on local
+// copies of wq, lq and pq (a SmallRow over them) and write the refreshed
+// values back: the compiler simplifies a phase before inlining it, and only
+// on local values does it share (wq * KPT + i) between a key's rank and slot
+// there, as it does when everything is one function (through the references
+// the machine code came out different).
+struct SmallRow {
+    uint32_t (&wd)[KPT];
+    int &wq, &lq;
+    uint32_t &pq;
+    int w, lane; // of this thread (through a volatile read of %tid.x)
+
+    __device__ __forceinline__ void refresh()
+    {
+        wq = (int)fresh((uint32_t)wq);
+        lq = (int)fresh((uint32_t)lq);
+        pq = fresh(pq);
+    }
+    // Group g = wq * KPT + i lies in rank g / (N / 32); when KPT is a
+    // multiple of N / 32 that is wq * (KPT * 32 / N) + i / (N / 32), with
+    // no division (the goal shape: a warp's 12 groups are a rank).
+    __device__ __forceinline__ int rank_of(int i) const
+    {
+        constexpr int GPR = LTOPK / 32;
+        if constexpr (KPT % GPR == 0)
+            return wq * (KPT / GPR) + i / GPR;
+        else
+            return (wq * KPT + i) / GPR;
+    }
+    __device__ __forceinline__ int slot_of(int i) const
+    {
+        return (wq * KPT + i) * 32 - rank_of(i) * LTOPK + lq;
+    }
+    __device__ __forceinline__ uint32_t local_of(int i) const
+    {
+        return (0xFFFFu - (wd[i] & 0xFFFFu)) | (((pq >> i) & 1u) << 16);
+    }
+    __device__ __forceinline__ uint32_t gid_of(int i) const
+    {
+        return (uint32_t)dc::global_id((int32_t)local_of(i), rank_of(i), WORLD, ILV);
+    }
+    __device__ __forceinline__ uint32_t tie_key(int i) const
+    {
+        return (gid_of(i) << JBITS) | (uint32_t)slot_of(i);
+    }
+    __device__ __forceinline__ bool tied(int i, uint32_t P) const
+    {
+        return wd[i] != 0u && (wd[i] >> 16) == P;
+    }
+    // Whether group i of this warp holds keys (past the last group every
+    // word is 0).
+    __device__ __forceinline__ bool has_group(int i) const
+    {
+        return ALL_GROUPS || wq * KPT + i < GROUPS;
+    }
+};
+
+// The row's copies go out first (warp 0 issues the bulk copies right after
+// its lane 0 initialised the mbarrier), then the histograms are cleared
+// while they land.
+__device__ __forceinline__ void small_start(uint32_t *rowbuf, SmallSmem &fs,
+                                            const int32_t *gathered, long long rank_words,
+                                            long long t, bool bulk)
 {
-    extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
-    __shared__ __align__(16) SmallSmem fs;
     const int tid = threadIdx.x;
-    const long long rank_words = rank_stride_rows * WORDS;
-    const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
-    const long long t = blockIdx.x; // one CTA a row
-    if (t >= rows)
-        return;
-    // The row's copies go out first (warp 0 issues the bulk copies right
-    // after its lane 0 initialised the mbarrier), then the histograms are
-    // cleared while they land.
     if (tid == 0) {
         dc::mbar_init(&fs.bar);
         dc::mbar_init_fence();
@@ -250,284 +299,387 @@ dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows,
     if (tid == 0)
         fs.nlist = 0;
     __syncthreads(); // the mbarrier's init and the cleared histograms
-    int h = 0;
-    {
-        // Row t's words are in rowbuf once every copy landed: a thread that
-        // saw the mbarrier's phase complete sees the bulk copies' bytes; the
-        // 4-byte copies are each thread's own, so a barrier follows them.
-        if (bulk) {
-            dc::mbar_wait(&fs.bar, 0u);
-        } else {
-            asm volatile("cp.async.wait_group 0;" ::: "memory");
-            __syncthreads();
+}
+
+// Waits for row t's words and moves this thread's to registers: the words
+// of positions g * 32 + lane, g = w * KPT + i (rank r = g * 32 / N, slot
+// j = g * 32 - r * N + lane), and bit i of pq = the plane bit (bit 16 of
+// the local id) of word i. After this, rowbuf is free.
+__device__ __forceinline__ void small_load(SmallRow &r, const uint32_t *rowbuf, SmallSmem &fs,
+                                           bool bulk)
+{
+    // The words are in rowbuf once every copy landed: a thread that saw the
+    // mbarrier's phase complete sees the bulk copies' bytes; the 4-byte
+    // copies are each thread's own, so a barrier follows them.
+    if (bulk) {
+        dc::mbar_wait(&fs.bar, 0u);
+    } else {
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+    }
+    // The warp and lane through a volatile read: the per-group ranks and
+    // offsets are then recomputed where they are used instead of being
+    // computed once early, where they would hold registers.
+    int tid_v;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_v));
+    const int w = tid_v >> 5, lane = tid_v & 31;
+    uint32_t pb = 0u;
+    const uint32_t *mine = rowbuf + w * (KPT * 32) + lane;
+    const uint32_t *planes = rowbuf + NKEYS + w * KPT;
+#pragma unroll
+    for (int i = 0; i < KPT; ++i) {
+        r.wd[i] = 0u;
+        if (ALL_GROUPS || w * KPT + i < GROUPS) {
+            r.wd[i] = mine[i * 32];
+            pb |= ((planes[i] >> lane) & 1u) << i;
         }
+    }
+    r.w = w;
+    r.lane = lane;
+    r.wq = w;
+    r.lq = lane;
+    r.pq = pb;
+}
 
-        // The warp and lane through a volatile read: the per-group ranks and
-        // offsets below are then recomputed where they are used instead of
-        // being computed once early, where they would hold registers.
-        int tid_v;
-        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_v));
-        const int w = tid_v >> 5, lane = tid_v & 31;
+// The row's boundary: ord16 > P selects a key, ord16 == P with tie key <=
+// thrc too (thrc all-ones: every one). Fewer than K keys (full false): all
+// of them (P = 0).
+struct SmallBound {
+    uint32_t P, thrc;
+    bool full;
+};
 
-        // Words of positions g * 32 + lane, g = w * KPT + i (rank r = g * 32
-        // / N, slot j = g * 32 - r * N + lane), and bit i of pb = the plane
-        // bit (bit 16 of the local id) of word i. After this, rowbuf is free.
-        uint32_t wd[KPT];
-        uint32_t pb = 0u;
-        const uint32_t *mine = rowbuf + w * (KPT * 32) + lane;
-        const uint32_t *planes = rowbuf + NKEYS + w * KPT;
+// Of the m tie keys (ord16 == P) the need-th smallest, m <= TIE_CMP: they
+// are gathered (unique: any order) and each is ranked by comparison.
+__device__ __forceinline__ uint32_t small_ties_by_compare(SmallRow &row, SmallSmem &fs, uint32_t P,
+                                                          int need, int m)
+{
+    int wq = row.wq, lq = row.lq; // local copies (SmallRow's note)
+    uint32_t pq = row.pq;
+    SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < KPT; ++i)
+        if (r.tied(i, P))
+            fs.list[atomicAdd(&fs.nlist, 1)] = r.tie_key(i);
+    __syncthreads();
+    if (tid < m) {
+        const uint32_t x = fs.list[tid];
+        int less = 0;
+        for (int q = 0; q < m; ++q)
+            less += fs.list[q] < x ? 1 : 0;
+        if (less == need - 1)
+            fs.thrc = x;
+    }
+    if (tid == 0)
+        fs.nlist = 0; // every gather of this row is done
+    __syncthreads();
+    return fs.thrc;
+}
+
+// Of the tie keys (ord16 == P) the need-th smallest, by 8-bit radix passes
+// over the tie key, MSB first (many ties: integer valued or constant rows).
+__device__ __forceinline__ uint32_t small_ties_by_radix(SmallRow &row, SmallSmem &fs, uint32_t P,
+                                                        int need, int &h)
+{
+    int wq = row.wq, lq = row.lq; // local copies (SmallRow's note)
+    uint32_t pq = row.pq;
+    SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
+    const int tid = threadIdx.x;
+    uint32_t thrc = 0xFFFFFFFFu;
+    uint32_t prefix = 0u;
+    int nd = need;
+#pragma unroll 1
+    for (int hi = CBITS; hi > 0; hi -= 8) {
+        const int shift = hi > 8 ? hi - 8 : 0;
+        const uint32_t dmask = (1u << (hi - shift)) - 1u;
+        int *hist = fs.hist[h];
+        r.refresh();
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
-            wd[i] = 0u;
-            if (ALL_GROUPS || w * KPT + i < GROUPS) {
-                wd[i] = mine[i * 32];
-                pb |= ((planes[i] >> lane) & 1u) << i;
+            if (r.tied(i, P)) {
+                const uint32_t c = r.tie_key(i);
+                if ((c >> hi) == prefix)
+                    atomicAdd(&hist[(c >> shift) & dmask], 1);
             }
         }
-        // Per-key helpers read wq, lq and pq, refreshed (fresh) at each phase.
-        int wq = w, lq = lane;
-        uint32_t pq = pb;
-        auto refresh = [&]() {
-            wq = (int)fresh((uint32_t)wq);
-            lq = (int)fresh((uint32_t)lq);
-            pq = fresh(pq);
-        };
-        // Group g = wq * KPT + i lies in rank g / (N / 32); when KPT is a
-        // multiple of N / 32 that is wq * (KPT * 32 / N) + i / (N / 32),
-        // with no division (the goal shape: a warp's 12 groups are a rank).
-        auto rank_of = [&](int i) {
-            constexpr int GPR = LTOPK / 32;
-            if constexpr (KPT % GPR == 0)
-                return wq * (KPT / GPR) + i / GPR;
-            else
-                return (wq * KPT + i) / GPR;
-        };
-        auto slot_of = [&](int i) { return (wq * KPT + i) * 32 - rank_of(i) * LTOPK + lq; };
-        auto local_of = [&](int i) -> uint32_t {
-            return (0xFFFFu - (wd[i] & 0xFFFFu)) | (((pq >> i) & 1u) << 16);
-        };
-        auto gid_of = [&](int i) -> uint32_t {
-            return (uint32_t)dc::global_id((int32_t)local_of(i), rank_of(i), WORLD, ILV);
-        };
-        auto tie_key = [&](int i) -> uint32_t {
-            return (gid_of(i) << JBITS) | (uint32_t)slot_of(i);
-        };
-
-        // Pass 1: the top byte of ord16, over the non-empty words.
-        int *hist = fs.hist[h];
-#pragma unroll
-        for (int i = 0; i < KPT; ++i)
-            if (wd[i] != 0u)
-                atomicAdd(&hist[wd[i] >> 24], 1);
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
-        const Cut c1 = warp_cut<true>(hist, TOPK);
+        const Cut c3 = warp_cut<false>(hist, nd);
         h = next_hist(h);
+        prefix = (prefix << (hi - shift)) | (uint32_t)c3.bin;
+        nd -= c3.before;
+        // Tie keys are unique: the last digit leaves one key.
+        if (c3.cnt == nd || shift == 0) {
+            thrc = (prefix << shift) | ((1u << shift) - 1u);
+            break;
+        }
+    }
+    row.wq = wq;
+    row.lq = lq;
+    row.pq = pq;
+    return thrc;
+}
 
-        // Selected: non-empty, and ord16 > P, or ord16 == P with tie key <=
-        // thrc (all-ones: every one). Fewer than K keys: all (P = 0).
-        uint32_t P = 0u, thrc = 0xFFFFFFFFu;
-        const bool full = c1.total >= TOPK;
-        if (full) {
-            // Pass 2: the low byte of ord16, over the boundary bin's words.
-            const uint32_t b1 = (uint32_t)c1.bin;
-            hist = fs.hist[h];
+// Two 8-bit radix passes over ord16 find P; the ties at P are ranked when
+// fewer than all of them are needed.
+__device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs, int &h)
+{
+    const int tid = threadIdx.x;
+    // Pass 1: the top byte of ord16, over the non-empty words.
+    int *hist = fs.hist[h];
 #pragma unroll
-            for (int i = 0; i < KPT; ++i)
-                if (wd[i] != 0u && (wd[i] >> 24) == b1)
-                    atomicAdd(&hist[(wd[i] >> 16) & 0xFFu], 1);
-            fs.hist[next_hist(h)][tid] = 0;
-            __syncthreads();
-            const int need2 = TOPK - c1.before;
-            const Cut c2 = warp_cut<true>(hist, need2);
-            h = next_hist(h);
-            P = (b1 << 8) | (uint32_t)c2.bin;
-            const int need = need2 - c2.before; // of the m keys with ord16 == P
-            const int m = c2.cnt;
-            auto tied = [&](int i) { return wd[i] != 0u && (wd[i] >> 16) == P; };
-            refresh();
-            if (need < m && m <= TIE_CMP) {
-                // Gather the m tie keys (unique: any order), rank each by
-                // comparison, and keep the need-th smallest.
-#pragma unroll
-                for (int i = 0; i < KPT; ++i)
-                    if (tied(i))
-                        fs.list[atomicAdd(&fs.nlist, 1)] = tie_key(i);
-                __syncthreads();
-                if (tid < m) {
-                    const uint32_t x = fs.list[tid];
-                    int less = 0;
-                    for (int q = 0; q < m; ++q)
-                        less += fs.list[q] < x ? 1 : 0;
-                    if (less == need - 1)
-                        fs.thrc = x;
-                }
-                if (tid == 0)
-                    fs.nlist = 0; // every gather of this row is done
-                __syncthreads();
-                thrc = fs.thrc;
-            } else if (need < m) {
-                // Radix select of the need-th smallest tie key, MSB first.
-                uint32_t prefix = 0u;
-                int nd = need;
-#pragma unroll 1
-                for (int hi = CBITS; hi > 0; hi -= 8) {
-                    const int shift = hi > 8 ? hi - 8 : 0;
-                    const uint32_t dmask = (1u << (hi - shift)) - 1u;
-                    hist = fs.hist[h];
-                    refresh();
-#pragma unroll
-                    for (int i = 0; i < KPT; ++i) {
-                        if (tied(i)) {
-                            const uint32_t c = tie_key(i);
-                            if ((c >> hi) == prefix)
-                                atomicAdd(&hist[(c >> shift) & dmask], 1);
-                        }
-                    }
-                    fs.hist[next_hist(h)][tid] = 0;
-                    __syncthreads();
-                    const Cut c3 = warp_cut<false>(hist, nd);
-                    h = next_hist(h);
-                    prefix = (prefix << (hi - shift)) | (uint32_t)c3.bin;
-                    nd -= c3.before;
-                    // Tie keys are unique: the last digit leaves one key.
-                    if (c3.cnt == nd || shift == 0) {
-                        thrc = (prefix << shift) | ((1u << shift) - 1u);
-                        break;
-                    }
-                }
-            }
-        }
-        // tau16: ord16 of the lowest selected key when K were selected; P
-        // then, since every selected key has ord16 >= P and one has P.
-        const uint32_t tau = full ? P : 0u;
-        // Bit i of selbits: key i selected. Without a tie to rank (thrc all
-        // ones, the usual case) that is one compare of the word: ord16 >= P,
-        // or non-empty when fewer than K keys (P = 0); empty words are 0.
-        uint32_t selbits = 0u;
-        if (thrc == 0xFFFFFFFFu) {
-            const uint32_t lo = P != 0u ? P << 16 : 1u;
-#pragma unroll
-            for (int i = 0; i < KPT; ++i)
-                selbits |= (wd[i] >= lo ? 1u : 0u) << i;
-        } else {
-            refresh();
-#pragma unroll
-            for (int i = 0; i < KPT; ++i) {
-                const uint32_t o16 = wd[i] >> 16;
-                const bool s = wd[i] != 0u && (o16 > P || (o16 == P && tie_key(i) <= thrc));
-                selbits |= (s ? 1u : 0u) << i;
-            }
-        }
+    for (int i = 0; i < KPT; ++i)
+        if (r.wd[i] != 0u)
+            atomicAdd(&hist[r.wd[i] >> 24], 1);
+    fs.hist[next_hist(h)][tid] = 0;
+    __syncthreads();
+    const Cut c1 = warp_cut<true>(hist, TOPK);
+    h = next_hist(h);
 
-        // Emit. Owned rows: the selected keys of segment `rank` whose block
-        // index is inside the block table (docs/CONTRACT.md, "Owned rows").
-        const bool want_ids = EMIT_IDS && o.ids != nullptr;
-        bool want_rows = false, req_ok = false;
-        const int32_t *bt = nullptr;
-        if constexpr (BLOCK > 0) {
-            want_rows = o.rm.rows_out != nullptr;
-            if (want_rows) {
-                const int32_t req = o.rm.req_id[t];
-                req_ok = req >= 0 && req < o.rm.num_reqs;
-                bt = o.rm.block_table + (long long)(req_ok ? req : 0) * o.rm.block_table_stride;
-            }
-        }
-        auto own = [&](int i, bool s) -> bool {
-            if constexpr (BLOCK > 0)
-                return s && req_ok && rank_of(i) == o.rank &&
-                       (long long)(local_of(i) / (uint32_t)BLOCK) <
-                           (long long)o.rm.block_table_cols;
-            return false;
-        };
-        // The warp's selected keys: one reduction (past the last group every
-        // word is 0, never selected).
-        const int nsel = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(selbits));
-        int nown = 0;
-        uint32_t notsat = 0u;
-        if (want_rows || EXACT) {
-            refresh();
+    SmallBound b;
+    b.P = 0u;
+    b.thrc = 0xFFFFFFFFu;
+    b.full = c1.total >= TOPK;
+    if (b.full) {
+        // Pass 2: the low byte of ord16, over the boundary bin's words.
+        const uint32_t b1 = (uint32_t)c1.bin;
+        hist = fs.hist[h];
 #pragma unroll
-            for (int i = 0; i < KPT; ++i) {
-                if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                    if (want_rows)
-                        nown += __popc(__ballot_sync(0xFFFFFFFFu, own(i, (selbits >> i) & 1u)));
-                    if constexpr (EXACT) {
-                        // Rank r is saturated iff its N slots are all
-                        // non-empty with ord16 > tau16; a group lies in one
-                        // segment.
-                        const bool above = wd[i] != 0u && (wd[i] >> 16) > tau;
-                        if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
-                            notsat |= 1u << rank_of(i);
-                    }
-                }
-            }
-        }
-        if (lane == 0) {
-            fs.wcnt[w][0] = nsel;
-            fs.wcnt[w][1] = nown;
-            fs.wcnt[w][2] = (int)notsat;
-        }
+        for (int i = 0; i < KPT; ++i)
+            if (r.wd[i] != 0u && (r.wd[i] >> 24) == b1)
+                atomicAdd(&hist[(r.wd[i] >> 16) & 0xFFu], 1);
+        fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
-        int sel_base = 0, sel_total = 0, own_base = 0, own_total = 0;
-        notsat = 0u;
+        const int need2 = TOPK - c1.before;
+        const Cut c2 = warp_cut<true>(hist, need2);
+        h = next_hist(h);
+        b.P = (b1 << 8) | (uint32_t)c2.bin;
+        const int need = need2 - c2.before; // of the m keys with ord16 == P
+        const int m = c2.cnt;
+        r.refresh();
+        if (need < m && m <= TIE_CMP)
+            b.thrc = small_ties_by_compare(r, fs, b.P, need, m);
+        else if (need < m)
+            b.thrc = small_ties_by_radix(r, fs, b.P, need, h);
+    }
+    return b;
+}
+
+// Bit i: key i selected. Without a tie to rank (thrc all ones, the usual
+// case) that is one compare of the word: ord16 >= P, or non-empty when
+// fewer than K keys (P = 0); empty words are 0.
+__device__ __forceinline__ uint32_t small_selected(SmallRow &row, const SmallBound &b)
+{
+    int wq = row.wq, lq = row.lq; // local copies (SmallRow's note)
+    uint32_t pq = row.pq;
+    SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
+    uint32_t selbits = 0u;
+    if (b.thrc == 0xFFFFFFFFu) {
+        const uint32_t lo = b.P != 0u ? b.P << 16 : 1u;
 #pragma unroll
-        for (int v = 0; v < NW; ++v) {
-            const int a = fs.wcnt[v][0], b = fs.wcnt[v][1];
-            sel_base += v < w ? a : 0;
-            own_base += v < w ? b : 0;
-            sel_total += a;
-            own_total += b;
-            notsat |= (uint32_t)fs.wcnt[v][2];
+        for (int i = 0; i < KPT; ++i)
+            selbits |= (r.wd[i] >= lo ? 1u : 0u) << i;
+    } else {
+        r.refresh();
+#pragma unroll
+        for (int i = 0; i < KPT; ++i) {
+            const uint32_t o16 = r.wd[i] >> 16;
+            const bool s =
+                r.wd[i] != 0u && (o16 > b.P || (o16 == b.P && r.tie_key(i) <= b.thrc));
+            selbits |= (s ? 1u : 0u) << i;
         }
-        const uint32_t lt = lanemask_lt();
-        refresh();
-        if (want_ids) {
-            int32_t *ids = o.ids + t * o.ids_stride;
-            uint32_t at = (uint32_t)sel_base; // this warp's next output (< K)
+    }
+    row.wq = wq;
+    row.lq = lq;
+    row.pq = pq;
+    return selbits;
+}
+
+// Owned rows: the selected keys of segment `rank` whose block index is
+// inside the block table of the row's request (docs/CONTRACT.md, "Owned
+// rows").
+struct SmallOwner {
+    bool want_rows, req_ok;
+    const int32_t *bt; // the request's block table row
+};
+
+__device__ __forceinline__ SmallOwner small_owner(const Out &o, long long t)
+{
+    SmallOwner ow;
+    ow.want_rows = false;
+    ow.req_ok = false;
+    ow.bt = nullptr;
+    if constexpr (BLOCK > 0) {
+        ow.want_rows = o.rm.rows_out != nullptr;
+        if (ow.want_rows) {
+            const int32_t req = o.rm.req_id[t];
+            ow.req_ok = req >= 0 && req < o.rm.num_reqs;
+            ow.bt = o.rm.block_table + (long long)(ow.req_ok ? req : 0) * o.rm.block_table_stride;
+        }
+    }
+    return ow;
+}
+
+__device__ __forceinline__ bool small_owns(const SmallRow &r, const SmallOwner &ow, const Out &o,
+                                           int i, bool s)
+{
+    if constexpr (BLOCK > 0)
+        return s && ow.req_ok && r.rank_of(i) == o.rank &&
+               (long long)(r.local_of(i) / (uint32_t)BLOCK) < (long long)o.rm.block_table_cols;
+    return false;
+}
+
+// Where each warp writes: its selected and owned keys counted, one barrier,
+// then every warp's counts summed (bases: the warps before this one).
+// notsat: bit r = rank r not saturated (exact mode).
+struct SmallCounts {
+    int sel_base, sel_total, own_base, own_total;
+    uint32_t notsat;
+};
+
+__device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
+                                                    const SmallOwner &ow, const Out &o,
+                                                    uint32_t selbits, uint32_t tau)
+{
+    // The warp's selected keys: one reduction (past the last group every
+    // word is 0, never selected).
+    const int nsel = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(selbits));
+    int nown = 0;
+    uint32_t notsat = 0u;
+    if (ow.want_rows || EXACT) {
+        r.refresh();
 #pragma unroll
-            for (int i = 0; i < KPT; ++i) {
-                if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                    const uint32_t s = (selbits >> i) & 1u;
-                    const uint32_t b = __ballot_sync(0xFFFFFFFFu, s != 0u);
-                    // A predicated store: no branch around it, and a 32-bit
-                    // offset instead of a 64-bit pointer walk.
-                    store_if(ids + (at + (uint32_t)__popc(b & lt)), gid_of(i), s);
-                    at += (uint32_t)__popc(b);
+        for (int i = 0; i < KPT; ++i) {
+            if (r.has_group(i)) {
+                if (ow.want_rows)
+                    nown += __popc(__ballot_sync(0xFFFFFFFFu,
+                                                 small_owns(r, ow, o, i, (selbits >> i) & 1u)));
+                if constexpr (EXACT) {
+                    // Rank r is saturated iff its N slots are all non-empty
+                    // with ord16 > tau16; a group lies in one segment.
+                    const bool above = r.wd[i] != 0u && (r.wd[i] >> 16) > tau;
+                    if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
+                        notsat |= 1u << r.rank_of(i);
                 }
             }
-            for (int p = sel_total + tid; p < TOPK; p += THREADS)
-                ids[p] = -1;
         }
-        if constexpr (BLOCK > 0) {
-            if (want_rows) {
-                const RowsMap &m = o.rm;
-                int32_t *rws = m.rows_out + t * m.rows_out_stride;
+    }
+    if (r.lane == 0) {
+        fs.wcnt[r.w][0] = nsel;
+        fs.wcnt[r.w][1] = nown;
+        fs.wcnt[r.w][2] = (int)notsat;
+    }
+    __syncthreads();
+    SmallCounts c;
+    c.sel_base = c.sel_total = c.own_base = c.own_total = 0;
+    c.notsat = 0u;
 #pragma unroll
-                for (int i = 0; i < KPT; ++i) {
-                    if (ALL_GROUPS || wq * KPT + i < GROUPS) {
-                        const bool s = own(i, (selbits >> i) & 1u);
-                        const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
-                        if (s) {
-                            const uint32_t l = local_of(i);
-                            const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
-                            rws[own_base + __popc(b & lt)] =
-                                (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                        }
-                        own_base += __popc(b);
-                    }
-                }
-                for (int p = own_total + tid; p < TOPK; p += THREADS)
-                    rws[p] = -1;
-                if (tid == 0)
-                    m.counts_out[t] = own_total;
-            }
+    for (int v = 0; v < NW; ++v) {
+        const int a = fs.wcnt[v][0], b = fs.wcnt[v][1];
+        c.sel_base += v < r.w ? a : 0;
+        c.own_base += v < r.w ? b : 0;
+        c.sel_total += a;
+        c.own_total += b;
+        c.notsat |= (uint32_t)fs.wcnt[v][2];
+    }
+    return c;
+}
+
+// The row's ids in position order from the warp's base, then -1 padding.
+__device__ __forceinline__ void small_emit_ids(const SmallRow &r, const Out &o, long long t,
+                                               uint32_t selbits, const SmallCounts &c,
+                                               uint32_t lt)
+{
+    const int tid = threadIdx.x;
+    int32_t *ids = o.ids + t * o.ids_stride;
+    uint32_t at = (uint32_t)c.sel_base; // this warp's next output (< K)
+#pragma unroll
+    for (int i = 0; i < KPT; ++i) {
+        if (r.has_group(i)) {
+            const uint32_t s = (selbits >> i) & 1u;
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, s != 0u);
+            // A predicated store: no branch around it, and a 32-bit offset
+            // instead of a 64-bit pointer walk.
+            store_if(ids + (at + (uint32_t)__popc(b & lt)), r.gid_of(i), s);
+            at += (uint32_t)__popc(b);
         }
-        if constexpr (EXACT) {
-            if (tid == 0) {
-                const uint32_t mask = ~notsat & ((1u << WORLD) - 1u);
-                sat[t] = (mask << 16) | tau;
+    }
+    for (int p = c.sel_total + tid; p < TOPK; p += THREADS)
+        ids[p] = -1;
+}
+
+// The owned physical rows in position order, -1 padding and their count.
+__device__ __forceinline__ void small_emit_rows(const SmallRow &r, const SmallOwner &ow,
+                                                const Out &o, long long t, uint32_t selbits,
+                                                const SmallCounts &c, uint32_t lt)
+{
+    const int tid = threadIdx.x;
+    const RowsMap &m = o.rm;
+    int32_t *rws = m.rows_out + t * m.rows_out_stride;
+    int own_base = c.own_base;
+#pragma unroll
+    for (int i = 0; i < KPT; ++i) {
+        if (r.has_group(i)) {
+            const bool s = small_owns(r, ow, o, i, (selbits >> i) & 1u);
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, s);
+            if (s) {
+                const uint32_t l = r.local_of(i);
+                const uint32_t entry = (uint32_t)ow.bt[l / (uint32_t)BLOCK];
+                rws[own_base + __popc(b & lt)] =
+                    (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
             }
+            own_base += __popc(b);
+        }
+    }
+    for (int p = c.own_total + tid; p < TOPK; p += THREADS)
+        rws[p] = -1;
+    if (tid == 0)
+        m.counts_out[t] = c.own_total;
+}
+
+// Histogram rotation: counting pass n counts into hist[n % 3] and clears
+// hist[(n + 1) % 3], which the pass after it counts into. That histogram
+// was last read after pass n - 2's barrier and before pass n - 1's, which
+// every thread passed before pass n; and pass n's barrier orders the clear
+// before pass n + 1's counts.
+// Parameters: DC_SELECT_PARAMS (packed_abi.h).
+extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
+dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
+{
+    extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
+    __shared__ __align__(16) SmallSmem fs;
+    const long long rank_words = rank_stride_rows * WORDS;
+    const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
+    const long long t = blockIdx.x; // one CTA a row
+    if (t >= rows)
+        return;
+    small_start(rowbuf, fs, gathered, rank_words, t, bulk);
+    int h = 0;
+    uint32_t wd[KPT];
+    int wq, lq;
+    uint32_t pq;
+    SmallRow r{wd, wq, lq, pq, 0, 0};
+    small_load(r, rowbuf, fs, bulk);
+    const SmallBound b = small_boundary(r, fs, h);
+    // tau16: ord16 of the lowest selected key when K were selected; P then,
+    // since every selected key has ord16 >= P and one has P.
+    const uint32_t tau = b.full ? b.P : 0u;
+    const uint32_t selbits = small_selected(r, b);
+
+    const SmallOwner ow = small_owner(o, t);
+    const SmallCounts c = small_counts(r, fs, ow, o, selbits, tau);
+    const uint32_t lt = lanemask_lt();
+    r.refresh();
+    if (EMIT_IDS && o.ids != nullptr)
+        small_emit_ids(r, o, t, selbits, c, lt);
+    if constexpr (BLOCK > 0)
+        if (ow.want_rows)
+            small_emit_rows(r, ow, o, t, selbits, c, lt);
+    if constexpr (EXACT) {
+        if (threadIdx.x == 0) {
+            const uint32_t mask = ~c.notsat & ((1u << WORLD) - 1u);
+            sat[t] = (mask << 16) | tau;
         }
     }
 }
@@ -584,7 +736,7 @@ __device__ __forceinline__ uint64_t load_key(const int32_t *__restrict__ g0, lon
 }
 
 // Prefetching path: rows' words are double-buffered in dynamic shared memory.
-constexpr bool PREFETCH = KPT <= REG_MAX && ROW_WORDS * 4 <= 32768;
+constexpr bool PREFETCH = DC_SELECT_PREFETCH(KPT, ROW_WORDS * 4);
 
 template <bool REG>
 struct SelectKeys;
@@ -703,16 +855,16 @@ __device__ __forceinline__ void select_row(const Keys &keys, long long t, const 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, PREFETCH ? 3 : 1)
-dcptopk_select(const int32_t *__restrict__ gathered, long long rank_stride_rows, long long rows,
-               Out o, uint32_t *__restrict__ sat)
+// Parameters: DC_SELECT_PARAMS (packed_abi.h).
+extern "C" __global__ void __launch_bounds__(THREADS, PREFETCH ? DC_SELECT_PREFETCH_CTAS : 1)
+dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
     __shared__ Smem sm;
     const long long rank_words = rank_stride_rows * WORDS;
     if constexpr (PREFETCH) {
         // Dynamic shared memory: two row buffers of ROW_WORDS words.
         extern __shared__ __align__(16) uint32_t bufs[];
-        // Rows are 32-bit grid indices (src/packed.c); the loop keeps only
+        // Rows are 32-bit grid indices (the launcher checks); the loop keeps only
         // t and b live across a row (registers are at the launch bound).
         const int n = (int)rows;
         int t = (int)blockIdx.x;

@@ -18,8 +18,11 @@
 // Keys live in registers when a thread has at most REG_MAX of them (the
 // common shapes); otherwise they are decoded again from global memory at
 // every pass (large W * N or a large rescue; slower, same result).
+//
+// The including template defines DCPTOPK_THREADS (packed_abi.h) first.
 #pragma once
 #include "common.cuh"
+#include "packed_abi.h"
 
 namespace dcsel {
 
@@ -34,7 +37,7 @@ constexpr bool EMIT_IDS = DCPTOPK_EMIT_IDS != 0;
 #ifdef DCPTOPK_GID_BITS
 constexpr int GID_BITS = DCPTOPK_GID_BITS;
 #else
-constexpr int GID_BITS = 17 + (WORLD <= 1 ? 0 : WORLD <= 2 ? 1 : WORLD <= 4 ? 2 : WORLD <= 8 ? 3 : 4);
+constexpr int GID_BITS = DC_GID_BITS(WORLD);
 #endif
 // One bit above ord16: the +1 of a key whose other bits are all ones.
 constexpr int KEY_BITS = 17 + GID_BITS;
@@ -43,15 +46,15 @@ constexpr int RADIX = 9;
 constexpr int BINS = 1 << RADIX;
 constexpr int PASSES = (KEY_BITS + RADIX - 1) / RADIX;
 constexpr int CHUNK = 32; // rounds per ballot-scan chunk
-constexpr int REG_MAX = 32;
+constexpr int REG_MAX = DC_SELECT_REG_MAX;
 // When the boundary bin of a pass holds at most FIN_MAX keys, they are
 // gathered and one warp ranks them by comparison (two keys per lane)
 // instead of running the remaining radix passes: after the two passes that
 // resolve ord16 the tied bin usually holds a few dozen keys.
 constexpr int FIN_MAX = 64;
-constexpr int WORDS = LTOPK + LTOPK / 32;    // packed row words
-constexpr int PUSH_WORDS = TOPK + TOPK / 32; // pushed list words
-constexpr int SLOTS = (TOPK - 1) / LTOPK >= 1 ? (TOPK - 1) / LTOPK : 1;
+constexpr int WORDS = DC_PACKED_ROW_WORDS(LTOPK);     // packed row words
+constexpr int PUSH_WORDS = DC_PACKED_ROW_WORDS(TOPK); // pushed list words
+constexpr int SLOTS = DC_RESCUE_SLOTS(TOPK, LTOPK);
 
 static_assert(CHUNK * NW == THREADS, "one ballot-scan entry per thread");
 static_assert(TOPK % 32 == 0 && LTOPK % 32 == 0, "K and N are multiples of 32");
@@ -59,26 +62,9 @@ static_assert(WORLD >= 1 && WORLD <= 16, "1..16 ranks");
 static_assert(ILV >= 1 && (ILV & (ILV - 1)) == 0, "interleave is a power of two");
 static_assert(KEY_BITS <= 63, "keys fit in 64 bits");
 
-// Output of a row: ids and/or owned physical rows.
-struct RowsMap {
-    const int32_t *req_id;
-    const int32_t *block_table;
-    long long block_table_stride;
-    int32_t block_table_cols;
-    int32_t num_reqs;
-    int32_t stride_rows;
-    int32_t pad_;
-    int32_t *rows_out;
-    long long rows_out_stride;
-    int32_t *counts_out;
-};
-
-struct Out {
-    int32_t *ids;        // [T, ids_stride] or NULL
-    long long ids_stride;
-    RowsMap rm;
-    int32_t rank;
-};
+// Output of a row: ids and/or owned physical rows (a kernel parameter).
+using RowsMap = dc_rows_param;
+using Out = dc_select_out;
 
 struct Smem {
     int hist[BINS];

@@ -9,6 +9,8 @@
 // int32, or the score is NaN (a NaN is never selected, so it is never sent).
 //
 // One thread per slot over the flattened [T, K] slots; 8-byte stores.
+#include "pair_abi.h"
+#define DCPTOPK_THREADS DC_PAIR_PACK_THREADS
 #include "common.cuh"
 
 namespace pp {
@@ -21,12 +23,9 @@ static_assert(kW >= 1 && kW <= 16 && kS >= 1, "W in 1..16, S >= 1");
 constexpr uint32_t kEmptyScore = 0xFF800000u; // -inf
 } // namespace pp
 
+// Parameters: DC_PAIR_PACK_PARAMS (pair_abi.h).
 extern "C" __global__ void __launch_bounds__(pp::kThreads)
-dcptopk_pair_pack(const uint32_t *__restrict__ logits, long long logits_stride,
-                  const int32_t *__restrict__ local_ids, long long ids_stride,
-                  const int32_t *__restrict__ row_starts,
-                  const int32_t *__restrict__ row_ends, long long rows, int32_t rank,
-                  int32_t *__restrict__ out)
+dcptopk_pair_pack(DC_KERNEL_PARAMS(DC_PAIR_PACK_PARAMS))
 {
     using namespace pp;
     const long long slot = (long long)blockIdx.x * kThreads + threadIdx.x;

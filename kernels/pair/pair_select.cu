@@ -34,6 +34,8 @@
 //    writes ids and owned rows in ascending position order. Keys are read
 //    back from shared memory in 16-byte groups; their XOR-swizzled layout
 //    keeps both access patterns free of bank conflicts.
+#include "pair_abi.h"
+#define DCPTOPK_THREADS DC_PAIR_SELECT_THREADS(DCPTOPK_WORLD_SIZE, DCPTOPK_TOPK)
 #include "common.cuh"
 
 namespace ps {
@@ -55,35 +57,32 @@ constexpr int kBins = 2048;                  // 11-bit digits
 // Emit phase: thread tid owns the contiguous positions [tid * kChunk,
 // tid * kChunk + kChunk) (a multiple of 4: one 16-byte shared load).
 constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
-// Keys live in shared memory when they fit this budget (the launcher derives
-// the same rule from W and K for the dynamic shared memory size).
-constexpr int kSmemKeyBytes = 131072;
-constexpr bool kSmemKeys = kCands * 4 <= kSmemKeyBytes;
+// Keys live in shared memory when they fit DC_PAIR_SELECT_KEY_BYTES_MAX (the
+// launcher sizes the dynamic shared memory by the same rule).
+constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kW, kK);
 // At most 32 positions a thread and keys in shared memory: the radix passes
 // and the emit keep per-key flags as bit masks in registers (bit j =
 // position tid * kChunk + j).
 constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
-// memory; the keys follow. The launcher adds the same constant (src/pair.c).
-constexpr int kSharedBytes = 8448;
+// memory; the keys follow (pair_abi.h: the launcher adds the same).
+constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES;
 // CTAs per SM: as many as shared memory allows, but few enough rows in
 // flight that the L2 still holds a row's pairs when its emit re-reads the
 // gids of the selected candidates (else each gid costs a DRAM sector). At
 // W * K = 16384 (131 KB of pairs a row) three CTAs an SM keep 52 MB in
-// flight, most of the H200's 60 MiB L2: Nsight Compute saw 5% L2 hits and
-// 1.6x the input's DRAM traffic, 448 us; two CTAs (35 MB) take 333 us, with
-// 64 registers for 8 loads in flight. Rows of at most 8192 candidates (26 MB
-// at three CTAs) keep three. Rows past 64 KiB of keys run one CTA.
-// Tried and slower: a pipelined variant streaming every row through a
-// cp.async ring (16a5294), and a persistent grid prefetching the next row
-// into L2 (8a13148), both with three CTAs' footprint.
+// flight, most of a 60 MiB L2: the gids then come from DRAM (few L2 hits,
+// 1.6x the input's traffic), so two CTAs, with 64 registers for 8 loads in
+// flight, are faster. Rows of at most 8192 candidates (26 MB at three CTAs)
+// keep three. Rows past 64 KiB of keys run one CTA. Slower with three CTAs'
+// footprint (docs/TUNING.md): streaming every row through a cp.async ring,
+// and a persistent grid prefetching the next row into L2.
 constexpr int kMinBlocks =
     kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8 when
-// no register bound holds them back (W=16 K=2048: 1000 against 1089 us,
-// W=8 K=4096: 1103 against 1195 us on the H200, and 16 measured no better
-// than 8 at two CTAs an SM); under the three-CTA bound 6 or 8 measured the
-// same as 4.
+// no register bound holds them back (faster than 4 on the large rows, and
+// 16 gains nothing over 8 at two CTAs an SM); under the three-CTA bound 6
+// or 8 gain nothing over 4.
 constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
@@ -745,7 +744,7 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
         // Owned ones compacted in item order: a ballot per warp, the warps'
         // counts through shared memory (warp_sums), one round per item
         // (unrolled: g stays in registers; kItems <= 16).
-        static_assert(kItems <= 16, "K / threads <= 16 (src/pair.c)");
+        static_assert(kItems <= 16, "K / threads <= 16 (DC_PAIR_SELECT_THREADS)");
         int32_t *prow = o.rows_out + t * o.rows_stride;
 #pragma unroll
         for (int it = 0; it < kItems; it++) {
@@ -780,14 +779,9 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
 
 } // namespace ps
 
+// Parameters: DC_PAIR_SELECT_PARAMS (pair_abi.h).
 extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
-dcptopk_pair_select(const int32_t *__restrict__ candidates, long long rows,
-                    long long rank_stride, int32_t rank, int32_t *__restrict__ ids_out,
-                    long long ids_stride, const int32_t *__restrict__ req_id,
-                    const int32_t *__restrict__ block_table, long long bt_stride,
-                    int32_t bt_cols, int32_t num_reqs, int32_t stride_rows,
-                    int32_t *__restrict__ rows_out, long long rows_stride,
-                    int32_t *__restrict__ counts_out)
+dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
 {
     using namespace ps;
     // All shared memory is dynamic (the launcher asks for kSharedBytes plus

@@ -9,18 +9,21 @@
 //
 // Grid: T * C CTAs, C = 2^DCPTOPK_VARIANT (a cluster when C > 1), dynamic
 // shared memory as in topn_pack.cu.
+#include "topn_abi.h"
+#define DCPTOPK_THREADS DC_PUSH_THREADS
 #define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
 #include "topn_select.cuh"
 
 #define K DCPTOPK_TOPK
 #define N DCPTOPK_LOCAL_TOPK
 #define W DCPTOPK_WORLD_SIZE
-#define SLOTS ((K - 1) / N)
-#define WORDS (K + K / 32)
+#define SLOTS DC_RESCUE_SLOTS(K, N)
+#define WORDS DC_PACKED_ROW_WORDS(K)
 static_assert(K % 32 == 0 && K >= 32 && K <= 4096, "topk: multiple of 32, 32..4096");
 static_assert(N % 32 == 0 && N < K, "local_topk: multiple of 32, < topk");
 static_assert(W >= 1 && W <= 16, "world_size 1..16");
-static_assert(DCPTOPK_VARIANT >= 0 && DCPTOPK_VARIANT <= 3, "variant: log2 of the cluster size");
+static_assert(DCPTOPK_VARIANT >= 0 && DCPTOPK_VARIANT <= DC_TOPN_MAX_VARIANT,
+              "variant: log2 of the cluster size");
 
 namespace {
 // Every slot is written to all W receive buffers (peer memory or this GPU).
@@ -42,12 +45,9 @@ struct PushOut {
 };
 } // namespace
 
+// Parameters: DC_PUSH_PARAMS (topn_abi.h).
 extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
-dcptopk_push(const uint16_t *__restrict__ logits, long long logits_stride,
-             long long max_local_len, const int32_t *__restrict__ row_ends, long long rows,
-             int rank, const uint32_t *__restrict__ sat, const uint32_t *__restrict__ seq,
-             const uint64_t *__restrict__ peer_recv, const uint64_t *__restrict__ peer_flags,
-             long long max_rows, int chunk)
+dcptopk_push(DC_KERNEL_PARAMS(DC_PUSH_PARAMS))
 {
     extern __shared__ dc::u32x4 dc_topn_smem[];
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;

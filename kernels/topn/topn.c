@@ -5,31 +5,22 @@
  * split over C = 2^variant CTAs (a thread-block cluster when C > 1), each
  * keeping its columns in shared memory. C is chosen here from the number of
  * rows, the row length and the SM count: large enough that a CTA's columns
- * fit its shared memory (<= 65536 keys), and, when rows are few (decode),
- * large enough to cover the GPU. Nothing here syncs or allocates, so the
- * launches can be captured in a CUDA graph. */
+ * fit its shared memory (DC_TOPN_CHUNK_MAX keys), and, when rows are few
+ * (decode), large enough to cover the GPU. Nothing here syncs or allocates,
+ * so the launches can be captured in a CUDA graph. The geometry both sides
+ * share is in topn_abi.h. */
 #include <stdio.h>
 #include <string.h>
 
 #include "runtime.h"
 #include "topn.h"
+#include "topn_abi.h"
 
-/* Most columns one CTA keeps in shared memory (2 bytes each). */
-#define DC_TOPN_CHUNK_MAX 65536
 /* Smallest chunk worth a further split for parallelism (below it, a CTA's
- * fixed latencies outweigh its shorter row; see topn_plan_make). */
+ * fixed latencies outweigh its shorter row; see topn_plan_make). A launcher
+ * policy: the template takes any chunk up to DC_TOPN_CHUNK_MAX. */
 #define DC_TOPN_CHUNK_MIN 32768
-#define DC_TOPN_MAX_VARIANT 3 /* cluster of 8: the portable maximum */
-/* One CTA per row: one histogram; in a cluster of C, two, plus the two
- * histograms and the overflow count that each of the C - 1 peers pushes;
- * 128-byte aligned (see topn.h). */
-uint32_t dc_topn_state_bytes(int32_t variant)
-{
-    if (variant <= 0)
-        return 9344u;
-    const uint32_t peers = (1u << variant) - 1u;
-    return (17536u + peers * 16384u + 32u + peers * 4u + 127u) / 128u * 128u;
-}
+
 
 typedef struct topn_plan {
     int32_t variant;  /* log2 of the CTAs per row                          */
@@ -55,9 +46,8 @@ static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
                                           DC_TOPN_CHUNK_MAX)
         v++;
     /* Parallelism: with few rows, split further while the grid stays within
-     * one CTA per SM and the chunks stay long. Measured on the H200 (normal
-     * rows, da65285): 64 rows of 131072 take 17.4 us with 2 CTAs per row,
-     * 25.2 with 4; 8 rows take 15.3 / 14.3 / 16.9 us with 2 / 4 / 8. */
+     * one CTA per SM and the chunks stay long (at 64 rows of 131072 columns,
+     * 2 CTAs a row beat 4; at 8 rows, 4 beat 2 and 8). */
     if (sm_count <= 0)
         sm_count = 132;
     if (forced >= 0) {
@@ -95,12 +85,6 @@ static void topn_key(dcptopk_key *k, int32_t kernel, const char *arch)
         snprintf(k->arch, sizeof k->arch, "%s", arch);
 }
 
-static int32_t topn_threads(const dcptopk_key *k)
-{
-    const dc_kernel_info *info = dc_kernel_get(k->kernel);
-    return info ? info->threads(k) : 0;
-}
-
 dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
                                    const dcptopk_merge_config *c,
                                    const dcptopk_pack_args *a)
@@ -128,11 +112,9 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
     memset(cfg, 0, sizeof *cfg);
     cfg->grid[0] = (uint32_t)ctas;
     cfg->grid[1] = cfg->grid[2] = 1;
-    cfg->block[0] = (uint32_t)topn_threads(key);
+    cfg->block[0] = key->kernel == DCPTOPK_KERNEL_PUSH ? DC_PUSH_THREADS : DC_TOPN_PACK_THREADS;
     cfg->block[1] = cfg->block[2] = 1;
-    /* The state, the keys (2 bytes per column), the list of candidate 8-key
-     * vectors (2 bytes per vector). */
-    cfg->smem_bytes = dc_topn_state_bytes(p.variant) + (uint32_t)p.chunk * 2u + (uint32_t)p.chunk / 4u;
+    cfg->smem_bytes = (uint32_t)DC_TOPN_SMEM_BYTES(1 << p.variant, p.chunk);
     cfg->cluster_x = 1u << p.variant;
     cfg->stream = stream;
     *chunk = p.chunk;
@@ -157,15 +139,17 @@ dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
     if (r)
         return r;
 
-    const uint16_t *logits = a->logits;
-    long long stride = a->logits_stride;
-    long long max_local_len = a->max_local_len;
-    const int32_t *row_ends = a->row_ends;
-    long long rows = a->rows;
-    int32_t *out = a->out;
-    void *params[] = {&logits, &stride, &max_local_len, &row_ends,
-                      &rows,   &chunk,  &out};
-    return dc_launch(ctx, &key, "dcptopk_topn_pack", &cfg, params);
+    dc_topn_pack_args k = {
+        .logits = a->logits,
+        .logits_stride = a->logits_stride,
+        .max_local_len = a->max_local_len,
+        .row_ends = a->row_ends,
+        .rows = a->rows,
+        .chunk = chunk,
+        .out = a->out,
+    };
+    dc_abi_argv argv = dc_topn_pack_args_argv(&k);
+    return dc_launch(ctx, &key, "dcptopk_topn_pack", &cfg, argv.p);
 }
 
 dcptopk_result dc_push_launch(dcptopk_context *ctx,
@@ -197,21 +181,22 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
     if (r)
         return r;
 
-    const uint16_t *logits = a->logits;
-    long long stride = a->logits_stride;
-    long long max_local_len = a->max_local_len;
-    const int32_t *row_ends = a->row_ends;
-    long long rows = a->rows;
-    int rank = a->rank;
-    const uint32_t *sat = a->sat;
-    const uint32_t *seq = a->seq;
-    const uint64_t *peer_recv = a->peer_recv;
-    const uint64_t *peer_flags = a->peer_flags;
-    long long max_rows = a->max_rows;
-    void *params[] = {&logits, &stride,    &max_local_len, &row_ends,
-                      &rows,   &rank,      &sat,           &seq,
-                      &peer_recv, &peer_flags, &max_rows,  &chunk};
-    return dc_launch(ctx, &key, "dcptopk_push", &cfg, params);
+    dc_push_kernel_args k = {
+        .logits = a->logits,
+        .logits_stride = a->logits_stride,
+        .max_local_len = a->max_local_len,
+        .row_ends = a->row_ends,
+        .rows = a->rows,
+        .rank = a->rank,
+        .sat = a->sat,
+        .seq = a->seq,
+        .peer_recv = a->peer_recv,
+        .peer_flags = a->peer_flags,
+        .max_rows = a->max_rows,
+        .chunk = chunk,
+    };
+    dc_abi_argv argv = dc_push_kernel_args_argv(&k);
+    return dc_launch(ctx, &key, "dcptopk_push", &cfg, argv.p);
 }
 
 void dc_topn_config_keys(const dcptopk_merge_config *c, const char *arch,

@@ -62,11 +62,6 @@ DC_HIDDEN dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
  * columns on a GPU of sm_count SMs. */
 DC_HIDDEN int32_t dc_topn_variant(int64_t rows, int64_t max_local_len,
                                   int32_t sm_count);
-/* Dynamic shared memory before the keys of the top-N pack and the push for
- * `variant` (2^variant CTAs a row): the selection state, which must equal
- * DC_TOPN_SHARED_BYTES of kernels/topn/topn_select.cuh (the template checks it
- * when compiled with -DDC_TOPN_EXPECT_SHARED_BYTES=N: tests/cpu/test_compile). */
-DC_HIDDEN uint32_t dc_topn_state_bytes(int32_t variant);
 /* The fewest CTAs per row any launch of the top-N pack or the push takes for
  * max_local_len columns (the capacity rule alone): 1, or 2 past 65536. The
  * argument checks (kernels/common/check.c) bound rows * this by the grid limit. */

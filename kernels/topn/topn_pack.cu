@@ -7,16 +7,19 @@
 // state (DC_TOPN_SHARED_BYTES), then `chunk` 16-bit keys, chunk = columns per
 // CTA (a multiple of 8, <= 65536). The selection itself is in
 // topn_select.cuh, shared with the push (push.cu).
+#include "topn_abi.h"
+#define DCPTOPK_THREADS DC_TOPN_PACK_THREADS
 #define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
 #include "topn_select.cuh"
 
 #define N DCPTOPK_LOCAL_TOPK
 static_assert(N % 32 == 0 && N >= 32 && N <= 4096, "local_topk: multiple of 32, 32..4096");
-static_assert(DCPTOPK_VARIANT >= 0 && DCPTOPK_VARIANT <= 3, "variant: log2 of the cluster size");
+static_assert(DCPTOPK_VARIANT >= 0 && DCPTOPK_VARIANT <= DC_TOPN_MAX_VARIANT,
+              "variant: log2 of the cluster size");
 
 namespace {
 struct PackOut {
-    int32_t *row; // [N + N/32]
+    int32_t *row; // [DC_PACKED_ROW_WORDS(N)]
     __device__ __forceinline__ void put(uint32_t pos, uint32_t word) const
     {
         row[pos] = (int32_t)word;
@@ -35,10 +38,9 @@ struct PackOut {
 // A cluster's CTAs hold longer chunks: one or two an SM, no register bound.
 #define DC_TOPN_MIN_CTAS (DC_TOPN_CLUSTER == 1 ? 2048 / DCPTOPK_THREADS : 1)
 
+// Parameters: DC_TOPN_PACK_PARAMS (topn_abi.h).
 extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS, DC_TOPN_MIN_CTAS)
-dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
-                  long long max_local_len, const int32_t *__restrict__ row_ends,
-                  long long rows, int chunk, int32_t *__restrict__ out)
+dcptopk_topn_pack(DC_KERNEL_PARAMS(DC_TOPN_PACK_PARAMS))
 {
     extern __shared__ dc::u32x4 dc_topn_smem[];
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
@@ -49,6 +51,6 @@ dcptopk_topn_pack(const uint16_t *__restrict__ logits, long long logits_stride,
         return;
     const int32_t E = dc::topn_row_bound(row_ends[t], max_local_len);
     PackOut o;
-    o.row = out + t * (long long)(N + N / 32);
+    o.row = out + t * (long long)DC_PACKED_ROW_WORDS(N);
     dc::topn_row<N>(logits + t * logits_stride, E, chunk, keys, sh, o);
 }

@@ -59,6 +59,7 @@
 // vectors.
 #pragma once
 #include "common.cuh"
+#include "topn_abi.h"
 
 #ifndef DC_TOPN_CLUSTER
 #error "define DC_TOPN_CLUSTER (1, 2, 4 or 8) before including topn_select.cuh"
@@ -80,9 +81,9 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_TOPN_WARPS (DCPTOPK_THREADS / 32)
 #define DC_TOPN_BPT (DC_TOPN_BINS / DCPTOPK_THREADS) // bins per thread in a scan
 static_assert(DC_TOPN_BINS % DCPTOPK_THREADS == 0, "whole bins per thread");
-// A thread lists at most 32 vectors (chunk <= 65536: at most 8192 vectors):
-// one flag bit a vector in a 32-bit word.
-static_assert(65536 / 8 / DCPTOPK_THREADS <= 32, "flag bits fit a word");
+// A thread lists at most 32 vectors (chunk <= DC_TOPN_CHUNK_MAX: at most
+// 8192 vectors): one flag bit a vector in a 32-bit word.
+static_assert(DC_TOPN_CHUNK_MAX / 8 / DCPTOPK_THREADS <= 32, "flag bits fit a word");
 
 namespace dc {
 
@@ -118,8 +119,8 @@ __device__ __forceinline__ uint32_t cluster_rank()
 // whole CTA: a CTA barrier, one release fence in thread 0 (cumulative over
 // what the barrier ordered before it), a relaxed arrive. A release arrive
 // in every thread compiles to a MEMBAR.ALL.GPU in each of them (the SASS
-// shows it); this has one a CTA. 64 x 131072 on the H200: 12.6 -> 12.4 us
-// back to back.
+// shows it); this has one a CTA, which shortens the decode-shaped rows'
+// cluster barriers.
 __device__ __forceinline__ void cluster_arrive_release()
 {
     __syncthreads();
@@ -297,23 +298,13 @@ struct alignas(16) TopnShared {
     uint32_t b_above, b_eq, b_total;       // the same, CTAs before this one
 };
 // TopnShared sits at the start of the dynamic shared memory and the keys at
-// this offset: all of it dynamic, so that the launcher's opt-in above 48 KiB
-// covers the whole footprint (src/topn.c uses the same numbers). The keys
-// start 128-byte aligned: the bulk copies into them ran slower at 16 bytes
-// past (64 x 131072 on the H200, back to back: 11.8 us at 0 mod 128, 11.9 at
-// 32, 13.1 at 48).
-#if DC_TOPN_CLUSTER > 1
-#define DC_TOPN_SHARED_BYTES \
-    ((17536 + (DC_TOPN_CLUSTER - 1) * 16384 + 32 + (DC_TOPN_CLUSTER - 1) * 4 + 127) / 128 * 128)
-#else
-#define DC_TOPN_SHARED_BYTES 9344
-#endif
+// this offset (DC_TOPN_STATE_BYTES, topn_abi.h, which the launcher adds
+// too): all of it dynamic, so that the launcher's opt-in above 48 KiB covers
+// the whole footprint. The keys start 128-byte aligned: the bulk copies into
+// them were slower at 16-byte alignment.
+#define DC_TOPN_SHARED_BYTES DC_TOPN_STATE_BYTES(DC_TOPN_CLUSTER)
 static_assert(sizeof(TopnShared) <= DC_TOPN_SHARED_BYTES, "TopnShared fits its reservation");
 static_assert(DC_TOPN_SHARED_BYTES % 128 == 0, "keys stay 128-byte aligned");
-#ifdef DC_TOPN_EXPECT_SHARED_BYTES // the launcher's number, from a test
-static_assert(DC_TOPN_SHARED_BYTES == DC_TOPN_EXPECT_SHARED_BYTES,
-              "src/topn.c (dc_topn_state_bytes) reserves this state");
-#endif
 
 // The bins a thread owns in a scan: top - j, j < DC_TOPN_BPT, with
 // top = BINS - 1 - tid * BPT (thread order = descending bins). h: the group's
@@ -476,6 +467,48 @@ __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, u
 
 // --------------------------------------------------------- the selection
 
+// The plane words: slots [j0, count) have bit 16 set, j0 = the selected
+// ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
+// waiting for its peers: its first slot plus its own selected ids below
+// 2^16. When no CTA holds it (every column < 65536, always with one CTA),
+// j0 = count and CTA 0 writes the (empty) words.
+// chunk and crank by reference, the rest by value: the passing that keeps
+// the machine code of every variant as it was with this code inline in
+// topn_row (bench/sass_compare.sh; other combinations reordered a few
+// instructions of the cluster variants or of the push).
+template <int NSEL, class Out>
+__device__ __forceinline__ void topn_planes(const int32_t &chunk, const uint32_t &crank,
+                                            uint32_t count, uint32_t base_sel, uint32_t lo_sel,
+                                            TopnShared &sh, const Out &out)
+{
+    constexpr bool GROUP = DC_TOPN_CLUSTER > 1;
+    const uint32_t tid = threadIdx.x, lane = lane_id();
+    const uint32_t c65 = 65536u / (uint32_t)chunk;
+    const bool holds65 = GROUP && c65 < (uint32_t)DC_TOPN_CLUSTER; // chunk <= 65536: never with one CTA
+    if (holds65 ? crank == c65 : crank == 0) { // uniform in the CTA
+        uint32_t j0 = count;
+        if (holds65) {
+            lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
+            if (lane == 0 && lo_sel)
+                atomicAdd(&sh.lo_count, lo_sel);
+            __syncthreads();
+            j0 = base_sel + sh.lo_count;
+        }
+        for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
+            const uint32_t a = w * 32u;
+            uint32_t bits = 0;
+            const uint32_t s0 = j0 > a ? j0 - a : 0u;
+            const uint32_t s1 = count > a ? (count - a > 32u ? 32u : count - a) : 0u;
+            if (s1 > s0) {
+                const uint32_t hi = s1 >= 32u ? 0xFFFFFFFFu : ((1u << s1) - 1u);
+                const uint32_t lo_m = (1u << s0) - 1u; // s0 < s1 <= 32, so s0 < 32
+                bits = hi & ~lo_m;
+            }
+            out.plane(w, bits);
+        }
+    }
+}
+
 // Out: put(pos, word) for a selected candidate at slot pos; zero(pos) for an
 // empty slot; plane(w, bits) for plane word w. All three may be called by any
 // thread of the group, each slot / plane word exactly once.
@@ -623,8 +656,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
         // before converting them: its few warps need the loads in flight side
         // by side (the compiler keeps the list's 16-bit stores in order with
-        // the next vector's load, as it cannot tell them apart). 64 x 131072
-        // on the H200: 17.4 -> 16.6 us.
+        // the next vector's load, as it cannot tell them apart), which
+        // shortens the decode-shaped (few, long) rows.
         constexpr int B = 4;
         for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
             const int32_t r0 = p * rpp;
@@ -635,8 +668,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
             if (p == DC_TOPN_LB_PIECES && counting) {
                 // The maxima counted so far are lb's: to the peers, while
-                // this piece lands (as a cluster barrier here, run 37: the
-                // lb scan 0.4 us earlier, 12.4 -> 12.3 us at 64 x 131072).
+                // this piece lands, so that the lb scan need not wait for
+                // the last piece.
 #if DC_TOPN_CLUSTER > 1
                 push_max();
 #endif
@@ -665,8 +698,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
     } else {
         // One CTA a row (four an SM, 32 registers): a vector at a time, one
-        // wait at each piece's first round (the batched loop above measured
-        // 6% slower here: 131.1 -> 138.7 us at 6710 x 16384).
+        // wait at each piece's first round (the batched loop above is slower
+        // here: under the register bound its loads in flight cost more than
+        // the other resident CTAs already hide).
         for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
             if (r == wait_at) {
                 mbar_wait(&sh.bar[p], 0u);
@@ -746,7 +780,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             // A cluster's chunks are long (g = 16 at 512 threads): unrolled
             // to the largest g, so that the loads go out together and the
             // flag bits are constants.
-            constexpr int32_t GMAX = ((65536 / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+            constexpr int32_t GMAX = ((DC_TOPN_CHUNK_MAX / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
 #pragma unroll
             for (int32_t j = 0; j < GMAX; j += 4)
                 if (j < g)
@@ -760,11 +794,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // lb to the exact N-th largest maximum (uniform): the maxima of lb's
         // bin by value; need_fine of them (>= 1, <= the bin's count) are the
         // largest. Fewer vectors are listed: a bin spans a quarter of an
-        // octave, and without this step Nsight Compute counted about 580 of
-        // 2048 vectors listed on a normal prefill row. A cluster skips it:
-        // there its pass over 16 maxima a thread and its cluster barrier
-        // cost more than the shorter list saves (64 x 131072 on the H200:
-        // 18.7 us with it).
+        // octave, and without this step over a quarter of a normal prefill
+        // row's vectors are listed. A cluster skips it: there its pass over
+        // 16 maxima a thread and its cluster barrier cost more than the
+        // shorter list saves.
         each_max([&](int32_t, uint32_t m) {
             if ((m >> 5) == mbin)
                 atomicAdd(&sh.fine[m & 31u], 1u);
@@ -964,35 +997,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         gt_run += tot & 0xFFFFu;
         eq_run += tot >> 16;
     }
-    // ---- plane words: slots [j0, count) have bit 16 set, j0 = the selected
-    // ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
-    // waiting for its peers: its first slot plus its own selected ids below
-    // 2^16. When no CTA holds it (every column < 65536, always with one CTA),
-    // j0 = count and CTA 0 writes the (empty) words.
-    const uint32_t c65 = 65536u / (uint32_t)chunk;
-    const bool holds65 = GROUP && c65 < (uint32_t)DC_TOPN_CLUSTER; // chunk <= 65536: never with one CTA
-    if (holds65 ? crank == c65 : crank == 0) { // uniform in the CTA
-        uint32_t j0 = count;
-        if (holds65) {
-            lo_sel = __reduce_add_sync(0xFFFFFFFFu, lo_sel);
-            if (lane == 0 && lo_sel)
-                atomicAdd(&sh.lo_count, lo_sel);
-            __syncthreads();
-            j0 = base_sel + sh.lo_count;
-        }
-        for (uint32_t w = tid; w < (uint32_t)NSEL / 32; w += DCPTOPK_THREADS) {
-            const uint32_t a = w * 32u;
-            uint32_t bits = 0;
-            const uint32_t s0 = j0 > a ? j0 - a : 0u;
-            const uint32_t s1 = count > a ? (count - a > 32u ? 32u : count - a) : 0u;
-            if (s1 > s0) {
-                const uint32_t hi = s1 >= 32u ? 0xFFFFFFFFu : ((1u << s1) - 1u);
-                const uint32_t lo_m = (1u << s0) - 1u; // s0 < s1 <= 32, so s0 < 32
-                bits = hi & ~lo_m;
-            }
-            out.plane(w, bits);
-        }
-    }
+    topn_planes<NSEL>(chunk, crank, count, base_sel, lo_sel, sh, out);
     group_wait();
 }
 

@@ -9,7 +9,6 @@
 #include "dcptopk.h"
 #include "harness.h"
 #include "rt.h"
-#include "topn.h"
 
 /* Distinct keys of every named config for `arch`. */
 static size_t all_keys(const char *arch, dcptopk_key *keys, size_t cap)
@@ -110,59 +109,6 @@ TEST(every_named_config_compiles_for_sm_90a)
               "%d of %zu keys failed to compile (%d for a missing template); "
               "see the FAIL lines above",
               failed, n, missing);
-}
-
-/* Compiles `k` with one more -D option; returns the result. */
-static dcptopk_result compile_with(const dcptopk_key *k, const char *define)
-{
-    char *err = malloc(DC_ERR_LEN);
-    if (!err)
-        return DCPTOPK_OUT_OF_MEMORY;
-    dc_compiled c;
-    const dcptopk_result r = unit_compile(k, define, &c, err);
-    if (r)
-        fprintf(stderr, "(%s) %s\n", define, err);
-    dc_compiled_free(&c);
-    free(err);
-    return r;
-}
-
-/* The launcher reserves dc_topn_state_bytes(variant) before the keys; the
- * template puts them at DC_TOPN_SHARED_BYTES. A smaller reservation would
- * let the last CTA columns run past the block's shared memory, so the
- * template's static_assert checks the launcher's number, for every variant
- * of both kernels that share the selection (and one wrong number must
- * fail, or the check checks nothing). */
-TEST(topn_state_matches_the_launcher)
-{
-    unsetenv("DCPTOPK_TEMPLATE_DIR");
-    static const int32_t kernels[] = {DCPTOPK_KERNEL_TOPN_PACK, DCPTOPK_KERNEL_PUSH};
-    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
-        for (int32_t v = 0; v <= 3; v++) {
-            dcptopk_key k;
-            memset(&k, 0, sizeof k);
-            k.kernel = kernels[i];
-            k.local_topk = 384;
-            k.variant = v;
-            if (k.kernel == DCPTOPK_KERNEL_PUSH) { /* its other key fields */
-                k.topk = 2048;
-                k.world_size = 8;
-            }
-            snprintf(k.arch, sizeof k.arch, "sm_90a");
-            CHECK_EQ(dcptopk_key_check(&k), DCPTOPK_SUCCESS);
-            char def[64];
-            snprintf(def, sizeof def, "-DDC_TOPN_EXPECT_SHARED_BYTES=%u",
-                     dc_topn_state_bytes(v));
-            CHECK_MSG(compile_with(&k, def) == DCPTOPK_SUCCESS,
-                      "kernel %d variant %d: the template's state is not %u bytes", (int)k.kernel,
-                      (int)v, dc_topn_state_bytes(v));
-            if (i == 0 && v == 1) {
-                snprintf(def, sizeof def, "-DDC_TOPN_EXPECT_SHARED_BYTES=%u",
-                         dc_topn_state_bytes(v) - 128u);
-                CHECK_EQ(compile_with(&k, def), DCPTOPK_NVRTC_ERROR);
-            }
-        }
-    }
 }
 
 TEST(pack_indices_compiles_for_other_archs)

@@ -1,7 +1,8 @@
 /* test_render.c - the renderer: the prelude defines exactly the kernel's key
- * fields (plus threads and gid bits), unknown kernels are refused, the
+ * fields (plus gid bits), unknown kernels are refused, the
  * DCPTOPK_TEMPLATE_DIR override replaces templates and headers, and the cache
- * key follows the template, header and constant bytes. */
+ * key follows the template, constant bytes and the headers the template
+ * includes (and no other header). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "dcptopk.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "rt.h"
+#include "templates_embed.h"
 
 /* Distinct values per field so that a mixed-up field shows. */
 static void full_key(dcptopk_key *k, int32_t kernel)
@@ -115,9 +118,10 @@ TEST(prelude_has_exactly_the_kernel_fields)
                           info->name, fields[i].macro);
             }
         }
-        long threads = define_value(src, "DCPTOPK_THREADS", &n);
-        CHECK_EQ(n, 1);
-        CHECK_EQ(threads, info->threads(&k));
+        /* Threads per block are the template's (its family's ABI header),
+         * not a key field. */
+        define_value(src, "DCPTOPK_THREADS", &n);
+        CHECK_EQ(n, 0);
         long gid_bits = define_value(src, "DCPTOPK_GID_BITS", &n);
         if (info->fields & DC_F_WORLD_SIZE) {
             CHECK_EQ(n, 1);
@@ -145,9 +149,8 @@ TEST(pack_indices_renders_from_the_embedded_template)
     char *src = NULL;
     CHECK_OK(dcptopk_key_render(&k, &src));
     /* Written from the registry's spec: pack_indices specialises on
-     * local_topk only and runs 256 threads. */
+     * local_topk only. */
     const char *want = "#define DCPTOPK_LOCAL_TOPK 96\n"
-                       "#define DCPTOPK_THREADS 256\n"
                        "#line 1 \"pack_indices.cu\"\n";
     CHECK_MSG(strncmp(src, want, strlen(want)) == 0, "source starts:\n%.200s",
               src);
@@ -175,9 +178,8 @@ TEST(select_prelude_literal)
     snprintf(k.arch, sizeof k.arch, "sm_90a");
     char *src = NULL;
     CHECK_OK(dcptopk_key_render(&k, &src));
-    /* Threads per block are the registry's choice (base/kernels.c). */
     char want[512];
-    snprintf(want, sizeof want,
+    snprintf(want, sizeof want, "%s",
              "#define DCPTOPK_TOPK 1024\n"
              "#define DCPTOPK_LOCAL_TOPK 192\n"
              "#define DCPTOPK_WORLD_SIZE 16\n"
@@ -185,11 +187,9 @@ TEST(select_prelude_literal)
              "#define DCPTOPK_INTERLEAVE 1\n"
              "#define DCPTOPK_EMIT_IDS 0\n"
              "#define DCPTOPK_EXACT 1\n"
-             "#define DCPTOPK_THREADS %d\n"
              "#define DCPTOPK_GID_BITS 21\n"
              "#line 1 \"select.cu\"\n"
-             "// stub of select\n",
-             dc_kernel_get(DCPTOPK_KERNEL_SELECT)->threads(&k));
+             "// stub of select\n");
     CHECK_MSG(strncmp(src, want, strlen(want)) == 0, "source:\n%s", src);
     free(src);
     unsetenv("DCPTOPK_TEMPLATE_DIR");
@@ -259,11 +259,19 @@ TEST(template_dir_override_and_key_follow_the_bytes)
     char h1[33], h2[33], h3[33];
     CHECK_OK(dcptopk_key_hash(&k, h1));
     CHECK(strcmp(h1, embedded) != 0);
-    /* A header edit changes the key; so does a new header. */
+    /* An included header's edit changes the key; a header that nothing
+     * includes does not, until the template includes it. */
     CHECK(write_file(dir, "common.cuh", "#pragma once\n// edited\n") == 0);
     CHECK_OK(dcptopk_key_hash(&k, h2));
     CHECK(strcmp(h1, h2) != 0);
     CHECK(write_file(dir, "zz_new.cuh", "#pragma once\n") == 0);
+    CHECK_OK(dcptopk_key_hash(&k, h3));
+    CHECK_STR_EQ(h2, h3);
+    CHECK(write_file(dir, "pack_indices.cu",
+                     "// OVERRIDE MARKER\n#include \"common.cuh\"\n"
+                     "  #  include \"zz_new.cuh\"\n") == 0);
+    CHECK_OK(dcptopk_key_hash(&k, h2));
+    CHECK(write_file(dir, "zz_new.cuh", "#pragma once\n// edited\n") == 0);
     CHECK_OK(dcptopk_key_hash(&k, h3));
     CHECK(strcmp(h2, h3) != 0);
     /* A missing template is named. */
@@ -294,6 +302,113 @@ TEST(empty_arch_defaults_to_sm_90a)
     snprintf(k.arch, sizeof k.arch, "sm_90a");
     CHECK_OK(dcptopk_key_hash(&k, b));
     CHECK_STR_EQ(a, b);
+}
+
+/* The header names of `kernel`'s unit (full_key), comma-separated. */
+static void unit_headers(int32_t kernel, char *out, size_t size)
+{
+    dcptopk_key k;
+    full_key(&k, kernel);
+    if (k.variant > 3)
+        k.variant = 1;
+    out[0] = '\0';
+    dc_unit u;
+    if (dc_unit_build(NULL, &k, &u) == DCPTOPK_SUCCESS) {
+        size_t n = 0;
+        for (size_t i = 0; i < u.header_count && n < size; i++)
+            n += (size_t)snprintf(out + n, size - n, "%s%s", i ? "," : "",
+                                  u.headers[i].name);
+    }
+    dc_unit_free(&u);
+}
+
+/* Each family's units read the shared headers and their own family's only:
+ * the key of a kernel covers exactly the files its compile reads. */
+TEST(units_hold_only_the_headers_they_include)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    char h[1024];
+    unit_headers(DCPTOPK_KERNEL_PAIR_SELECT, h, sizeof h);
+    CHECK_STR_EQ(h, "common.cuh,kernel_abi.h,packed_format.h,pair_abi.h");
+    unit_headers(DCPTOPK_KERNEL_PACK_INDICES, h, sizeof h);
+    CHECK_STR_EQ(h, "common.cuh,kernel_abi.h,packed_abi.h,packed_format.h");
+    unit_headers(DCPTOPK_KERNEL_SELECT, h, sizeof h);
+    CHECK_STR_EQ(h, "common.cuh,kernel_abi.h,packed_abi.h,packed_format.h,"
+                    "select_core.cuh");
+    unit_headers(DCPTOPK_KERNEL_TOPN_PACK, h, sizeof h);
+    CHECK_STR_EQ(h, "common.cuh,kernel_abi.h,packed_format.h,topn_abi.h,"
+                    "topn_select.cuh");
+}
+
+/* Writes every embedded file to dir, the file `edit` with a comment
+ * appended. */
+static int copy_embedded(const char *dir, const char *edit)
+{
+    for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, f->name);
+        FILE *out = fopen(path, "wb");
+        if (!out)
+            return -1;
+        fwrite(f->data, 1, f->size, out);
+        if (edit && strcmp(f->name, edit) == 0)
+            fputs("// edited\n", out);
+        if (fclose(out))
+            return -1;
+    }
+    return 0;
+}
+
+/* Editing one family's files changes its keys and leaves the others'. */
+TEST(editing_a_family_leaves_other_families_keys)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    static const int32_t kernels[] = {
+        DCPTOPK_KERNEL_PACK_INDICES, DCPTOPK_KERNEL_SELECT,
+        DCPTOPK_KERNEL_RESCUE,       DCPTOPK_KERNEL_TOPN_PACK,
+        DCPTOPK_KERNEL_PUSH,         DCPTOPK_KERNEL_PAIR_PACK,
+        DCPTOPK_KERNEL_PAIR_SELECT};
+    enum { NK = sizeof kernels / sizeof kernels[0] };
+    char base[NK][33];
+    dcptopk_key k[NK];
+    for (int i = 0; i < NK; i++) {
+        full_key(&k[i], kernels[i]);
+        if (k[i].variant > 3)
+            k[i].variant = 1;
+        CHECK_OK(dcptopk_key_hash(&k[i], base[i]));
+    }
+    /* Which kernels each edit must change (bit i = kernels[i]). */
+    static const struct {
+        const char *file;
+        unsigned changes;
+    } edits[] = {
+        {NULL, 0x00},              /* an unedited copy: the same keys */
+        {"pair_select.cu", 0x40},
+        {"pair_abi.h", 0x60},
+        {"topn_select.cuh", 0x18},
+        {"select_core.cuh", 0x06},
+        {"packed_abi.h", 0x07},
+        {"common.cuh", 0x7F},
+    };
+    for (size_t e = 0; e < sizeof edits / sizeof edits[0]; e++) {
+        char dir[512];
+        tmpdir_make(dir, sizeof dir, "family");
+        CHECK(dir[0]);
+        CHECK(copy_embedded(dir, edits[e].file) == 0);
+        setenv("DCPTOPK_TEMPLATE_DIR", dir, 1);
+        for (int i = 0; i < NK; i++) {
+            char hex[33];
+            CHECK_OK(dcptopk_key_hash(&k[i], hex));
+            const int changed = strcmp(hex, base[i]) != 0;
+            CHECK_MSG(changed == (int)((edits[e].changes >> i) & 1u),
+                      "editing %s: the key of %s %s",
+                      edits[e].file ? edits[e].file : "(nothing)",
+                      dcptopk_kernel_name(kernels[i]),
+                      changed ? "changed" : "did not change");
+        }
+        unsetenv("DCPTOPK_TEMPLATE_DIR");
+        tmpdir_remove(dir);
+    }
 }
 
 /* DCPTOPK_KERNEL_LOOPBACK is a reserved number: no registry row, no
