@@ -53,6 +53,8 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
      DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE, threads_256},
     {DCPTOPK_KERNEL_PUSH, "push", "push.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_VARIANT, threads_1024},
+    {DCPTOPK_KERNEL_EXCHANGE, "exchange", "exchange_push.cu", DC_F_WORLD_SIZE,
+     threads_256}, /* kernels/exchange/: DC_EXCHANGE_THREADS */
 };
 
 const dc_kernel_info *dc_kernel_get(int32_t kernel)

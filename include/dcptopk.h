@@ -200,7 +200,8 @@ DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
     X(PAIR_PACK, 4, "pair_pack")         /* local top-K -> 8-byte pairs     */ \
     X(PAIR_SELECT, 5, "pair_select")     /* pair merge select               */ \
     X(LOOPBACK, 6, "loopback")           /* device all-gather, one GPU      */ \
-    X(PUSH, 7, "push")                   /* saturated rank: local top-K push */
+    X(PUSH, 7, "push")                   /* saturated rank: local top-K push */ \
+    X(EXCHANGE, 8, "exchange")           /* device push all-gather, P2P     */
 
 typedef enum dcptopk_kernel {
 #define DCPTOPK_X_KERNEL(name, num, str) DCPTOPK_KERNEL_##name = num,

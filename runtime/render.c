@@ -53,6 +53,13 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
+/* A file NVRTC may include: a device header (*.cuh) or a kernel family's
+ * ABI header (*_abi.h, shared with its C launcher). */
+static int is_header(const char *name)
+{
+    return ends_with(name, ".cuh") || ends_with(name, "_abi.h");
+}
+
 static int source_cmp(const void *a, const void *b)
 {
     return strcmp(((const dc_source *)a)->name, ((const dc_source *)b)->name);
@@ -169,7 +176,7 @@ static dcptopk_result list_dir(const dcptopk_context *ctx, dc_unit *u,
                 r = list_dir(ctx, u, dir, e->d_name, list);
             continue;
         }
-        if (!ends_with(e->d_name, ".cu") && !ends_with(e->d_name, ".cuh"))
+        if (!ends_with(e->d_name, ".cu") && !is_header(e->d_name))
             continue;
         for (size_t i = 0; i < list->count; i++)
             if (strcmp(list->files[i].name, e->d_name) == 0) {
@@ -215,7 +222,7 @@ static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
     for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
         if (strcmp(list.files[i].name, u->info->template_file) == 0)
             tmpl = &list.files[i];
-        if (ends_with(list.files[i].name, ".cuh"))
+        if (is_header(list.files[i].name))
             headers++;
     }
     if (r == DCPTOPK_SUCCESS && !tmpl) {
@@ -232,7 +239,7 @@ static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
             r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
     }
     for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
-        if (!ends_with(list.files[i].name, ".cuh"))
+        if (!is_header(list.files[i].name))
             continue;
         r = read_file(ctx, u, dir, list.files[i].path, list.files[i].name,
                       &u->headers[u->header_count]);
@@ -254,7 +261,7 @@ static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
     size_t headers = 0;
     int found = 0;
     for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
-        if (ends_with(f->name, ".cuh"))
+        if (is_header(f->name))
             headers++;
         if (strcmp(f->name, u->info->template_file) == 0) {
             u->tmpl.name = f->name;
@@ -274,7 +281,7 @@ static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
     if (!u->headers)
         return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
     for (const dc_embedded_file *f = dc_embedded_files; f->name; f++) {
-        if (!ends_with(f->name, ".cuh"))
+        if (!is_header(f->name))
             continue;
         dc_source *h = &u->headers[u->header_count++];
         h->name = f->name;
