@@ -47,7 +47,9 @@ typedef struct dc_push_exchange {
  * (peers store call n + 2 into that parity only after it).
  * Failures are device-side and sticky (ctl->status, read with
  * dc_push_exchange_status); a launch that finds the status set stores and
- * releases nothing. Host-side errors: DCPTOPK_INVALID_ARGUMENT naming the
+ * releases nothing. A failed launch zeroes this rank's own slot of its
+ * parity in its own buffer, so a packed select that follows finds this rank
+ * unsaturated and its push stores nothing into peers (docs/PROTOCOL.md). Host-side errors: DCPTOPK_INVALID_ARGUMENT naming the
  * field, or the launch's. */
 DC_HIDDEN dcptopk_result dc_push_exchange_launch(dcptopk_context *ctx,
                                                  const dc_push_exchange *x,

@@ -16,7 +16,8 @@
 //
 // Failures never trap (a trap kills the engine's CUDA context) and never hang:
 // a wait longer than timeout_ns, or a flag value the protocol cannot produce,
-// writes the sticky status (DC_EXCHANGE_STATUS_*) and returns.
+// writes the sticky status (DC_EXCHANGE_STATUS_*), empties this rank's own
+// slot of the call's parity ([E10]) and returns.
 #include "common.cuh"
 #include "exchange_abi.h"
 
@@ -235,42 +236,57 @@ dcptopk_exchange_push(const dc_exchange_param x)
         s_ok = ld_volatile32(&ctl->status[0]) == 0u; // any CTA's [E2] failure
     }
     __syncthreads();
-    if (!s_ok)
-        return; // no release: the peers time out and report it too
     const int tid = (int)threadIdx.x;
-    if (tid >= W)
-        return;
+    if (s_ok && tid < W) {
+        // [E6] Release flag (p, rank) = n on every rank r. The fence makes
+        // this thread's release cumulative over what thread 0 observed (the
+        // barrier orders thread 0's acquire fence before it), i.e. every
+        // CTA's stores.
+        __threadfence_system();
+        st_release_sys((uint64_t *)x.peer_flags[tid] + dc_exchange_flag_index(p, x.rank, W), n);
 
-    // [E6] Release flag (p, rank) = n on every rank r. The fence makes this
-    // thread's release cumulative over what thread 0 observed (the barrier
-    // orders thread 0's acquire fence before it), i.e. every CTA's stores.
-    __threadfence_system();
-    st_release_sys((uint64_t *)x.peer_flags[tid] + dc_exchange_flag_index(p, x.rank, W), n);
-
-    // [E8] Wait, bounded, for flag (p, tid) == n on this rank: rank tid's
-    // rows of call n are then visible here (its release [E6] and this
-    // acquire synchronise at system scope), and to every later kernel of
-    // this stream. Seen values are n - 2 (not yet) or n; anything else is a
-    // protocol error. A failure of another waiter ends this wait too.
-    const uint64_t before = n >= 2ull ? n - 2ull : 0ull;
-    const uint64_t *f = own_flags + dc_exchange_flag_index(p, tid, W);
-    const unsigned long long start = globaltimer();
-    for (;;) {
-        const uint64_t v = ld_acquire_sys(f);
-        if (v == n)
-            break;
-        if (v != before) {
-            fail(ctl, DC_EXCHANGE_STATUS_PROTOCOL, tid, n, v);
-            break;
+        // [E8] Wait, bounded, for flag (p, tid) == n on this rank: rank tid's
+        // rows of call n are then visible here (its release [E6] and this
+        // acquire synchronise at system scope), and to every later kernel of
+        // this stream. Seen values are n - 2 (not yet) or n; anything else
+        // is a protocol error. A failure of another waiter ends this wait.
+        const uint64_t before = n >= 2ull ? n - 2ull : 0ull;
+        const uint64_t *f = own_flags + dc_exchange_flag_index(p, tid, W);
+        const unsigned long long start = globaltimer();
+        for (;;) {
+            const uint64_t v = ld_acquire_sys(f);
+            if (v == n)
+                break;
+            if (v != before) {
+                fail(ctl, DC_EXCHANGE_STATUS_PROTOCOL, tid, n, v);
+                break;
+            }
+            if (ld_volatile32(&ctl->status[0]) != 0u)
+                break;
+            // [E9] The bound: a peer that never arrives costs timeout_ns,
+            // then the sticky status, never a trap or a hang.
+            if (globaltimer() - start > x.timeout_ns) {
+                fail(ctl, DC_EXCHANGE_STATUS_TIMEOUT, tid, n, v);
+                break;
+            }
+            asm volatile("nanosleep.u32 32;");
         }
-        if (ld_volatile32(&ctl->status[0]) != 0u)
-            break;
-        // [E9] The bound: a peer that never arrives costs timeout_ns, then
-        // the sticky status, never a trap or a hang.
-        if (globaltimer() - start > x.timeout_ns) {
-            fail(ctl, DC_EXCHANGE_STATUS_TIMEOUT, tid, n, v);
-            break;
-        }
-        asm volatile("nanosleep.u32 32;");
     }
+    __syncthreads();
+    if (tid == 0)
+        s_ok = ld_volatile32(&ctl->status[0]) == 0u;
+    __syncthreads();
+    if (s_ok)
+        return;
+    // [E10] A failed call empties this rank's own slot in its own buffer, so
+    // its select sees that it sent no word: it is not saturated and its push
+    // (push.cu) stores nothing into the receive slots of peers whose call
+    // may have succeeded (its view of the other ranks' rows may be partial,
+    // and a push from a wrong saturation mask would land in another rank's
+    // slot). Only this rank writes that slot of this buffer.
+    int32_t *own = (int32_t *)x.peer_gathered[x.rank] +
+                   dc_exchange_slot_words(p, x.rank, W, x.max_rows, x.row_words);
+    const long long words = x.rows * (long long)x.row_words;
+    for (long long i = tid; i < words; i += DC_EXCHANGE_THREADS)
+        own[i] = 0;
 }

@@ -277,6 +277,16 @@ TEST(missing_rank_times_out)
         CHECK_EQ(c.status[1], 2);
         CHECK_EQ(c.status[2], 2);
         CHECK_EQ(c.seq, 2);
+        /* Its own slot of parity 0 in its own buffer is emptied: its
+         * select would find it unsaturated, so it pushes nothing. */
+        int32_t own[16 * 396];
+        CHECK(gpu_download(ctx, own, k.gathered[r] + 4u * (uint64_t)dc_exchange_slot_words(
+                                                          0, r, 3, 16, 396),
+                           sizeof own) == 0);
+        int nonzero = 0;
+        for (size_t i = 0; i < sizeof own / 4; i++)
+            nonzero |= own[i] != 0;
+        CHECK_EQ(nonzero, 0);
     }
     /* Call 3 of ranks 0 and 1: sticky, no wait. */
     const double t1 = now_s();
