@@ -1,9 +1,10 @@
 /* exchange.pml - the device-side push exchange (kernels/exchange/
  * exchange_push.cu) followed, on every rank and every call, by the packed
- * select (templates/select.cu), the push of a saturated rank (templates/
- * push.cu) and the rescue (templates/rescue.cu), for W ranks over NCALLS
- * consecutive calls of one row, checked with spin (docs/PROTOCOL.md, "The
- * model"; run by dist/model/check.sh, ctest model.exchange).
+ * select (kernels/packed/select.cu), the push of a saturated rank
+ * (kernels/topn/push.cu) and the rescue (kernels/packed/rescue.cu), for W
+ * ranks over NCALLS consecutive calls of one row, checked with spin
+ * (docs/PROTOCOL.md, "The model"; run by dist/model/check.sh, ctest
+ * model.exchange).
  *
  * One process per rank runs its calls in stream order. A step of the model
  * is a memory operation that another rank can observe; each names the kernel
