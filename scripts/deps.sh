@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # deps.sh - installs what the build needs and is missing (Debian/Ubuntu, as
 # root or through sudo): a C compiler, CMake >= 3.25, SQLite 3 and xxHash
-# headers. The CUDA toolkit (NVRTC, headers) must already be installed: it is
-# not a Debian package of the right version.
+# headers, and spin (the protocol model's checker). The CUDA toolkit (NVRTC,
+# headers) must already be installed: it is not a Debian package of the right
+# version.
 set -euo pipefail
 
 missing=()
@@ -14,6 +15,7 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v sqlite3 >/dev/null || missing+=(sqlite3)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v python3 >/dev/null || missing+=(python3)
+command -v spin >/dev/null || missing+=(spin) # the protocol model (model.exchange)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "deps: installing ${missing[*]}"
