@@ -139,10 +139,10 @@ proctype rank(byte me)
         atomic {
             p = PAR(n);
             before = (n >= 2 -> n - 2 : 0);
-            /* exchange_push.cu:161 [E1] n = ctl->seq + 1 */
+            /* exchange_push.cu:160 [E1] n = ctl->seq + 1 */
             assert(seqd == n - 1);
 #ifndef SINGLE_BUFFER
-            /* exchange_push.cu:167 [E2] the invariant before any store: a
+            /* exchange_push.cu:166 [E2] the invariant before any store: a
              * sticky failure, a flag of parity 1 - p that is not n - 1, or
              * of parity p that is neither n - 2 nor n, stores nothing. */
             if
@@ -161,7 +161,7 @@ proctype rank(byte me)
 #endif
         }
 
-        /* exchange_push.cu:198 [E3] the rows of call n into slot (p, me) of
+        /* exchange_push.cu:197 [E3] the rows of call n into slot (p, me) of
          * every rank r */
         if
         :: xstat == ST_OK ->
@@ -175,15 +175,15 @@ proctype rank(byte me)
         :: else -> skip
         fi;
 
-        /* exchange_push.cu:214 [E4] and exchange_push.cu:229 [E5]: the last
+        /* exchange_push.cu:213 [E4] and exchange_push.cu:228 [E5]: the last
          * CTA's arrival orders every CTA's stores before the release (one
          * step here);
-         * exchange_push.cu:235 [E7] ctl->seq = n */
+         * exchange_push.cu:234 [E7] ctl->seq = n */
         seqd = n;
 
         if
         :: xstat == ST_OK ->
-            /* exchange_push.cu:241 [E6] st.release.sys flag (p, me) = n on
+            /* exchange_push.cu:240 [E6] st.release.sys flag (p, me) = n on
              * every rank */
             atomic {
                 for (s : 0 .. W - 1) {
@@ -191,8 +191,8 @@ proctype rank(byte me)
                 }
                 s = 0
             }
-            /* exchange_push.cu:248 [E8] ld.acquire.sys until every flag
-             * (p, s) == n, or exchange_push.cu:266 [E9] the bound */
+            /* exchange_push.cu:247 [E8] ld.acquire.sys until every flag
+             * (p, s) == n, or exchange_push.cu:265 [E9] the bound */
             if
 #ifdef SINGLE_BUFFER
             :: ALL_FLAGS_GE(me, p, n) -> skip
@@ -209,7 +209,7 @@ proctype rank(byte me)
          * select.cu:529 writes the saturation word: the mask every rank with
          * all rows computes, or, after a failed exchange, any mask of at
          * most NSLOT ranks (a partial view), without this rank, whose own
-         * slot exchange_push.cu:281 [E10] emptied. */
+         * slot exchange_push.cu:280 [E10] emptied. */
         healthy = (xstat == ST_OK);
         if
         :: healthy ->
