@@ -723,6 +723,19 @@ DCPTOPK_API dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
                                             int64_t rows, uint64_t seed,
                                             dcptopk_selftest_report *out);
 
+/* Collective: one rank's part of the distributed deployment check (what
+ * `dcptopk selftest --ranks N` runs in each of its processes). Every rank
+ * generates the same seeded inputs of all W ranks, with rows saturated at the
+ * maximum count (min(W, (K-1)/N) ranks hold all of their local top N inside
+ * the global top K), runs `steps` consecutive one-call merges
+ * (dcptopk_group_merge) through a group workspace and compares its own ids,
+ * physical rows, counts and saturation words bit for bit with
+ * dcptopk_ref_packed_merge. The summary names the exchange path. Returns
+ * DCPTOPK_INTERNAL when an output differs. Packed configs, interleave 1. */
+DCPTOPK_API dcptopk_result dcptopk_selftest_group(
+    dcptopk_group *group, const dcptopk_merge_config *config, int64_t rows,
+    int32_t steps, uint64_t seed, dcptopk_selftest_report *out);
+
 /* ------------------------------------------- the CPU reference (the oracle) */
 
 /* Everything below runs on the host, on host pointers, needs no CUDA, and is
