@@ -472,7 +472,9 @@ dcptopk_result dcptopk_group_create(dcptopk_context *ctx,
 {
     int32_t forced = 0;
     dcptopk_group *g = NULL;
-    dcptopk_result r = group_alloc(ctx, config, &forced, &g);
+    if (out)
+        *out = NULL;
+    dcptopk_result r = group_alloc(ctx, config, &forced, out ? &g : NULL);
     if (r)
         return r;
     if ((r = discover(g)) || (r = choose(g, forced))) {
@@ -595,8 +597,12 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
                                              const dcptopk_group_config *base,
                                              dcptopk_group **out)
 {
+    if (out)
+        *out = NULL;
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    if (!out)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     dcptopk_launch_env env = DCPTOPK_LAUNCH_ENV_INIT;
     dcptopk_result r = dcptopk_launch_env_get(&env);
     if (r) {
