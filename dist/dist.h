@@ -167,6 +167,11 @@ typedef struct dc_exchange_call {
 
 DC_HIDDEN dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
                                          const dc_exchange_call *x);
+/* The device status of the push exchange (after the stream finished):
+ * DCPTOPK_PEER_TIMEOUT or DCPTOPK_GROUP_BROKEN with the kernel's message,
+ * or success (also on the other paths). */
+DC_HIDDEN dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
+                                            void *stream);
 /* Whether this library was built with the device push exchange. */
 DC_HIDDEN int dc_exchange_push_built(void);
 
@@ -182,7 +187,8 @@ struct dcptopk_group_workspace {
     uint64_t off_xflags;         /* [2][W] uint64 exchange flags            */
     uint64_t off_recv, off_rflags; /* rescue receive slots and flags        */
     uint64_t gathered_bytes;     /* one parity: W * max_rows * words * 4    */
-    uint64_t status;             /* device word(s) of the push exchange     */
+    uint64_t status;             /* the push exchange's control block
+                                    (dc_exchange_ctl, 48 bytes, this rank)  */
     uint64_t seq;                /* calls made                              */
     dcptopk_workspace *ws;       /* exact packed merge: the rescue          */
 };

@@ -58,14 +58,32 @@ static dcptopk_result ex_nccl(struct dcptopk_group_workspace *gw,
     return DCPTOPK_SUCCESS;
 }
 
-/* The device push (helper dpush's kernels/exchange). Until that room is in
- * this tree, the path is refused at group creation (push_built = 0), and
- * this function only states the contract it will call. */
+/* The device push (helper dpush's kernels/exchange, exchange.h). Compiled
+ * when that room is in the tree (DC_HAVE_PUSH_EXCHANGE); without it the
+ * path is never chosen (push_built = 0) and a forced one is refused at group
+ * creation. The kernel counts calls in its device control block (ctl); the
+ * host passes its own count as expect_seq, so a drift is a protocol error,
+ * and the select reads the parity of that count. */
 static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
                                        const dc_exchange_call *x)
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
     dcptopk_group *g = gw->g;
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu && cu->cuStreamIsCapturing((CUstream)x->stream, &cs) ==
+                  CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        /* A replay is the kernel's next call (its parity alternates on the
+         * device) but the captured select would keep reading the parity of
+         * the capture: refused until the select can read the current parity
+         * from the control block. */
+        return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED,
+                       "rank %d: the push exchange cannot be captured yet: "
+                       "the select's gathered address is fixed at capture "
+                       "while the exchange alternates parities (use the nccl "
+                       "path under CUDA graphs)",
+                       g->rank);
     dc_push_exchange p;
     memset(&p, 0, sizeof p);
     p.world_size = g->world_size;
@@ -73,17 +91,17 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
     p.rows = x->rows;
     p.max_rows = gw->max_rows;
     p.row_words = gw->row_words;
-    p.src = (const int32_t *)(uintptr_t)(dc_gw_gathered(gw, g->rank, x->parity) +
-                                         (uint64_t)g->rank *
-                                             (uint64_t)gw->max_rows *
-                                             (uint64_t)gw->row_words * 4u);
+    p.src = (const int32_t *)(uintptr_t)(
+        dc_gw_gathered(gw, g->rank, x->parity) +
+        (uint64_t)g->rank * (uint64_t)gw->max_rows *
+            (uint64_t)gw->row_words * 4u);
     for (int32_t r = 0; r < g->world_size; r++) {
         p.peer_gathered[r] = gw->mem.mapped[r] + gw->off_gathered;
         p.peer_flags[r] = gw->mem.mapped[r] + gw->off_xflags;
     }
-    p.seq = x->seq;
+    p.ctl = gw->status;
+    p.expect_seq = x->seq;
     p.timeout_ns = (uint64_t)g->timeout_ms * 1000000ull;
-    p.status = (uint32_t *)(uintptr_t)gw->status;
     return dc_push_exchange_launch(g->ctx, &p, x->stream);
 #else
     (void)x;
@@ -91,6 +109,33 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
                    "the push exchange is not built into this library "
                    "(kernels/exchange is missing): use the nccl or staged "
                    "path");
+#endif
+}
+
+/* The push exchange's status for dcptopk_group_check: 0, or a
+ * dcptopk_result with the message in the group's context. */
+dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
+                                  void *stream)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    dcptopk_group *g = gw->g;
+    if (g->path != DCPTOPK_PATH_PUSH)
+        return DCPTOPK_SUCCESS;
+    uint32_t code = 0;
+    char msg[512] = "";
+    dcptopk_result r = dc_push_exchange_status(
+        g->ctx, gw->status, g->rank, (uint64_t)g->timeout_ms * 1000000ull,
+        stream, &code, msg, sizeof msg);
+    if (r || code == DC_EXCHANGE_STATUS_OK)
+        return r;
+    return dc_fail(g->ctx,
+                   code == DC_EXCHANGE_STATUS_TIMEOUT ? DCPTOPK_PEER_TIMEOUT
+                                                      : DCPTOPK_GROUP_BROKEN,
+                   "rank %d: push exchange: %s", g->rank, msg);
+#else
+    (void)gw;
+    (void)stream;
+    return DCPTOPK_SUCCESS;
 #endif
 }
 

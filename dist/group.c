@@ -158,7 +158,10 @@ static dcptopk_result nccl_allgather(dcptopk_group *g, const void *mine,
                        "%zu-byte buffer",
                        size, g->world_size, g->boot_cap);
     const uint64_t slot = g->boot_buf + (uint64_t)g->rank * size;
-    if ((r = dc_memcpy_htod(ctx, slot, mine, size)))
+    /* A copy from pageable memory may return before its DMA lands, and the
+     * bootstrap stream does not wait for the legacy stream: sync it. */
+    if ((r = dc_memcpy_htod(ctx, slot, mine, size)) ||
+        (r = dc_stream_sync(ctx, NULL)))
         return r;
     /* In place: the send buffer is this rank's slot of the receive buffer. */
     ncclResult_t nr = nc->ncclAllGather((const void *)(uintptr_t)slot,
@@ -741,20 +744,10 @@ dcptopk_result dcptopk_group_check(dcptopk_group *g, void *stream)
         struct dcptopk_group_workspace *gw = g->workspaces[i];
         if (!gw)
             continue;
-        uint32_t st[4] = {0, 0, 0, 0};
-        if (gw->status && (r = dc_memcpy_dtoh(g->ctx, st, gw->status,
-                                              sizeof st)))
-            return r;
-        if (st[0]) {
-            const uint32_t zero[4] = {0, 0, 0, 0};
-            dc_memcpy_htod(g->ctx, gw->status, zero, sizeof zero);
-            return dc_group_break(
-                g, dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
-                           "rank %d: the device exchange waited more than "
-                           "%lld ms for rank %d's rows (status 0x%x)",
-                           g->rank, (long long)g->timeout_ms,
-                           (int)st[0] - 1, st[0]));
-        }
+        if ((r = dc_exchange_status(gw, stream)))
+            return r == DCPTOPK_PEER_TIMEOUT || r == DCPTOPK_GROUP_BROKEN
+                       ? dc_group_break(g, r)
+                       : r;
         if (gw->ws) {
             r = dcptopk_workspace_check(gw->ws, stream);
             if (r == DCPTOPK_RESCUE_TIMEOUT) {
