@@ -632,3 +632,90 @@ TEST(nccl_w1_adopt)
     CHECK_EQ(nc->ncclCommDestroy(comm), ncclSuccess);
     dcptopk_context_destroy(ctx);
 }
+
+/* Host time of one dcptopk_group_merge against the same launches made
+ * directly (dcptopk_pack + dcptopk_select on a plain workspace): the group's
+ * own cost per step. Goal: <= 5 us; the check only catches a gross
+ * regression (a host sync or an allocation per call costs far more). */
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+TEST(group_w1_host_overhead)
+{
+    GPU_CTX(ctx);
+    dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
+    gc.rank = 0;
+    gc.world_size = 1;
+    dcptopk_group *g = NULL;
+    CHECK_OK(dcptopk_group_create(ctx, &gc, &g));
+    rk k;
+    CHECK(rk_setup(&k, ctx, g, 2048, 384, 64, 4096) == 0);
+    CHECK(rk_inputs(&k, DC_FAM_NORMAL, 77) >= 0);
+    void *stream = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    /* The direct route: its own workspace and gathered buffer. */
+    uint64_t recv = 0, flags = 0, gath = 0;
+    dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
+    CHECK_OK(dcptopk_workspace_layout_get(&k.c, k.rows, &lay));
+    recv = gpu_alloc(ctx, lay.recv_bytes);
+    flags = gpu_alloc(ctx, lay.flags_bytes);
+    gath = gpu_alloc(ctx, (size_t)k.rows * (size_t)dcptopk_packed_row_words(384) * 4);
+    dcptopk_workspace *ws = NULL;
+    CHECK_OK(dcptopk_workspace_create(ctx, &k.c, k.rows, 0, &recv, &flags, &ws));
+    dcptopk_pack_args pa = DCPTOPK_PACK_ARGS_INIT;
+    pa.logits = (const uint16_t *)(uintptr_t)k.logits;
+    pa.logits_stride = k.stride;
+    pa.max_local_len = k.len;
+    pa.row_ends = (const int32_t *)(uintptr_t)k.ends;
+    pa.rows = k.rows;
+    pa.out = (int32_t *)(uintptr_t)gath;
+    pa.stream = stream;
+    dcptopk_select_args sa = DCPTOPK_SELECT_ARGS_INIT;
+    sa.gathered = (const int32_t *)(uintptr_t)gath;
+    sa.rows = k.rows;
+    sa.ids_out = (int32_t *)(uintptr_t)k.ids;
+    sa.logits = pa.logits;
+    sa.logits_stride = pa.logits_stride;
+    sa.max_local_len = pa.max_local_len;
+    sa.row_ends = pa.row_ends;
+    sa.stream = stream;
+    enum { CALLS = 60 };
+    double tg[CALLS], td[CALLS];
+    for (int warm = 0; warm < 2; warm++) {
+        CHECK_OK(rk_merge(&k, stream));
+        CHECK_OK(dcptopk_pack(ctx, &k.c, &pa));
+        CHECK_OK(dcptopk_select(ctx, &k.c, ws, &sa));
+        CHECK_OK(dc_stream_sync(ctx, stream));
+    }
+    for (int i = 0; i < CALLS; i++) {
+        double t0 = now_ms();
+        CHECK_OK(rk_merge(&k, stream));
+        tg[i] = (now_ms() - t0) * 1e3;
+        CHECK_OK(dc_stream_sync(ctx, stream));
+        t0 = now_ms();
+        CHECK_OK(dcptopk_pack(ctx, &k.c, &pa));
+        CHECK_OK(dcptopk_select(ctx, &k.c, ws, &sa));
+        td[i] = (now_ms() - t0) * 1e3;
+        CHECK_OK(dc_stream_sync(ctx, stream));
+    }
+    qsort(tg, CALLS, sizeof tg[0], cmp_d);
+    qsort(td, CALLS, sizeof td[0], cmp_d);
+    printf("host time per call (median of %d): group merge %.2f us, direct "
+           "pack + select %.2f us, overhead %.2f us (goal <= 5)\n",
+           CALLS, tg[CALLS / 2], td[CALLS / 2], tg[CALLS / 2] - td[CALLS / 2]);
+    CHECK_MSG(tg[CALLS / 2] - td[CALLS / 2] < 50.0,
+              "the group adds %.2f us per call", tg[CALLS / 2] - td[CALLS / 2]);
+    CHECK_OK(dcptopk_group_check(g, stream));
+    CHECK(rk_compare(&k, "after timing") == 0);
+    dcptopk_workspace_destroy(ws);
+    gpu_free(ctx, recv);
+    gpu_free(ctx, flags);
+    gpu_free(ctx, gath);
+    dc_stream_destroy(ctx, stream);
+    rk_free(&k);
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
