@@ -78,8 +78,10 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     gw->row_words = c.kind == DCPTOPK_MERGE_PACKED
                         ? dcptopk_packed_row_words(c.local_topk)
                         : 2 * c.topk;
-    gw->gathered_bytes = DC_ALIGN((uint64_t)c.world_size * (uint64_t)max_rows *
-                                  (uint64_t)gw->row_words * 4u);
+    /* Not rounded: the push exchange addresses parity p at p times this
+     * (kernels/exchange: [2][W][max_rows][row_words] int32, contiguous). */
+    gw->gathered_bytes = (uint64_t)c.world_size * (uint64_t)max_rows *
+                         (uint64_t)gw->row_words * 4u;
     dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
     if (exact && dcptopk_workspace_layout_get(&c, max_rows, &lay)) {
         char msg[512];
@@ -92,6 +94,7 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     uint64_t off = 0;
     gw->off_gathered = off;
     off += 2 * gw->gathered_bytes;
+    off = DC_ALIGN(off);
     gw->off_xflags = off;
     off += DC_ALIGN(2u * (uint64_t)c.world_size * 8u);
     const uint64_t off_status = off;
