@@ -151,8 +151,9 @@ typedef struct dc_peer_mem {
  * barriers. */
 DC_HIDDEN dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes,
                                        dc_peer_mem *m);
-/* Closes the IPC mappings, then frees this rank's allocation. */
-DC_HIDDEN void dc_peer_free(dcptopk_group *g, dc_peer_mem *m);
+/* Closes the IPC mappings, then frees this rank's allocation (needs only
+ * the context: a workspace may outlive its group). */
+DC_HIDDEN void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m);
 
 /* ------------------------------------------------------------- exchange */
 
@@ -178,7 +179,8 @@ DC_HIDDEN int dc_exchange_push_built(void);
 /* ----------------------------------------------------- group workspace */
 
 struct dcptopk_group_workspace {
-    dcptopk_group *g;
+    dcptopk_group *g;            /* NULL once the group is destroyed        */
+    dcptopk_context *ctx;
     dcptopk_merge_config c;
     int64_t max_rows;
     int32_t row_words;           /* int32 words of one rank's row          */

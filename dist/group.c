@@ -125,10 +125,22 @@ dcptopk_result dc_group_stream_wait(dcptopk_group *g, void *stream)
         if (nc) {
             ncclResult_t ar = ncclSuccess;
             ncclResult_t qr = nc->ncclCommGetAsyncError(g->comm, &ar);
-            if (qr != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress))
-                return dc_group_break(
-                    g, dc_nccl_fail(g->ctx, qr != ncclSuccess ? qr : ar,
-                                    g->comm, "ncclCommGetAsyncError"));
+            if (qr != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)) {
+                dcptopk_result nr =
+                    dc_nccl_fail(g->ctx, qr != ncclSuccess ? qr : ar, g->comm,
+                                 "ncclCommGetAsyncError");
+                /* A remote or system (socket) error is how NCCL sees a peer
+                 * that died: the peer-timeout code, with NCCL's words. */
+                if (qr == ncclSuccess &&
+                    (ar == ncclRemoteError || ar == ncclSystemError)) {
+                    char msg[1024];
+                    snprintf(msg, sizeof msg, "%s", dcptopk_last_error(g->ctx));
+                    nr = dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
+                                 "rank %d: a peer failed during a collective: "
+                                 "%s", g->rank, msg);
+                }
+                return dc_group_break(g, nr);
+            }
         }
         if (now_ms() - t0 >= g->timeout_ms)
             return dc_group_break(
@@ -493,6 +505,12 @@ void dcptopk_group_destroy(dcptopk_group *g)
 {
     if (!g)
         return;
+    /* Workspaces may outlive the group (a broken group is destroyed first,
+     * so that its abort ends a collective stuck on a dead peer); they only
+     * need the context from now on. */
+    for (size_t i = 0; i < sizeof g->workspaces / sizeof g->workspaces[0]; i++)
+        if (g->workspaces[i])
+            g->workspaces[i]->g = NULL;
     if (g->boot_buf)
         dc_mem_free(g->ctx, g->boot_buf);
     if (g->boot_stream)

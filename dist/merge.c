@@ -73,6 +73,7 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     if (!gw)
         return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "group workspace struct");
     gw->g = g;
+    gw->ctx = ctx;
     gw->c = c;
     gw->max_rows = max_rows;
     gw->row_words = c.kind == DCPTOPK_MERGE_PACKED
@@ -155,9 +156,10 @@ void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
 {
     if (!gw)
         return;
-    gw_unregister(gw->g, gw);
+    if (gw->g)
+        gw_unregister(gw->g, gw);
     dcptopk_workspace_destroy(gw->ws);
-    dc_peer_free(gw->g, &gw->mem);
+    dc_peer_free(gw->ctx, &gw->mem);
     free(gw);
 }
 
@@ -269,6 +271,10 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
 {
     if (!gw)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "gw is NULL");
+    if (!gw->g)
+        return dc_fail(gw->ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "gw: its group was destroyed; destroy the workspace "
+                       "and create a new one with the new group");
     dcptopk_group *g = gw->g;
     dcptopk_context *ctx = g->ctx;
     if (!args)

@@ -63,17 +63,17 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
     snprintf(msg, sizeof msg, "%s", r ? dcptopk_last_error(ctx) : "");
     dcptopk_result ar = dc_group_allgather(g, &mine, sizeof mine, all);
     if (r) {
-        dc_peer_free(g, m);
+        dc_peer_free(ctx, m);
         return dc_fail(ctx, r, "rank %d: peer memory of %zu bytes: %s",
                        g->rank, bytes, msg);
     }
     if (ar) {
-        dc_peer_free(g, m);
+        dc_peer_free(ctx, m);
         return ar;
     }
     for (int32_t p = 0; p < g->world_size; p++)
         if (!all[p].ok || all[p].bytes != bytes) {
-            dc_peer_free(g, m);
+            dc_peer_free(ctx, m);
             return dc_fail(ctx, all[p].ok ? DCPTOPK_INVALID_ARGUMENT
                                           : DCPTOPK_OUT_OF_MEMORY,
                            "rank %d: rank %d %s", g->rank, p,
@@ -93,7 +93,7 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
         if (pi->pid == me->pid && dc_same_host(pi, me)) {
             if (pi->device != me->device &&
                 (r = enable_peer(g, pi->device))) {
-                dc_peer_free(g, m);
+                dc_peer_free(ctx, m);
                 return r;
             }
             m->mapped[p] = all[p].ptr;
@@ -105,7 +105,7 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
         if (e != CUDA_SUCCESS) {
             dc_cu_fail(ctx, e, "cuIpcOpenMemHandle");
             snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
-            dc_peer_free(g, m);
+            dc_peer_free(ctx, m);
             return dc_fail(ctx, DCPTOPK_CUDA_ERROR,
                            "rank %d: mapping rank %d's peer memory: %s",
                            g->rank, p, msg);
@@ -116,10 +116,10 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
     return DCPTOPK_SUCCESS;
 }
 
-void dc_peer_free(dcptopk_group *g, dc_peer_mem *m)
+void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m)
 {
     const dc_cuda *cu = dc_cuda_get(NULL);
-    if (cu && dc_ctx_enter(g->ctx) == DCPTOPK_SUCCESS) {
+    if (cu && m->local && dc_ctx_enter(ctx) == DCPTOPK_SUCCESS) {
         for (int32_t p = DC_W_MAX - 1; p >= 0; p--)
             if (m->opened[p])
                 cu->cuIpcCloseMemHandle((CUdeviceptr)m->mapped[p]);
@@ -127,6 +127,6 @@ void dc_peer_free(dcptopk_group *g, dc_peer_mem *m)
     memset(m->opened, 0, sizeof m->opened);
     memset(m->mapped, 0, sizeof m->mapped);
     if (m->local)
-        dc_mem_free(g->ctx, m->local);
+        dc_mem_free(ctx, m->local);
     m->local = 0;
 }

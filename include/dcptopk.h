@@ -582,8 +582,10 @@ DCPTOPK_API dcptopk_result dcptopk_group_create(
     dcptopk_group **out);
 /* Not collective. Accepts NULL. A communicator the group created is
  * destroyed (ncclCommDestroy), or aborted (ncclCommAbort) when the group is
- * broken; an adopted one is left alone. Destroy the group's workspaces
- * first. */
+ * broken; an adopted one is left alone. The group's workspaces may be
+ * destroyed before or after it (after: a merge on them is refused by name);
+ * with a broken group destroy the group first: its abort ends a collective
+ * stuck on a dead peer, which freeing memory would otherwise wait for. */
 DCPTOPK_API void dcptopk_group_destroy(dcptopk_group *group);
 
 /* The launcher's view of this process, from the usual variables: RANK,
@@ -648,7 +650,9 @@ DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
     dcptopk_group *group, const dcptopk_merge_config *config,
     int64_t max_rows, dcptopk_group_workspace **out);
 /* Not collective, but a rank must not destroy its workspace while a peer may
- * still write into it: call dcptopk_group_barrier first. Accepts NULL. */
+ * still write into it: call dcptopk_group_barrier first (not needed when the
+ * group is broken). Closes the peer mappings, then frees this rank's
+ * memory. Accepts NULL. */
 DCPTOPK_API void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw);
 /* Device address of this rank's saturation words [max_rows] (exact packed
  * merge), 0 otherwise. */
