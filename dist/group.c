@@ -647,10 +647,21 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
         c.timeout_ms = base->timeout_ms;
         c.store_prefix = base->store_prefix;
     }
+    /* The launcher's job id (when it has one) keeps a folder reused by
+     * another job from serving that job's stale files. */
+    const char *job = NULL;
+    const char *jobs[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+                          "OMPI_MCA_ess_base_jobid", "DCPTOPK_JOB_ID"};
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0] && !job; i++) {
+        const char *v = getenv(jobs[i]);
+        if (v && *v && strlen(v) < 48 && !strchr(v, '/'))
+            job = v;
+    }
     char prefix[128];
     unsigned gen = atomic_fetch_add(&env_generation, 1u);
-    snprintf(prefix, sizeof prefix, "%s.g%u",
-             c.store_prefix ? c.store_prefix : "dcptopk", gen);
+    snprintf(prefix, sizeof prefix, "%s%s%s.g%u",
+             c.store_prefix ? c.store_prefix : "dcptopk", job ? "." : "",
+             job ? job : "", gen);
     c.store_prefix = prefix;
     c.rank = env.rank;
     c.world_size = env.world_size;

@@ -189,8 +189,11 @@ dcptopk_result dc_store_get(const dcptopk_context *ctx, const dc_store *s,
                            "rank %d: rank %d did not publish \"%s\" in the "
                            "store within %lld ms (file %s): is rank %d alive "
                            "and making the same group calls?",
-                           s->rank, from, key, (long long)timeout_ms, path,
-                           from);
+                           s->rank, from, key,
+                           (long long)(timeout_ms < s->timeout_ms
+                                           ? s->timeout_ms
+                                           : timeout_ms),
+                           path, from);
         sleep_us(nap);
         if (nap < 1000)
             nap *= 2;
@@ -204,6 +207,8 @@ static dcptopk_result store_op(const dcptopk_context *ctx, dc_store *s,
     char key[64];
     snprintf(key, sizeof key, "op%llu.r%d", (unsigned long long)op, s->rank);
     dcptopk_result r = dc_store_put(ctx, s, key, mine, size);
+    /* One bound for the whole operation, not one per peer. */
+    const int64_t deadline = now_ms() + s->timeout_ms;
     for (int32_t p = 0; p < s->world_size && !r; p++) {
         char *dst = (char *)all + (size_t)p * size;
         if (p == s->rank) {
@@ -211,7 +216,8 @@ static dcptopk_result store_op(const dcptopk_context *ctx, dc_store *s,
             continue;
         }
         snprintf(key, sizeof key, "op%llu.r%d", (unsigned long long)op, p);
-        r = dc_store_get(ctx, s, key, p, dst, size, s->timeout_ms);
+        int64_t left = deadline - now_ms();
+        r = dc_store_get(ctx, s, key, p, dst, size, left > 0 ? left : 0);
     }
     if (r)
         return r;

@@ -610,7 +610,10 @@ DCPTOPK_API dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out);
  * $DCPTOPK_STORE_DIR), the ranks' devices exchanged through it, and, when
  * NCCL loads and every rank has its own GPU, an NCCL communicator from a
  * unique id that rank 0 writes into `dir` (write + rename; the others poll
- * within the timeout). `base` (may be NULL) supplies path, timeout_ms and
+ * within the timeout). Store files are named after store_prefix, the
+ * launcher's job id when there is one, and a count of the groups this
+ * process created from the environment (so the ranks rebuild in the same
+ * folder). `base` (may be NULL) supplies path, timeout_ms and
  * store_prefix. */
 DCPTOPK_API dcptopk_result dcptopk_group_create_from_env(
     dcptopk_context *ctx, const char *dir, const dcptopk_group_config *base,
