@@ -91,7 +91,8 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "%s", msg);
     }
     /* One allocation: gathered rows (2 parities), exchange flags [2][W]
-     * uint64, status + device sequence word, rescue slots and flags. */
+     * uint64, the push exchange's control block (256 bytes reserved), the
+     * rescue's receive slots and flags. */
     uint64_t off = 0;
     gw->off_gathered = off;
     off += 2 * gw->gathered_bytes;
@@ -212,6 +213,7 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
                           : dcptopk_pack(ctx, c, &p)) ||
         (r = dc_exchange_run(gw, x)))
         return r;
+    gw->seq = x->seq; /* the exchange counted this call (device side too) */
     return dcptopk_select(ctx, c, gw->ws, &s);
 }
 
@@ -263,6 +265,7 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
     }
     if (r || (r = dc_exchange_run(gw, x)))
         return r;
+    gw->seq = x->seq; /* the exchange counted this call (device side too) */
     return dcptopk_pair_select(ctx, c, &s);
 }
 
@@ -303,10 +306,7 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
     x.stride_rows = g->path == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
     x.stream = args->stream;
     const uint64_t base = dc_gw_gathered(gw, g->rank, x.parity);
-    r = gw->c.kind == DCPTOPK_MERGE_PACKED ? merge_packed(gw, args, &x, base)
-                                           : merge_pair(gw, args, &x, base);
-    if (r)
-        return r;
-    gw->seq = x.seq;
-    return DCPTOPK_SUCCESS;
+    return gw->c.kind == DCPTOPK_MERGE_PACKED
+               ? merge_packed(gw, args, &x, base)
+               : merge_pair(gw, args, &x, base);
 }
