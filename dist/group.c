@@ -674,10 +674,9 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
         goto fail;
     /* NCCL when it loads and every rank has a GPU of its own (NCCL refuses
      * two ranks on one GPU): rank 0's unique id travels through the store. */
-    int32_t a = -1, b = -1;
     int distinct = ctx->device >= 0;
-    for (a = 0; a < g->world_size && distinct; a++)
-        for (b = a + 1; b < g->world_size && distinct; b++)
+    for (int32_t a = 0; a < g->world_size && distinct; a++)
+        for (int32_t b = a + 1; b < g->world_size && distinct; b++)
             if (dc_same_host(&g->topo.info[a], &g->topo.info[b]) &&
                 memcmp(g->topo.info[a].uuid, g->topo.info[b].uuid, 16) == 0)
                 distinct = 0;
