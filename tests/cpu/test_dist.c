@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../../dist/dist.h"
+#include "../../dist/nccl.h"
 #include "gpu_util.h"
 #include "harness.h"
 
@@ -223,6 +224,44 @@ TEST(nccl_absent)
     size_t n = 0;
     CHECK_OK(dcptopk_config_keys(&mc, "sm_90a", keys, 16, &n));
     CHECK(n > 0);
+    dcptopk_context_destroy(ctx);
+}
+
+/* With NCCL installed (skipped otherwise): the table loads, a unique id
+ * needs no GPU, NCCL's failures carry its own words, and a group from a
+ * unique id on a context without a device is refused by name. */
+TEST(nccl_present)
+{
+    const char *why = NULL;
+    const dc_nccl *nc = dc_nccl_get(&why);
+    if (!nc)
+        SKIP("NCCL is absent: %s", why);
+    char v[32];
+    dc_nccl_version_string(v, sizeof v);
+    printf("NCCL %s from %s\n", v, nc->path);
+    CHECK(nc->version >= 20000);
+    CHECK(v[0] == '2' && v[1] == '.');
+    uint8_t id[DCPTOPK_GROUP_UNIQUE_ID_BYTES];
+    memset(id, 0, sizeof id);
+    CHECK_OK(dcptopk_group_unique_id(id));
+    int nonzero = 0;
+    for (size_t i = 0; i < sizeof id; i++)
+        nonzero |= id[i];
+    CHECK(nonzero);
+    CHECK_EQ(dc_nccl_fail(NULL, ncclInvalidUsage, NULL, "ncclFoo(x)"),
+             DCPTOPK_NCCL_ERROR);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "ncclFoo(x) failed: NCCL error 5");
+    CHECK_CONTAINS(dcptopk_last_error(NULL), nc->ncclGetErrorString(ncclInvalidUsage));
+    dcptopk_context *ctx = host_ctx();
+    CHECK(ctx);
+    dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
+    c.rank = 0;
+    c.world_size = 2;
+    c.unique_id = id;
+    dcptopk_group *g = NULL;
+    CHECK_EQ(dcptopk_group_create(ctx, &c, &g), DCPTOPK_NO_DEVICE);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "an NCCL group needs a context "
+                                            "with a device");
     dcptopk_context_destroy(ctx);
 }
 
