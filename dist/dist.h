@@ -151,8 +151,12 @@ typedef struct dc_peer_mem {
  * barriers. */
 DC_HIDDEN dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes,
                                        dc_peer_mem *m);
-/* Closes the IPC mappings, then frees this rank's allocation (needs only
- * the context: a workspace may outlive its group). */
+/* Closes the IPC mappings of the peers' allocations. */
+DC_HIDDEN void dc_peer_close(dcptopk_context *ctx, dc_peer_mem *m);
+/* dc_peer_close, then frees this rank's allocation (needs only the context:
+ * a workspace may outlive its group). CUDA leaves freeing an exported
+ * allocation that a peer still has open undefined, so a healthy group
+ * barriers between the two (dcptopk_group_workspace_destroy). */
 DC_HIDDEN void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m);
 
 /* ------------------------------------------------------------- exchange */

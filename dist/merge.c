@@ -106,13 +106,12 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     gw->off_rflags = off;
     off += DC_ALIGN(lay.flags_bytes);
 
+    /* dc_peer_alloc takes part in its exchange even when it fails, and so
+     * does the agreement below: a rank that failed never leaves its peers
+     * waiting. */
     r = dc_peer_alloc(g, (size_t)off, &gw->mem);
-    if (r) {
-        free(gw);
-        return r;
-    }
-    gw->status = gw->mem.local + off_status;
-    if (exact) {
+    gw->status = r ? 0 : gw->mem.local + off_status;
+    if (!r && exact) {
         uint64_t recv[DC_W_MAX], flags[DC_W_MAX];
         for (int32_t p = 0; p < c.world_size; p++) {
             recv[p] = gw->mem.mapped[p] + gw->off_recv;
@@ -132,6 +131,7 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
      * it: the ranks agree that all succeeded (a failed rank still takes
      * part, so nobody waits for it). */
     int32_t ok = r == DCPTOPK_SUCCESS, all[DC_W_MAX];
+    const dcptopk_result local = r;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", r ? dcptopk_last_error(ctx) : "");
     dcptopk_result ar = dc_group_allgather(g, &ok, sizeof ok, all);
@@ -143,10 +143,11 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
                             "workspace (see its error)",
                             g->rank, p);
     if (r || ar) {
-        if (r && msg[0] && !strstr(dcptopk_last_error(ctx), "rank"))
-            dc_fail(ctx, r, "%s", msg);
+        const dcptopk_result code = r ? r : ar;
+        if (!local)
+            snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
         dcptopk_group_workspace_destroy(gw);
-        return r ? r : ar;
+        return dc_fail(ctx, code, "%s", msg);
     }
     *out = gw;
     dc_clear(ctx);
@@ -157,9 +158,17 @@ void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
 {
     if (!gw)
         return;
-    if (gw->g)
-        gw_unregister(gw->g, gw);
     dcptopk_workspace_destroy(gw->ws);
+    /* CUDA leaves freeing an exported allocation that a peer still has open
+     * undefined (cuIpcOpenMemHandle): close ours, wait until every peer
+     * closed its, then free. A broken or destroyed group skips the wait:
+     * its peers are gone or will fail anyway. */
+    dc_peer_close(gw->ctx, &gw->mem);
+    if (gw->g) {
+        if (!gw->g->broken && gw->g->world_size > 1 && gw->mem.local)
+            dc_group_host_barrier(gw->g);
+        gw_unregister(gw->g, gw);
+    }
     dc_peer_free(gw->ctx, &gw->mem);
     free(gw);
 }

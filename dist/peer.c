@@ -116,16 +116,24 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
     return DCPTOPK_SUCCESS;
 }
 
-void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m)
+void dc_peer_close(dcptopk_context *ctx, dc_peer_mem *m)
 {
     const dc_cuda *cu = dc_cuda_get(NULL);
-    if (cu && m->local && dc_ctx_enter(ctx) == DCPTOPK_SUCCESS) {
+    int any = 0;
+    for (int32_t p = 0; p < DC_W_MAX; p++)
+        any |= m->opened[p];
+    if (any && cu && dc_ctx_enter(ctx) == DCPTOPK_SUCCESS) {
         for (int32_t p = DC_W_MAX - 1; p >= 0; p--)
             if (m->opened[p])
                 cu->cuIpcCloseMemHandle((CUdeviceptr)m->mapped[p]);
     }
     memset(m->opened, 0, sizeof m->opened);
     memset(m->mapped, 0, sizeof m->mapped);
+}
+
+void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m)
+{
+    dc_peer_close(ctx, m);
     if (m->local)
         dc_mem_free(ctx, m->local);
     m->local = 0;

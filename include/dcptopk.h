@@ -652,10 +652,11 @@ typedef struct dcptopk_group_workspace dcptopk_group_workspace;
 DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
     dcptopk_group *group, const dcptopk_merge_config *config,
     int64_t max_rows, dcptopk_group_workspace **out);
-/* Not collective, but a rank must not destroy its workspace while a peer may
- * still write into it: call dcptopk_group_barrier first (not needed when the
- * group is broken). Closes the peer mappings, then frees this rank's
- * memory. Accepts NULL. */
+/* Collective while its group is healthy: closes this rank's mappings of the
+ * peers' memory, waits until every peer closed its own (a host barrier:
+ * CUDA leaves freeing memory a peer still maps undefined), then frees this
+ * rank's memory. Call it after the rank's last step finished on its stream.
+ * With a broken or destroyed group it is local (no wait). Accepts NULL. */
 DCPTOPK_API void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw);
 /* Device address of this rank's saturation words [max_rows] (exact packed
  * merge), 0 otherwise. */
