@@ -143,6 +143,14 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
     dcptopk_group_workspace *gw = NULL;
     if ((r = dcptopk_group_workspace_create(g, &c, rows, &gw)))
         return r;
+    /* Every kernel ready before the first step: a compile inside a step
+     * would hold the peers' bounded waits. */
+    if ((r = dcptopk_group_warmup(gw, NULL, NULL, NULL))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
+        dcptopk_group_workspace_destroy(gw);
+        return dc_fail(ctx, r, "warmup: %s", msg);
+    }
 
     uint16_t *logits[DC_W_MAX] = {0};
     int32_t *ends[DC_W_MAX] = {0}, *ids[DC_W_MAX] = {0};

@@ -658,6 +658,15 @@ DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
  * rank's memory. Call it after the rank's last step finished on its stream.
  * With a broken or destroyed group it is local (no wait). Accepts NULL. */
 DCPTOPK_API void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw);
+/* Not collective. Compiles (or reads from the cache) and loads every kernel
+ * a step of this workspace runs: the config's keys (dcptopk_warmup) and the
+ * exchange's (the push kernel on the push path). Call it on every rank
+ * before the first step: a step that compiles holds its peers' waits, and a
+ * long compile can exceed the group's bound. progress and stats may be
+ * NULL (as for dcptopk_warmup). */
+DCPTOPK_API dcptopk_result dcptopk_group_warmup(
+    dcptopk_group_workspace *gw, dcptopk_progress_fn progress, void *user,
+    dcptopk_warmup_stats *stats);
 /* Device address of this rank's saturation words [max_rows] (exact packed
  * merge), 0 otherwise. */
 DCPTOPK_API uint64_t dcptopk_group_workspace_saturation(

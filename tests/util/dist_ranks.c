@@ -59,7 +59,8 @@ int rk_setup(rk *k, dcptopk_context *ctx, dcptopk_group *g, int kk,
     k->rows = rows;
     k->len = len;
     k->stride = stride;
-    if (dcptopk_group_workspace_create(g, &c, rows, &k->gw)) {
+    if (dcptopk_group_workspace_create(g, &c, rows, &k->gw) ||
+        dcptopk_group_warmup(k->gw, NULL, NULL, NULL)) {
         fprintf(stderr, "rank %d: workspace: %s\n", k->rank,
                 dcptopk_last_error(ctx));
         return -1;
