@@ -77,8 +77,8 @@ TEST(procs_graph_replay)
     const char *env[] = {"DC_DIST_STEPS=5", "DC_DIST_ROWS=16", NULL};
     int got = dr_spawn(2, "graph", env);
     if (got < 0)
-        SKIP("the processes' exchange path (staged) is not capturable; the "
-             "push path (kernels/exchange) makes it so");
+        SKIP("the processes' exchange path (staged or push) cannot be "
+             "captured yet (docs/DISTRIBUTED.md)");
     CHECK_EQ(got, 2);
 }
 

@@ -12,7 +12,8 @@
  *  - merge: DC_DIST_STEPS one-call merges over eight input families, each
  *    compared bit for bit; fails when no row needed the rescue;
  *  - graph: one eager merge, then capture and DC_DIST_STEPS replays with new
- *    inputs (exit 77 = skipped on a path that cannot be captured);
+ *    inputs (exit 77 = skipped on the staged and push paths, which cannot
+ *    be captured yet);
  *  - die: the last rank SIGKILLs itself at its 4th step; the others must
  *    get DCPTOPK_PEER_TIMEOUT within 2x the bound (+5 s), then
  *    DCPTOPK_GROUP_BROKEN, then rebuild without it and merge again.
