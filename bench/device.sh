@@ -21,7 +21,8 @@
 # "binary case;binary case"), DCPTOPK_CACHE_DIR (a kernel cache
 # to start from, e.g. a carried copy of an earlier run's). Only 8 files come
 # back from the machine: every log goes into $OUT/logs.tgz, and summary.txt
-# and bench.jsonl stay beside it.
+# and bench.jsonl stay beside it. bench.jsonl is one device run's record:
+# bench/tables.py turns it into docs/BENCHMARKS.md's tables.
 #
 # The build is made on the build machine (the GPU machine has no SQLite or
 # xxHash headers) and carried; its CTest files hold the build machine's absolute
@@ -40,7 +41,15 @@ note() { echo "$*" | tee -a "$summary"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader \
     | tee "$OUT/gpu.txt"
-note "commit ${DCPTOPK_COMMIT:-unknown}, $(date -u +%F), $(head -1 "$OUT/gpu.txt")"
+# The commit comes from $build/COMMIT, which the lead writes when building
+# (`git rev-parse --short HEAD >build-release/COMMIT`): the device copy of the
+# tree may have no .git. DCPTOPK_COMMIT overrides it.
+commit="${DCPTOPK_COMMIT:-$(head -c 64 "$build/COMMIT" 2>/dev/null | tr -cd '0-9a-zA-Z._+-')}"
+commit="${commit:-unknown}"
+run_date=$(date -u +%FT%TZ)
+gpu_name=$(head -1 "$OUT/gpu.txt" | cut -d, -f1 | sed 's/ *$//')
+gpu_driver=$(head -1 "$OUT/gpu.txt" | cut -d, -f2 | tr -d ' ')
+note "commit $commit, $run_date, $(head -1 "$OUT/gpu.txt")"
 
 stage_tests() {
     (cd "$build" && timeout "${TESTS_TIMEOUT:-400}" ctest -L gpu --output-on-failure -j"${JOBS:-8}" \
@@ -121,7 +130,10 @@ stage_torch() {
 
 # Stages run in the order given; the log archive is rewritten after each, so
 # a run cut short by its time limit still brings back what it did.
-: >"$OUT/bench.jsonl"
+# bench.jsonl opens with the run's header record: bench/tables.py names every
+# figure's run by it (date, GPU, commit).
+printf '{"bench": "run", "date": "%s", "gpu": "%s", "driver": "%s", "commit": "%s", "stages": "%s"}\n' \
+    "$run_date" "$gpu_name" "$gpu_driver" "$commit" "$stages" >"$OUT/bench.jsonl"
 for st in $stages; do
     "stage_$st"
     (cd "$OUT" && tar czf logs.tgz.tmp --exclude='logs.tgz*' --exclude=cache-dir \
@@ -131,4 +143,5 @@ done
 echo "================ summary"
 cat "$summary"
 [ -s "$OUT/bench.jsonl" ] && python3 bench/summarize.py "$OUT/bench.jsonl"
+[ -s "$OUT/bench.jsonl" ] && python3 bench/tables.py "$OUT/bench.jsonl" >"$OUT/tables.md" 2>&1
 exit 0

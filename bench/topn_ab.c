@@ -1,7 +1,7 @@
 /* topn_ab.c - A/B timing and phase traces of top-N + pack cubins, for
  * kernel work (bench/topn_ab.sh builds the cubins; docs/BENCHMARKS.md, runs
  * 23-48, used it). Not a benchmark of the library: it loads cubins compiled
- * from any copy of templates/ and launches them bare, so that several
+ * from any copy of kernels/ and launches them bare, so that several
  * versions of the kernel run in one process on the same inputs.
  *
  *   topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS]:FILE.cubin ...

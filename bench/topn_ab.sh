@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # topn_ab.sh - builds a top-N + pack cubin (N = 384) from a copy of
-# templates/ for bench/topn_ab (A/B runs of kernel versions on the GPU
+# kernels/ for bench/topn_ab (A/B runs of kernel versions on the GPU
 # machine).
 #
 #   bench/topn_ab.sh BUILD_DIR OUT.cubin TEMPLATES_DIR VARIANT [--trace] [-DNAME=VALUE...]

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""topn_trace.py - copies templates/ and puts phase stamps into the copy's
-topn_select.cuh, for bench/topn_ab (its trace of a cubin with `dc_trace`).
+"""topn_trace.py - copies kernels/ (or a flat copy of the templates) and puts
+phase stamps into the copy's topn_select.cuh, for bench/topn_ab (its trace of
+a cubin with `dc_trace`).
 
     bench/topn_trace.py TEMPLATES_DIR OUT_DIR
 
@@ -44,7 +45,10 @@ def main():
     if os.path.exists(dst):
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
+    # A copy of kernels/ keeps the header in its family folder.
     path = os.path.join(dst, "topn_select.cuh")
+    if not os.path.exists(path):
+        path = os.path.join(dst, "topn", "topn_select.cuh")
     s = open(path).read()
 
     def put(anchor, text, after):

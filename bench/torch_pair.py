@@ -9,7 +9,9 @@ fill before each timed call, 3 warm-up calls, median of `runs`):
 - route: reorder + topk on the reordered scores + gather of the gids (the
   whole row-major route that dcptopk_pair_select replaces).
 
-Prints a table and one `JSON {...}` line per measurement.
+Prints a table and one `JSON {...}` line per measurement (bench
+"torch_pair_reorder", "torch_pair_topk", "torch_pair_route"; bench/tables.py
+puts them beside bench_pair's figures of the same run).
 Usage: python3 bench/torch_pair.py [runs (default 30)]
 """
 import json
@@ -44,7 +46,7 @@ def time_it(fn, runs, flush):
 def report(what, w, k, t, nbytes, med, mn):
     print(f"{what:<14} W={w:<2} K={k:<4} T={t:<5} {med:9.1f} us  (min {mn:8.1f})"
           f"  {nbytes / med / 1e3:7.0f} GB/s", flush=True)
-    print("JSON " + json.dumps({"bench": "torch_" + what, "W": w, "K": k, "T": t,
+    print("JSON " + json.dumps({"bench": "torch_pair_" + what, "W": w, "K": k, "T": t,
                                 "median_us": round(med, 2), "min_us": round(mn, 2),
                                 "bytes": nbytes,
                                 "GBps": round(nbytes / med / 1e3, 1)}), flush=True)
@@ -57,6 +59,8 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, "
           f"median of {runs} runs, L2 flushed before each")
+    print("JSON " + json.dumps({"bench": "torch_env", "torch": torch.__version__,
+                                "gpu": torch.cuda.get_device_name()}), flush=True)
     for w, k, t in SHAPES:
         scores = torch.randn(w * t, k, device=dev, dtype=torch.float32)
         gids = (torch.arange(k, device=dev, dtype=torch.int32) * 3).repeat(w * t, 1)

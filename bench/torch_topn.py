@@ -5,13 +5,14 @@ bench_topn.c (the baseline of the fused local top-N + pack), in the same run.
 bf16 [T, S] rows, k = N, sorted=False, along the last dim. CUDA events around
 each call, 5 warm-up calls, the median and min of `iters` timed calls; the
 inputs rotate over enough copies to exceed the 60 MiB L2. Prints a table and
-one `JSON {...}` line per measurement. Usage: torch_topn.py [iters]."""
+one `JSON {...}` line per measurement (bench "torch_topk", keyed like
+bench_topn's records by T, S, N and family). Usage: torch_topn.py [iters]."""
 import json
 import sys
 
 import torch
 
-SHAPES = [(64, 131072, 384), (8, 131072, 384), (6710, 16384, 384)]
+SHAPES = [(64, 131072, 384), (8, 131072, 384), (64, 16384, 384), (6710, 16384, 384)]
 FAMILIES = ["normal", "normal+100", "integer0..3", "-inf-masked"]
 
 
@@ -32,6 +33,8 @@ def main():
     iters = max(20, int(sys.argv[1]) if len(sys.argv) > 1 else 30)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
+    print("JSON " + json.dumps({"bench": "torch_env", "torch": torch.__version__,
+                                "gpu": torch.cuda.get_device_name()}))
     print(f"{'T':<6} {'S':<7} {'N':<5} {'family':<12} {'median_us':>10} {'min_us':>10}")
     for t, s, n in SHAPES:
         nbytes = t * s * 2

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "base.h"
 
 #define DC_W_MAX DCPTOPK_MAX_WORLD_SIZE
 #define DC_DEFAULT_PEER_TIMEOUT_MS 10000
@@ -199,6 +199,10 @@ struct dcptopk_group_workspace {
     dcptopk_workspace *ws;       /* exact packed merge: the rescue          */
 };
 
+/* The compile keys of the workspace's exchange (at most `cap`): the push
+ * kernel's on the push path, none otherwise. Returns the count. */
+DC_HIDDEN int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
+                                  dcptopk_key *keys, int cap);
 /* Device address of rank r's gathered buffer of `parity`, as mapped here. */
 DC_HIDDEN uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw,
                                   int32_t r, int32_t parity);

@@ -13,7 +13,7 @@
 
 #include "dist.h"
 #include "driver.h"
-#include "nccl.h"
+#include "nccl_table.h"
 #include "runtime.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE

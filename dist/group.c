@@ -11,7 +11,7 @@
 
 #include "dist.h"
 #include "driver.h"
-#include "nccl.h"
+#include "nccl_table.h"
 #include "runtime.h"
 
 #define DC_BOOT_BYTES 16384 /* NCCL bootstrap buffer: W * blob */

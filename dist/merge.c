@@ -15,6 +15,24 @@
 #include "exchange.h" /* kernels/exchange: the exchange's compile key */
 #endif
 
+/* The compile keys of this workspace's exchange (the push kernel on the
+ * push path), for dcptopk_group_warmup on src/. */
+int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
+                        dcptopk_key *keys, int cap)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    if (cap >= 1 && gw->g && gw->g->path == DCPTOPK_PATH_PUSH) {
+        dc_push_exchange_key(gw->c.world_size, gw->ctx->arch, &keys[0]);
+        return 1;
+    }
+#else
+    (void)gw;
+    (void)keys;
+    (void)cap;
+#endif
+    return 0;
+}
+
 #define DC_ALIGN(x) (((x) + 255u) & ~(uint64_t)255u)
 
 static int gw_register(dcptopk_group *g, dcptopk_group_workspace *gw)
@@ -175,34 +193,6 @@ void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
     }
     dc_peer_free(gw->ctx, &gw->mem);
     free(gw);
-}
-
-dcptopk_result dcptopk_group_warmup(dcptopk_group_workspace *gw,
-                                   dcptopk_progress_fn progress, void *user,
-                                   dcptopk_warmup_stats *stats)
-{
-    if (!gw)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "gw is NULL");
-    dcptopk_result r = dcptopk_warmup(gw->ctx, &gw->c, progress, user, stats);
-    if (r || !gw->g || gw->g->path != DCPTOPK_PATH_PUSH)
-        return r;
-#ifdef DC_HAVE_PUSH_EXCHANGE
-    dcptopk_key key;
-    dc_push_exchange_key(gw->c.world_size, dcptopk_context_arch(gw->ctx), &key);
-    dcptopk_warmup_stats more = DCPTOPK_WARMUP_STATS_INIT;
-    if ((r = dcptopk_warmup_keys(gw->ctx, &key, 1, progress, user, &more)))
-        return r;
-    if (stats && stats->struct_size >= sizeof *stats) {
-        stats->keys += more.keys;
-        stats->memory_hits += more.memory_hits;
-        stats->cache_hits += more.cache_hits;
-        stats->compiled += more.compiled;
-        stats->compile_ms += more.compile_ms;
-        stats->load_ms += more.load_ms;
-        stats->total_ms += more.total_ms;
-    }
-#endif
-    return DCPTOPK_SUCCESS;
 }
 
 uint64_t dcptopk_group_workspace_saturation(const dcptopk_group_workspace *gw)

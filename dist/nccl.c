@@ -1,4 +1,4 @@
-/* nccl.c - loads NCCL at run time (see nccl.h). The table is process-wide
+/* nccl.c - loads NCCL at run time (see nccl_table.h). The table is process-wide
  * state written once under pthread_once and read-only after, like the CUDA
  * driver's table (runtime/driver.c). */
 #include <dlfcn.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl.h"
+#include "nccl_table.h"
 
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 static dc_nccl nccl_table;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "rt.h"
 
 #define DC_SYM2(x) #x
 #define DC_SYM(x) DC_SYM2(x) /* expands cuda.h's _v2 mapping first */
@@ -81,6 +82,12 @@ const dc_cuda *dc_cuda_get(const char **why)
     if (!cuda_loaded && why)
         *why = cuda_why;
     return cuda_loaded;
+}
+
+int32_t dc_rt_device_count(void)
+{
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    return cu ? cu->device_count : 0;
 }
 
 dcptopk_result dc_cu_fail(const dcptopk_context *ctx, CUresult r,

@@ -14,7 +14,7 @@
 
 #include <cuda.h>
 
-#include "internal.h"
+#include "base.h"
 
 /* X(name): every entry point the library uses. */
 #define DC_CU_FUNCTIONS(X)                                                     \

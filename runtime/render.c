@@ -3,13 +3,15 @@
  * template), its named headers, and the cache key that covers all of it.
  *
  * Templates and headers come from the copies embedded at build time
- * (dc_embedded_files), or from $DCPTOPK_TEMPLATE_DIR when it is set, so a
- * kernel can be edited without rebuilding the library. */
+ * (dc_embedded_files), or from $DCPTOPK_TEMPLATE_DIR when it is set (a flat
+ * folder or a copy of kernels/), so a kernel can be edited without
+ * rebuilding the library. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rt.h"
 #include "templates_embed.h"
@@ -72,13 +74,11 @@ static void *unit_own(dc_unit *u, void *p)
     return p;
 }
 
-/* Reads dir/name whole (NUL-terminated). */
+/* Reads `path` whole (NUL-terminated) as the source `name`. */
 static dcptopk_result read_file(const dcptopk_context *ctx, dc_unit *u,
-                                const char *dir, const char *name,
-                                dc_source *out)
+                                const char *dir, const char *path,
+                                const char *name, dc_source *out)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "rb");
     if (!f)
         return dc_fail(ctx, errno == ENOENT ? DCPTOPK_NOT_FOUND
@@ -118,45 +118,128 @@ static dcptopk_result read_file(const dcptopk_context *ctx, dc_unit *u,
     return DCPTOPK_SUCCESS;
 }
 
+/* The files of a template folder: name -> path. */
+typedef struct dir_file {
+    char *name; /* owned by the unit */
+    char *path; /* owned by the unit */
+} dir_file;
+
+typedef struct dir_list {
+    dir_file *files;
+    size_t count, cap;
+} dir_list;
+
+/* Adds the *.cu and *.cuh files of `sub` (dir itself when sub is NULL) to
+ * `list`; with sub NULL, also descends once into each subfolder, so that the
+ * folder may be a flat copy of the templates or a copy of kernels/ (one
+ * folder per family). A name seen twice is refused: the renderer and NVRTC's
+ * #include know a file by its name alone. */
+static dcptopk_result list_dir(const dcptopk_context *ctx, dc_unit *u,
+                               const char *dir, const char *sub,
+                               dir_list *list)
+{
+    char folder[4096];
+    if (sub)
+        snprintf(folder, sizeof folder, "%s/%s", dir, sub);
+    else
+        snprintf(folder, sizeof folder, "%s", dir);
+    DIR *d = opendir(folder);
+    if (!d)
+        return dc_fail(ctx, DCPTOPK_IO_ERROR,
+                       "DCPTOPK_TEMPLATE_DIR = \"%s\": cannot list %s: %s", dir,
+                       folder, strerror(errno));
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    struct dirent *e;
+    while (r == DCPTOPK_SUCCESS && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        int len = snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        if (len < 0 || (size_t)len >= sizeof path) {
+            r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                        "DCPTOPK_TEMPLATE_DIR = \"%s\": path of %s longer "
+                        "than %zu bytes", dir, e->d_name, sizeof path - 1);
+            break;
+        }
+        struct stat st;
+        if (stat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (!sub)
+                r = list_dir(ctx, u, dir, e->d_name, list);
+            continue;
+        }
+        if (!ends_with(e->d_name, ".cu") && !ends_with(e->d_name, ".cuh"))
+            continue;
+        for (size_t i = 0; i < list->count; i++)
+            if (strcmp(list->files[i].name, e->d_name) == 0) {
+                r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                            "DCPTOPK_TEMPLATE_DIR = \"%s\": two files named "
+                            "%s (%s and %s): template names must be unique",
+                            dir, e->d_name, list->files[i].path, path);
+                break;
+            }
+        if (r)
+            break;
+        if (list->count == list->cap) {
+            size_t ncap = list->cap ? list->cap * 2 : 16;
+            dir_file *f = realloc(list->files, ncap * sizeof *f);
+            if (!f) {
+                r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "template list");
+                break;
+            }
+            list->files = f;
+            list->cap = ncap;
+        }
+        dir_file *f = &list->files[list->count];
+        f->name = unit_own(u, strdup(e->d_name));
+        f->path = f->name ? unit_own(u, strdup(path)) : NULL;
+        if (!f->path) {
+            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "template list");
+            break;
+        }
+        list->count++;
+    }
+    closedir(d);
+    return r;
+}
+
 /* Template and headers from a folder (DCPTOPK_TEMPLATE_DIR). */
 static dcptopk_result load_from_dir(const dcptopk_context *ctx, dc_unit *u,
                                     const char *dir)
 {
-    dcptopk_result r = read_file(ctx, u, dir, u->info->template_file,
-                                 &u->tmpl);
-    if (r)
-        return r;
-    DIR *d = opendir(dir);
-    if (!d)
-        return dc_fail(ctx, DCPTOPK_IO_ERROR,
-                       "DCPTOPK_TEMPLATE_DIR = \"%s\": cannot list it: %s", dir,
-                       strerror(errno));
-    size_t cap = 0;
-    struct dirent *e;
-    r = DCPTOPK_SUCCESS;
-    while (r == DCPTOPK_SUCCESS && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".cuh"))
-            continue;
-        if (u->header_count == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            dc_source *h = realloc(u->headers, ncap * sizeof *h);
-            if (!h) {
-                r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
-                break;
-            }
-            u->headers = h;
-            cap = ncap;
-        }
-        char *name = unit_own(u, strdup(e->d_name));
-        if (!name) {
+    dir_list list = {NULL, 0, 0};
+    dcptopk_result r = list_dir(ctx, u, dir, NULL, &list);
+    const dir_file *tmpl = NULL;
+    size_t headers = 0;
+    for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
+        if (strcmp(list.files[i].name, u->info->template_file) == 0)
+            tmpl = &list.files[i];
+        if (ends_with(list.files[i].name, ".cuh"))
+            headers++;
+    }
+    if (r == DCPTOPK_SUCCESS && !tmpl) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, u->info->template_file);
+        errno = ENOENT;
+        r = read_file(ctx, u, dir, path, u->info->template_file, &u->tmpl);
+    } else if (r == DCPTOPK_SUCCESS) {
+        r = read_file(ctx, u, dir, tmpl->path, tmpl->name, &u->tmpl);
+    }
+    if (r == DCPTOPK_SUCCESS && headers) {
+        u->headers = calloc(headers, sizeof *u->headers);
+        if (!u->headers)
             r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "header list");
-            break;
-        }
-        r = read_file(ctx, u, dir, name, &u->headers[u->header_count]);
+    }
+    for (size_t i = 0; r == DCPTOPK_SUCCESS && i < list.count; i++) {
+        if (!ends_with(list.files[i].name, ".cuh"))
+            continue;
+        r = read_file(ctx, u, dir, list.files[i].path, list.files[i].name,
+                      &u->headers[u->header_count]);
         if (r == DCPTOPK_SUCCESS)
             u->header_count++;
     }
-    closedir(d);
+    free(list.files);
     if (r)
         return r;
     /* readdir's order is the file system's: sort for a stable cache key. */
@@ -183,7 +266,7 @@ static dcptopk_result load_embedded(const dcptopk_context *ctx, dc_unit *u)
     if (!found)
         return dc_fail(ctx, DCPTOPK_NOT_FOUND,
                        "kernel %s: template \"%s\" is not embedded in this "
-                       "build (templates/%s does not exist yet, or the library "
+                       "build (kernels/*/%s does not exist yet, or the library "
                        "was built before it was added)",
                        u->info->name, u->info->template_file,
                        u->info->template_file);

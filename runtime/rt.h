@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "cache.h"
-#include "internal.h"
 
 /* ------------------------------------------------------------- rendering */
 
@@ -140,6 +140,9 @@ DC_HIDDEN void dc_rt_precompile(dcptopk_context *ctx, const dcptopk_key *keys,
  * serial prepare found it in the cache (cache_hit = 1; that hit is taken
  * back) or in the module table (0). */
 DC_HIDDEN void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit);
+
+/* Devices the driver sees; 0 without a usable driver (runtime/driver.c). */
+DC_HIDDEN int32_t dc_rt_device_count(void);
 
 /* Milliseconds of a monotonic clock. */
 DC_HIDDEN double dc_now_ms(void);

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "base.h"
 
 typedef struct dc_launch_cfg {
     uint32_t grid[3];

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base.h"
 #include "cache.h"
-#include "internal.h"
 
 struct dcptopk_cache {
     dc_cache *cache;

@@ -5,14 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
-#include "internal.h"
+#include "base.h"
 #include "rt.h"
 
 int dcptopk_device_count(void)
 {
-    const dc_cuda *cu = dc_cuda_get(NULL);
-    return cu ? cu->device_count : 0;
+    return dc_rt_device_count();
 }
 
 /* Reads a context config through its struct_size: fields a caller's older

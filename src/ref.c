@@ -2,14 +2,14 @@
  * literally, on host pointers. It is the definition of correct for the GPU
  * kernels, which must match it bit for bit, so it favours the obvious over the
  * fast: selections sort every candidate. Arguments go through the same checks
- * (src/check.c) as the GPU entry points. */
+ * (kernels/common/check.c) as the GPU entry points. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "check.h"
-#include "internal.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
 #define DC_EMPTY_SCORE_BITS ((int32_t)0xFF800000u) /* fp32 -inf */

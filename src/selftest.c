@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base.h"
 #include "check.h"
-#include "internal.h"
 #include "runtime.h"
 
 /* Columns per rank of the generated rows. */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 #include "rt.h"
 
 /* More than any config expands to (the key list of one config is short). */

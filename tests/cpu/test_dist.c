@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../dist/dist.h"
-#include "../../dist/nccl.h"
+#include "dist.h"
+#include "nccl_table.h"
 #include "gpu_util.h"
 #include "harness.h"
 

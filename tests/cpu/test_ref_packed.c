@@ -273,6 +273,17 @@ static int check_world(const dcptopk_merge_config *c, const dc_world *w,
                            sat[q][t], expect_sat);
                 bad = 1;
             }
+        /* At most (K-1)/N ranks saturate a row (tau16 selects all N keys of
+         * a saturated rank): the push kernel sizes its receive slots by this
+         * and does not check the word it reads, so the oracle, which the
+         * GPU's saturation words must equal bit for bit, must never exceed it. */
+        if (!bad && __builtin_popcount(mask) > (k - 1) / c->local_topk) {
+            DC_FAIL_AT("%s W=%d K=%d N=%d row %lld: %d saturated ranks, more "
+                       "than (K-1)/N = %d receive slots",
+                       fam, nw, k, c->local_topk, (long long)t,
+                       __builtin_popcount(mask), (k - 1) / c->local_topk);
+            bad = 1;
+        }
         if (!bad && family == DC_FAM_CONC_SAT) {
             int32_t m = (k - 1) / c->local_topk;
             int32_t want_bits = m < nw ? m : nw;

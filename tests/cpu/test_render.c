@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "dcptopk.h"
 #include "gpu_util.h"
 #include "harness.h"
-#include "internal.h"
 
 /* Distinct values per field so that a mixed-up field shows. */
 static void full_key(dcptopk_key *k, int32_t kernel)
@@ -171,7 +171,7 @@ TEST(select_prelude_literal)
     snprintf(k.arch, sizeof k.arch, "sm_90a");
     char *src = NULL;
     CHECK_OK(dcptopk_key_render(&k, &src));
-    /* Threads per block are the registry's choice (src/kernels.c). */
+    /* Threads per block are the registry's choice (base/kernels.c). */
     char want[512];
     snprintf(want, sizeof want,
              "#define DCPTOPK_TOPK 1024\n"

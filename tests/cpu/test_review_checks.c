@@ -1,5 +1,6 @@
-/* test_review_checks.c - argument checks added by the code review
- * (docs/REVIEW.md): inputs the checks used to accept although a launcher or
+/* test_review_checks.c - argument checks added by a code review of the
+ * kernels and launchers (the kernel invariants it verified are listed in
+ * docs/KERNELS.md): inputs the checks used to accept although a launcher or
  * a kernel cannot handle them. The GPU entry points are called with a
  * context without a device: a refused call fails in its checks, an accepted
  * one reaches the launch and fails with DCPTOPK_NO_DEVICE, so every case
@@ -188,7 +189,7 @@ TEST(push_grid_is_checked_before_any_launch)
 }
 
 /* "ids_out and rows_out both NULL" was refused by dcptopk_pair_select only
- * (src/pair.c): the reference accepted it. Both refuse it now (check.c). */
+ * (kernels/pair/pair.c): the reference accepted it. Both refuse it now (check.c). */
 TEST(pair_select_without_output_is_refused_by_the_reference_too)
 {
     int32_t cand[2 * 128 * 2] = {0};

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../dist/nccl.h"
+#include "nccl_table.h"
 #include "dist_ranks.h"
 #include "gen.h"
 #include "gpu_util.h"

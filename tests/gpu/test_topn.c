@@ -1,6 +1,6 @@
 /*
- * test_topn.c - the fused local top-N + pack (templates/topn_pack.cu) and the
- * push of round 2 (templates/push.cu), bit for bit against the CPU reference
+ * test_topn.c - the fused local top-N + pack (kernels/topn/topn_pack.cu) and the
+ * push of round 2 (kernels/topn/push.cu), bit for bit against the CPU reference
  * (dcptopk_ref_pack, dcptopk_ref_push_list), over the input families, the
  * shapes of issue #4 and every code path (one CTA per row and clusters of 2,
  * 4 and 8 CTAs per row, forced through dc_*_launch_variant).

@@ -1,20 +1,33 @@
 /* kernels.c - the kernel registry: for every kernel, its template, the key
  * fields it specialises on and its threads per block. A reader finds a
- * kernel's template (templates/<name>.cu), its key fields (here) and its
- * launcher (src/packed.c, src/pair.c) by name alone. */
+ * kernel's template (kernels/<family>/<name>.cu), its key fields (here) and
+ * its launcher (kernels/<family>/<family>.c) by name alone. */
 #include <stddef.h>
 
-#include "internal.h"
+#include "base.h"
 
 static int32_t threads_256(const dcptopk_key *key) { (void)key; return 256; }
 static int32_t threads_512(const dcptopk_key *key) { (void)key; return 512; }
 static int32_t threads_1024(const dcptopk_key *key) { (void)key; return 1024; }
 
-/* templates/select.cu: rows of at most DC_SELECT_SMALL_KEYS = 4096 keys
+/* kernels/packed/select.cu: rows of at most DC_SELECT_SMALL_KEYS = 4096 keys
  * (W * N) take its small-row path, which runs 256 threads. */
 static int32_t threads_select(const dcptopk_key *key)
 {
     return (int64_t)key->world_size * key->local_topk <= 4096 ? 256 : 512;
+}
+
+/* kernels/pair/pair_select.cu: about 16 candidates a thread, whole warps, at
+ * most 512 (a CTA of 1024 threads was measured slower at W*K = 16384). */
+int32_t dc_pair_select_threads(const dcptopk_key *key)
+{
+    int64_t cands = (int64_t)key->world_size * key->topk;
+    int64_t t = (cands / 16 + 31) / 32 * 32;
+    if (t < 32)
+        t = 32;
+    if (t > 512)
+        t = 512;
+    return (int32_t)t;
 }
 
 static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {

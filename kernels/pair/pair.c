@@ -1,26 +1,13 @@
 /* pair.c - launchers of the pair merge (pack, select) and its config -> keys
- * expansion. The kernels are templates/pair_pack.cu and
- * templates/pair_select.cu; their rows in src/kernels.c give the key fields. */
+ * expansion. The kernels are pair_pack.cu and pair_select.cu (this folder);
+ * their rows in base/kernels.c give the key fields. */
 #include <stdio.h>
 #include <string.h>
 
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "pair.h"
 #include "runtime.h"
-
-/* Threads per block of the pair select: about 16 candidates a thread, whole
- * warps, at most 512 (one CTA of 1024 at W*K = 16384 measured 860 us against
- * 531 us on the H200, 3e43af2). */
-int32_t dc_pair_select_threads(const dcptopk_key *key)
-{
-    int64_t cands = (int64_t)key->world_size * key->topk;
-    int64_t t = (cands / 16 + 31) / 32 * 32;
-    if (t < 32)
-        t = 32;
-    if (t > 512)
-        t = 512;
-    return (int32_t)t;
-}
 
 /* Dynamic shared memory of the pair select: its working area (8448 bytes,
  * ps::kSharedBytes), then the row's primary keys when W*K*4 bytes fit in
@@ -32,7 +19,7 @@ static uint32_t pair_select_smem(int32_t world_size, int32_t topk)
     return 8448u + (keys <= 131072u ? keys : 0u);
 }
 
-/* Threads per block of the pack: the registry's (src/kernels.c). */
+/* Threads per block of the pack: the registry's (base/kernels.c). */
 static int32_t pair_pack_threads(void)
 {
     dcptopk_key k;

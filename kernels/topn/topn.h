@@ -1,12 +1,12 @@
 /*
- * topn.h - the fused local top-N + pack (templates/topn_pack.cu) and the push
- * of a saturated rank's local top-K (templates/push.cu): launchers used by
- * src/packed.c (dcptopk_pack, the exact select) and the warmup key list.
+ * topn.h - the fused local top-N + pack (kernels/topn/topn_pack.cu) and the push
+ * of a saturated rank's local top-K (kernels/topn/push.cu): launchers used by
+ * kernels/packed/packed.c (dcptopk_pack, the exact select) and the warmup key list.
  */
 #ifndef DCPTOPK_TOPN_H
 #define DCPTOPK_TOPN_H
 
-#include "internal.h"
+#include "base.h"
 
 /* Body of dcptopk_pack (arguments already validated by dc_check_pack_args). */
 DC_HIDDEN dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
@@ -64,12 +64,12 @@ DC_HIDDEN int32_t dc_topn_variant(int64_t rows, int64_t max_local_len,
                                   int32_t sm_count);
 /* Dynamic shared memory before the keys of the top-N pack and the push for
  * `variant` (2^variant CTAs a row): the selection state, which must equal
- * DC_TOPN_SHARED_BYTES of templates/topn_select.cuh (the template checks it
+ * DC_TOPN_SHARED_BYTES of kernels/topn/topn_select.cuh (the template checks it
  * when compiled with -DDC_TOPN_EXPECT_SHARED_BYTES=N: tests/cpu/test_compile). */
 DC_HIDDEN uint32_t dc_topn_state_bytes(int32_t variant);
 /* The fewest CTAs per row any launch of the top-N pack or the push takes for
  * max_local_len columns (the capacity rule alone): 1, or 2 past 65536. The
- * argument checks (src/check.c) bound rows * this by the grid limit. */
+ * argument checks (kernels/common/check.c) bound rows * this by the grid limit. */
 DC_HIDDEN int32_t dc_topn_min_ctas_per_row(int64_t max_local_len);
 
 #endif /* DCPTOPK_TOPN_H */

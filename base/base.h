@@ -1,10 +1,11 @@
 /*
- * internal.h - what every part of the library shares and no user sees: the
- * context struct, the error helpers, the kernel registry and the per-merge
- * hooks (config -> compile keys, launchers).
+ * base.h - the ground floor (base/): what every part of the library shares
+ * and no user sees: the context struct, the error helpers, the compile-key
+ * field table and the kernel registry. No CUDA headers; nothing here calls
+ * up into cache/, runtime/, kernels/ or src/.
  */
-#ifndef DCPTOPK_INTERNAL_H
-#define DCPTOPK_INTERNAL_H
+#ifndef DCPTOPK_BASE_H
+#define DCPTOPK_BASE_H
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -75,7 +76,7 @@ enum {
 };
 
 /* One int32_t field of dcptopk_key that a kernel may specialise on. The
- * table (src/config.c) is the one list of them: key strings and key checks
+ * table (base/config.c) is the one list of them: key strings and key checks
  * use `name`, the renderer's prelude `macro`, in table order (the prelude is
  * hashed, so the order is part of the cache key). */
 typedef struct dc_key_field {
@@ -93,7 +94,7 @@ DC_HIDDEN int32_t dc_key_field_value(const dcptopk_key *key, size_t i);
 typedef struct dc_kernel_info {
     int32_t kernel;          /* dcptopk_kernel                               */
     const char *name;        /* "select"                                     */
-    const char *template_file; /* "select.cu" under templates/               */
+    const char *template_file; /* "select.cu" under kernels/<family>/       */
     uint32_t fields;         /* DC_F_* it specialises on                     */
     /* Threads per block, derived from the key only (rendered as
      * DCPTOPK_THREADS). */
@@ -103,18 +104,7 @@ typedef struct dc_kernel_info {
 /* NULL for an unknown kernel. */
 DC_HIDDEN const dc_kernel_info *dc_kernel_get(int32_t kernel);
 
-/* Config -> keys of each merge (src/packed.c, src/pair.c). Same contract as
- * dcptopk_config_keys; `arch` already resolved. */
-DC_HIDDEN dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
-                                               const char *arch,
-                                               dcptopk_key *keys, size_t cap,
-                                               size_t *count);
-DC_HIDDEN dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
-                                             const char *arch,
-                                             dcptopk_key *keys, size_t cap,
-                                             size_t *count);
-
-/* Threads per block of the pair select for a key (src/pair.c). */
+/* Threads per block of the pair select for a key (base/kernels.c). */
 DC_HIDDEN int32_t dc_pair_select_threads(const dcptopk_key *key);
 
 /* Reads a config through its struct_size (a caller built against an older,
@@ -129,10 +119,10 @@ DC_HIDDEN int dc_key_fields_string(const dcptopk_key *key, char *buf,
                                    size_t size);
 
 /* Whether `arch` names a target NVRTC takes: sm_XY or sm_XYZ, optionally
- * followed by 'a' or 'f' (src/config.c; NULL is not valid). */
+ * followed by 'a' or 'f' (base/config.c; NULL is not valid). */
 DC_HIDDEN int dc_arch_valid(const char *arch);
 
 /* Number of bits of a packed-merge global id for W ranks (2^17 * W ids). */
 DC_HIDDEN int32_t dc_gid_bits(int32_t world_size);
 
-#endif /* DCPTOPK_INTERNAL_H */
+#endif /* DCPTOPK_BASE_H */

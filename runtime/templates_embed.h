@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 typedef struct dc_embedded_file {
-    const char *name;          /* file name under templates/, e.g. "select.cu" */
+    const char *name;          /* file name alone, e.g. "select.cu"       */
     const unsigned char *data; /* NUL-terminated                                */
     size_t size;               /* bytes without the NUL                         */
 } dc_embedded_file;

@@ -1,5 +1,5 @@
 /*
- * nccl.h - NCCL, loaded at run time (private to dist/). libnccl.so.2 (or
+ * nccl_table.h - NCCL, loaded at run time (private to dist/). libnccl.so.2 (or
  * $DCPTOPK_NCCL_LIBRARY) is dlopen'ed once into one table of function
  * pointers, so the library loads and serves single-GPU calls where NCCL is
  * absent; only group calls that need NCCL fail, with DCPTOPK_NCCL_ERROR.
@@ -8,14 +8,14 @@
  * but only entry points that exist in NCCL 2.28.3 and older are loaded: the
  * GPU machine's library is 2.28.3 while the build header may be newer.
  */
-#ifndef DCPTOPK_DIST_NCCL_H
-#define DCPTOPK_DIST_NCCL_H
+#ifndef DCPTOPK_DIST_NCCL_TABLE_H
+#define DCPTOPK_DIST_NCCL_TABLE_H
 
-/* NCCL's own nccl.h: dist/ is deliberately not on any include path (its
- * files include each other with quotes), so this finds the toolkit's. */
+/* NCCL's own header (the CUDA toolkit's); this file is not named nccl.h,
+ * which would shadow it on dist/'s include path. */
 #include <nccl.h>
 
-#include "internal.h"
+#include "base.h"
 
 /* X(name): every NCCL entry point the library uses. */
 #define DC_NCCL_FUNCTIONS(X)                                                   \
@@ -71,4 +71,4 @@ DC_HIDDEN dcptopk_result dc_nccl_absent(const dcptopk_context *ctx,
             return dc_nccl_fail((ctx), dc_nc_r_, (comm), #call);               \
     } while (0)
 
-#endif /* DCPTOPK_DIST_NCCL_H */
+#endif /* DCPTOPK_DIST_NCCL_TABLE_H */

@@ -7,7 +7,7 @@
 #ifndef DCPTOPK_CHECK_H
 #define DCPTOPK_CHECK_H
 
-#include "internal.h"
+#include "base.h"
 
 /* Config fields, each named in the message ("config->topk = 100: ..."). */
 DC_HIDDEN dcptopk_result dc_check_config(const dcptopk_context *ctx,

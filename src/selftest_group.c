@@ -1,5 +1,5 @@
-/* selftest.c - dcptopk_selftest_group: one rank's part of the distributed
- * deployment check. The inputs of every rank are a pure function of the
+/* selftest_group.c - dcptopk_selftest_group: one rank's part of the
+ * distributed deployment check (on src/: it needs the CPU reference). The inputs of every rank are a pure function of the
  * seed, so each rank computes the whole reference merge itself and compares
  * its own outputs; nothing but the merge crosses ranks. */
 #include <math.h>

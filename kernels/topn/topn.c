@@ -1,7 +1,7 @@
-/* topn.c - launchers of the fused local top-N + pack (templates/topn_pack.cu)
- * and of the push of round 2 (templates/push.cu), and their compile keys.
+/* topn.c - launchers of the fused local top-N + pack (kernels/topn/topn_pack.cu)
+ * and of the push of round 2 (kernels/topn/push.cu), and their compile keys.
  *
- * Both kernels share the selection of templates/topn_select.cuh: a row is
+ * Both kernels share the selection of kernels/topn/topn_select.cuh: a row is
  * split over C = 2^variant CTAs (a thread-block cluster when C > 1), each
  * keeping its columns in shared memory. C is chosen here from the number of
  * rows, the row length and the SM count: large enough that a CTA's columns

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 static _Thread_local dc_err thread_err;
 /* What dcptopk_last_error(ctx) returned last on this thread: a copy taken

@@ -1,7 +1,7 @@
 /* packed.c - launchers of the packed exact merge (pack, pack of given ids,
  * select, rescue), its rescue workspace, the one-GPU loopback world, and its
- * config -> keys expansion. Kernels: templates/topn_pack.cu and push.cu
- * (src/topn.c), pack_indices.cu, select.cu, rescue.cu.
+ * config -> keys expansion. Kernels: kernels/topn/topn_pack.cu and push.cu
+ * (kernels/topn/topn.c), pack_indices.cu, select.cu, rescue.cu.
  *
  * Every merge entry point is CUDA-graph capturable: it only launches on the
  * caller's stream (no host sync, no allocation); workspaces and loopback
@@ -10,12 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "packed.h"
 #include "runtime.h"
 #include "topn.h"
 
-/* Mirrors dcsel::RowsMap and dcsel::Out of templates/select_core.cuh: passed
+/* Mirrors dcsel::RowsMap and dcsel::Out of kernels/packed/select_core.cuh: passed
  * by value as kernel parameters, so the layouts must match field for field
  * (all naturally aligned, 88 bytes). */
 typedef struct dc_rows_param {
@@ -495,8 +496,8 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
                               (c->local_topk + c->local_topk / 32);
     const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
     if (threads == 256) {
-        /* The template's small-row path (templates/select.cu, W * N <= 4096,
-         * the only rows src/kernels.c gives 256 threads): one CTA per row,
+        /* The template's small-row path (kernels/packed/select.cu, W * N <= 4096,
+         * the only rows base/kernels.c gives 256 threads): one CTA per row,
          * SMALL_CTAS = 6 resident per SM (its launch bounds), one row buffer
          * of dynamic shared memory (at most 16.5 KiB). The kernel handles
          * the row of its blockIdx.x alone: a persistent grid (a CTA copying

@@ -1,10 +1,12 @@
-/* config.c - merge configs: named configs, reading a config through its
- * struct_size, expansion into compile keys, and key formatting/validation. */
+/* config.c - merge configs and compile keys: named configs, reading a config
+ * through its struct_size, the packed-format arithmetic, the key field table,
+ * key formatting and validation. (Expansion of a config into keys needs the
+ * kernel families: src/config_keys.c.) */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
-#include "internal.h"
+#include "base.h"
 
 typedef struct dc_named_config {
     const char *name;
@@ -78,18 +80,6 @@ dcptopk_result dc_config_read(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dcptopk_merge_config_check(const dcptopk_merge_config *config)
-{
-    dcptopk_merge_config c;
-    dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r)
-        return r;
-    r = dc_check_config(NULL, &c);
-    if (r == DCPTOPK_SUCCESS)
-        dc_clear(NULL);
-    return r;
-}
-
 int32_t dcptopk_packed_row_words(int32_t n) { return n + n / 32; }
 
 int32_t dcptopk_rescue_slots(int32_t k, int32_t n)
@@ -122,35 +112,6 @@ int dc_arch_valid(const char *arch)
     if (*p == 'a' || *p == 'f')
         p++;
     return *p == '\0';
-}
-
-dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
-                                   const char *arch, dcptopk_key *keys,
-                                   size_t cap, size_t *count)
-{
-    dcptopk_merge_config c;
-    dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r)
-        return r;
-    if (!count)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "count is NULL");
-    if (cap && !keys)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "keys is NULL with cap = %zu", cap);
-    if (!arch)
-        arch = "sm_90a";
-    if (!dc_arch_valid(arch) || strlen(arch) >= sizeof keys->arch)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", arch);
-    if ((r = dc_check_config(NULL, &c)))
-        return r;
-    if (c.kind == DCPTOPK_MERGE_PACKED)
-        r = dc_packed_config_keys(&c, arch, keys, cap, count);
-    else
-        r = dc_pair_config_keys(&c, arch, keys, cap, count);
-    if (r == DCPTOPK_SUCCESS)
-        dc_clear(NULL);
-    return r;
 }
 
 #define DC_KEY_FIELD(bit, field, macro)                                        \

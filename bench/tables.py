@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""tables.py - docs/BENCHMARKS.md's tables, generated from the JSON lines the
+benchmarks write.
+
+Input: one .jsonl per device run (bench/device.sh writes $OUT/bench.jsonl).
+Its first record is the run's header, written by device.sh:
+
+    {"bench": "run", "date": "...", "gpu": "...", "driver": "...", "commit": "..."}
+
+then the records of bench_warmup, bench_pair, bench_topn and bench_packed, and
+those of bench/torch_*.py (torch.topk on the same shapes, in the same run).
+
+Each table row takes its figures from the newest run that measured it (runs
+are ordered by their header's date, then by their order on the command line),
+and its torch.topk figure from that same run only, never from another: a
+ratio between two runs would mix two machines' states. Each row names its run
+by a letter, and the list of runs after the tables gives each one's date, GPU,
+driver and commit.
+
+Floors are computed here, from the bytes a kernel must move, at one bandwidth
+(FLOOR_TBPS), so every table uses the same one: the bench's own `bytes` where
+it reports them, else the bytes derived from the shape.
+
+Usage:
+    bench/tables.py RUN.jsonl [RUN.jsonl ...]              print the tables
+    bench/tables.py RUN.jsonl [...] --doc docs/BENCHMARKS.md
+        replace the text between the markers below in that file (re-runnable)
+"""
+import argparse
+import json
+import re
+import sys
+
+BEGIN = "<!-- tables:begin -->"
+END = "<!-- tables:end -->"
+FLOOR_TBPS = 4.1  # the H200's measured copy bandwidth, read + write, TB/s
+
+
+# ------------------------------------------------------------------ input
+
+class Run:
+    """One device run: its header and its records, in file order."""
+
+    def __init__(self, path, order):
+        self.path = path
+        self.order = order
+        self.header = {}
+        self.records = []
+        self.torch_version = None
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise SystemExit(f"{path}:{lineno}: not a JSON line: {e}")
+                if not isinstance(rec, dict):
+                    raise SystemExit(f"{path}:{lineno}: not a JSON object")
+                if rec.get("bench") == "run":
+                    self.header = rec
+                elif rec.get("bench") == "torch_env":
+                    self.torch_version = rec.get("torch")
+                else:
+                    self.records.append(rec)
+        if not self.header:
+            raise SystemExit(f"{path}: no header record "
+                             '({"bench": "run", ...}, written by bench/device.sh)')
+        self.label = None  # set once all runs are known
+
+    def sort_key(self):
+        return (str(self.header.get("date", "")), self.order)
+
+    def find(self, pred):
+        """The last record of this run for which pred(record) holds."""
+        hit = None
+        for rec in self.records:
+            if pred(rec):
+                hit = rec
+        return hit
+
+    def legend(self):
+        h = self.header
+        parts = [str(h.get("date", "date unknown")), str(h.get("gpu", "GPU unknown"))]
+        if h.get("driver"):
+            parts.append(f"driver {h['driver']}")
+        parts.append(f"commit {h.get('commit', 'unknown')}")
+        if self.torch_version:
+            parts.append(f"torch {self.torch_version}")
+        if h.get("note"):
+            parts.append(str(h["note"]))
+        return ", ".join(parts)
+
+
+def newest(runs, pred):
+    """(run, record) from the newest run with a record matching pred."""
+    for run in reversed(runs):
+        rec = run.find(pred)
+        if rec is not None:
+            return run, rec
+    return None, None
+
+
+def is_(bench, **fields):
+    def pred(rec):
+        if rec.get("bench") != bench:
+            return False
+        return all(rec.get(k) == v for k, v in fields.items())
+    return pred
+
+
+def shape_fields(shape):
+    """'W=8 K=2048 N=384 T=6710 ids' -> {'W': 8, 'K': 2048, 'N': 384, 'T': 6710}."""
+    return {k: int(v) for k, v in re.findall(r"\b([A-Z])=(\d+)", shape or "")}
+
+
+def median(rec):
+    for k in ("median_us", "us"):
+        if isinstance(rec.get(k), (int, float)):
+            return float(rec[k])
+    return None
+
+
+# ----------------------------------------------------------------- output
+
+def num(v):
+    """About three significant figures: what the medians can tell apart."""
+    if v is None:
+        return "-"
+    if v >= 1000:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def ratio(a, b):
+    """a / b as '7.5x', or '-'."""
+    if a is None or b is None or b <= 0:
+        return "-"
+    return f"{a / b:.1f}x"
+
+
+def floor_us(nbytes):
+    return nbytes / (FLOOR_TBPS * 1e6)
+
+
+class Table:
+    def __init__(self, title, source, columns):
+        self.title = title
+        self.source = source
+        self.columns = columns
+        self.rows = []
+        self.runs = []  # the runs rows refer to, in first-use order
+
+    def add(self, run, cells):
+        if run not in self.runs:
+            self.runs.append(run)
+        self.rows.append(cells + [run.label])
+
+    def render(self):
+        if not self.rows:
+            return ""
+        out = [f"### {self.title}", "", self.source, ""]
+        cols = self.columns + ["run"]
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("| " + " | ".join("---" for _ in cols) + " |")
+        for r in self.rows:
+            out.append("| " + " | ".join(str(c) for c in r) + " |")
+        out.append("")
+        return "\n".join(out)
+
+
+# ----------------------------------------------------------------- tables
+
+def warmup_table(runs):
+    t = Table("Warmup and the compile cache",
+              "`bench/bench_warmup`, the default config (deepseek-v3.2-dcp8). "
+              "Wall-clock times on the host.",
+              ["what", "figure", "goal"])
+    run, rec = newest(runs, is_("warmup", stage="cold_total"))
+    if rec:
+        t.add(run, ["cold compile, cache off", f"{num(rec['ms'])} ms for {rec['keys']} kernels", "-"])
+    run, rec = newest(runs, is_("warmup", stage="warm_start"))
+    if rec:
+        fig = f"**{num(rec['median_ms'])} ms** median"
+        if rec.get("min_ms"):
+            fig += f" (min {num(rec['min_ms'])})"
+        t.add(run, ["warm start: open the cache, fresh context, load every module",
+                    fig, f"< {rec.get('goal_ms', 10)} ms"])
+        if rec.get("first_ms"):
+            t.add(run, ["warm start, first context of the process (creates the CUDA context)",
+                        f"{num(rec['first_ms'])} ms", "-"])
+    run, rec = newest(runs, is_("warmup", stage="concurrent"))
+    if rec:
+        t.add(run, [f"{rec['processes']} processes warming one empty cache at once",
+                    f"{num(rec['wall_ms'])} ms wall, {rec['total_compiles']} compiles "
+                    f"for {rec['distinct_keys']} keys",
+                    "compiles = keys"])
+    return t
+
+
+PAIR_SHAPES = [(8, 2048, 6710), (4, 2048, 6710), (2, 2048, 6710), (16, 2048, 6710),
+               (8, 1024, 6710), (8, 4096, 6710), (8, 512, 6710),
+               (8, 2048, 64), (4, 2048, 64), (2, 2048, 64)]
+
+
+def pair_table(runs):
+    t = Table("Pair merge",
+              "`bench/bench_pair` + `bench/torch_pair.py`: select the top K of W*K (fp32 score, "
+              "int32 gid) candidates a row, ids out, L2 flushed before each call. "
+              "\"torch route\" is what engines run today: the reorder copy to row-major, "
+              "torch.topk and a gather. Times in us; floor: the candidates read and the ids "
+              f"written once at {FLOOR_TBPS} TB/s.",
+              ["W K T", "in place (rank-major)", "row-major", "torch.topk", "torch route",
+               "x faster than topk / route", "floor", "x floor"])
+    for w, k, tt in PAIR_SHAPES:
+        run, rec = newest(runs, is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
+        if not rec:
+            continue
+        ours = median(rec)
+        row = run.find(is_("pair_select", layout="row-major", W=w, K=k, T=tt))
+        topk = run.find(is_("torch_pair_topk", W=w, K=k, T=tt))
+        route = run.find(is_("torch_pair_route", W=w, K=k, T=tt))
+        tk = median(topk) if topk else None
+        rt = median(route) if route else None
+        fl = floor_us(rec["bytes"]) if rec.get("bytes") else None
+        t.add(run, [f"{w} {k} {tt}", f"**{num(ours)}**", num(median(row) if row else None),
+                    num(tk), num(rt), f"{ratio(tk, ours)} / {ratio(rt, ours)}",
+                    num(fl), ratio(ours, fl)])
+    run, rec = newest(runs, is_("pair_pack"))
+    if rec:
+        ours = median(rec)
+        fl = floor_us(rec["bytes"]) if rec.get("bytes") else None
+        t.add(run, [f"pack {rec['W']} {rec['K']} {rec['T']} (fp32 logits)", f"**{num(ours)}**",
+                    "-", "-", "-", "-", num(fl), ratio(ours, fl)])
+    return t
+
+
+TOPN_SHAPES = [(6710, 16384), (64, 131072), (8, 131072), (64, 16384)]
+FAMILIES = ["normal", "normal+100", "integer0..3", "-inf-masked"]
+
+
+def topn_table(runs):
+    t = Table("Local top-N + pack (packed merge, round 1)",
+              "`bench/bench_topn` + `bench/torch_topn.py`: the fused local top-N + pack, N = 384, "
+              "bf16 rows, inputs rotated over more than the L2. \"call\": events around one "
+              "launch (includes the host's launch gap); \"back to back\": 20 launches between "
+              "two events, the median of 9 such batches. torch.topk is timed as a call, on the "
+              "same rows. Times in us; floor: the rows read and the packed words written once "
+              f"at {FLOOR_TBPS} TB/s; \"x floor\" is of the back-to-back time.",
+              ["rows x columns", "family", "call", "back to back", "torch.topk",
+               "x faster (call / b2b)", "floor", "x floor"])
+    for T, S in TOPN_SHAPES:
+        for fam in FAMILIES:
+            run, rec = newest(runs, is_("topn_pack", T=T, S=S, family=fam, auto=True))
+            if not rec:
+                continue
+            call = median(rec)
+            b2b = rec.get("pipelined_us")
+            n = rec.get("N", 384)
+            tr = run.find(is_("torch_topk", T=T, S=S, family=fam))
+            tk = median(tr) if tr else None
+            fl = floor_us(T * S * 2 + T * (n + n // 32) * 4)
+            bold = fam == "normal"
+            c = f"**{num(call)}**" if bold else num(call)
+            t.add(run, [f"{T} x {S}", fam, c, num(b2b), num(tk),
+                        f"{ratio(tk, call)} / {ratio(tk, b2b)}", num(fl), ratio(b2b, fl)])
+    return t
+
+
+def packed_table(runs):
+    t = Table("Packed merge: select, rescue, the two rounds",
+              "`bench/bench_packed` + `bench/torch_packed.py`: W = 8, K = 2048, N = 384, no "
+              "saturated row unless named. \"piped\": 50 calls launched back to back; "
+              "\"graph\": the same 50 replayed as one CUDA graph (per call). The loopback "
+              "merge runs all 8 ranks' work one after another on one GPU: 8 times one rank's "
+              "work, not a latency. Times in us; floor: the gathered words read and the ids "
+              f"written once at {FLOOR_TBPS} TB/s.",
+              ["workload", "shape", "us", "torch.topk", "x faster", "floor", "x floor"])
+    seen = []
+    for run in runs:
+        for rec in run.records:
+            if rec.get("bench") in ("select", "select exact (+push+rescue)", "rescue",
+                                    "rescue, no saturated row", "rescue, no saturated row, piped",
+                                    "rescue, no saturated row, graph",
+                                    "loopback merge (8 ranks, 1 GPU)"):
+                key = (rec["bench"], rec.get("shape"))
+                if key not in seen:
+                    seen.append(key)
+    for name, shape in seen:
+        run, rec = newest(runs, is_(name, shape=shape))
+        ours = median(rec)
+        f = shape_fields(shape)
+        tk, tdesc, fl = None, None, None
+        if name.startswith("select"):
+            tr = run.find(is_("torch_packed_topk", role="select"))
+            fl = floor_us(f["W"] * f["T"] * (f["N"] + f["N"] // 32) * 4 + f["T"] * f["K"] * 4)
+        elif name.startswith("loopback"):
+            tr = run.find(is_("torch_packed_topk",
+                              role="decode top-N" if f.get("T", 0) <= 64 else "prefill top-N"))
+        else:
+            tr = None
+        if tr:
+            tk = median(tr)
+            tdesc = f"{num(tk)} ({tr.get('what', '')})" if tr.get("what") else num(tk)
+        x = ratio(tk, ours) if name.startswith("select") else "-"
+        t.add(run, [name, shape, f"**{num(ours)}**" if name == "select" else num(ours),
+                    tdesc or "-", x, num(fl), ratio(ours, fl)])
+    return t
+
+
+def render(runs):
+    runs = sorted(runs, key=Run.sort_key)
+    for i, run in enumerate(runs):
+        run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
+    tables = [warmup_table(runs), pair_table(runs), topn_table(runs), packed_table(runs)]
+    body = "\n".join(x for x in (tb.render() for tb in tables) if x)
+    used = [r for r in runs if any(r in tb.runs for tb in tables)]
+    if used:
+        body += "\n### Runs\n\n" + "\n".join(
+            f"- **{r.label}**: {r.legend()}." for r in used) + "\n"
+    return ("<!-- generated by bench/tables.py from "
+            + ", ".join(r.path.split("/")[-1] for r in runs)
+            + "; edit the runs, not this text -->\n\n" + body)
+
+
+def replace_between_markers(doc_path, generated):
+    with open(doc_path, encoding="utf-8") as f:
+        text = f.read()
+    b, e = text.find(BEGIN), text.find(END)
+    if b < 0 or e < 0 or e < b:
+        raise SystemExit(f"{doc_path}: the markers {BEGIN} and {END} are missing or out of order")
+    new = text[:b + len(BEGIN)] + "\n" + generated.rstrip("\n") + "\n" + text[e:]
+    if new != text:
+        with open(doc_path, "w", encoding="utf-8") as f:
+            f.write(new)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+", help="one .jsonl per device run")
+    ap.add_argument("--doc", help="replace the tables between the markers in this file")
+    a = ap.parse_args(argv)
+    generated = render([Run(p, i) for i, p in enumerate(a.runs)])
+    if a.doc:
+        replace_between_markers(a.doc, generated)
+    else:
+        sys.stdout.write(generated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,50 @@
+/* config_keys.c - the public entry points that need the kernel families:
+ * dcptopk_merge_config_check (the full argument rules) and
+ * dcptopk_config_keys (config -> the compile keys of each family). They sit on
+ * the top floor because base/ cannot see kernels/. */
+#include <string.h>
+
+#include "check.h"
+#include "packed.h"
+#include "pair.h"
+
+dcptopk_result dcptopk_merge_config_check(const dcptopk_merge_config *config)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = dc_config_read(NULL, config, &c);
+    if (r)
+        return r;
+    r = dc_check_config(NULL, &c);
+    if (r == DCPTOPK_SUCCESS)
+        dc_clear(NULL);
+    return r;
+}
+
+dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
+                                   const char *arch, dcptopk_key *keys,
+                                   size_t cap, size_t *count)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = dc_config_read(NULL, config, &c);
+    if (r)
+        return r;
+    if (!count)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "count is NULL");
+    if (cap && !keys)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "keys is NULL with cap = %zu", cap);
+    if (!arch)
+        arch = "sm_90a";
+    if (!dc_arch_valid(arch) || strlen(arch) >= sizeof keys->arch)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", arch);
+    if ((r = dc_check_config(NULL, &c)))
+        return r;
+    if (c.kind == DCPTOPK_MERGE_PACKED)
+        r = dc_packed_config_keys(&c, arch, keys, cap, count);
+    else
+        r = dc_pair_config_keys(&c, arch, keys, cap, count);
+    if (r == DCPTOPK_SUCCESS)
+        dc_clear(NULL);
+    return r;
+}
