@@ -73,7 +73,9 @@ DCPTOPK_API const char *dcptopk_version_string(void);
     X(NOT_FOUND, 11, "no such entry")                                          \
     X(IO_ERROR, 12, "a file could not be read or written")                     \
     X(CONTRACT_VIOLATION, 13, "packed rows break the merge contract")          \
-    X(INTERNAL, 14, "internal error (a bug in dcptopk)")
+    X(INTERNAL, 14, "internal error (a bug in dcptopk)")                     \
+    X(PEER_TIMEOUT, 15, "a peer rank did not answer within the group's bound") \
+    X(GROUP_BROKEN, 16, "the group failed earlier and must be rebuilt")
 
 typedef enum dcptopk_result {
 #define DCPTOPK_X_ENUM(name, num, msg) DCPTOPK_##name = num,
@@ -530,6 +532,232 @@ DCPTOPK_API uint64_t dcptopk_loopback_saturation(const dcptopk_loopback *lb,
 DCPTOPK_API dcptopk_result dcptopk_loopback_check(dcptopk_loopback *lb,
                                                   void *stream);
 
+/* ------------------------------------------------------- groups of ranks */
+
+/* The merge across ranks (docs/DISTRIBUTED.md). A group is what one rank
+ * holds: who the other ranks are, how it talks to them (an NCCL communicator,
+ * a file store, or both) and which exchange path the merge takes. A group
+ * workspace adds the peer memory of one merge config, and
+ * dcptopk_group_merge runs a whole merge step with one call.
+ *
+ * Collective calls (marked so) must be made by every rank of the group, in
+ * the same order, with the same config. Every wait is bounded by the group's
+ * timeout: a peer that dies or stops calling gives DCPTOPK_PEER_TIMEOUT
+ * (from a host wait at once, from a device wait at dcptopk_group_check),
+ * after which every call on the group gives DCPTOPK_GROUP_BROKEN until every
+ * rank destroys it and creates a new one. A group is not thread-safe: one
+ * host thread at a time. */
+typedef struct dcptopk_group dcptopk_group;
+
+/* How the gathered rows reach every rank. */
+typedef enum dcptopk_path {
+    DCPTOPK_PATH_AUTO = 0,     /* a request only: the group chooses          */
+    DCPTOPK_PATH_NCCL = 1,     /* ncclAllGather on the caller's stream: works
+                                  everywhere (needs one GPU per rank)          */
+    DCPTOPK_PATH_PUSH = 2,     /* device push into every peer's buffer inside
+                                  one P2P domain: no host, graph capturable    */
+    DCPTOPK_PATH_LOOPBACK = 3, /* one rank: its own rows are the gathered rows */
+    DCPTOPK_PATH_STAGED = 4    /* device copies into every peer's buffer, then
+                                  a host barrier through the store: blocks the
+                                  host, not capturable (tests, fallback)       */
+} dcptopk_path;
+
+/* "nccl", "push", "loopback", "staged", "auto"; "unknown" otherwise. */
+DCPTOPK_API const char *dcptopk_path_name(int32_t path);
+
+#define DCPTOPK_GROUP_UNIQUE_ID_BYTES 128
+
+#define DCPTOPK_GROUP_CONFIG_VERSION 1
+typedef struct dcptopk_group_config {
+    uint32_t struct_size;    /* sizeof(dcptopk_group_config)                  */
+    uint32_t version;        /* DCPTOPK_GROUP_CONFIG_VERSION                  */
+    /* This rank and the number of ranks (1..16). With nccl_comm set, -1 takes
+     * them from the communicator (other values must agree with it). */
+    int32_t rank;
+    int32_t world_size;
+    /* Bootstrap, one of (checked in this order):
+     *  - nccl_comm: an engine's ncclComm_t (as void *), borrowed: used, never
+     *    destroyed or aborted by dcptopk; it must outlive the group;
+     *  - unique_id: DCPTOPK_GROUP_UNIQUE_ID_BYTES bytes from
+     *    dcptopk_group_unique_id on one rank, distributed by the caller; the
+     *    group creates (and owns) an NCCL communicator with ncclCommInitRank;
+     *  - store_dir: a folder shared by the ranks (same host, or a shared file
+     *    system); no NCCL at all (e.g. several processes on one GPU, which
+     *    NCCL refuses). The folder must not hold files of another live group
+     *    with the same store_prefix;
+     *  - none of them with world_size 1: a group of one rank.
+     * store_dir may be given with nccl_comm or unique_id too: the store then
+     * also serves host barriers. */
+    void *nccl_comm;
+    const uint8_t *unique_id;
+    const char *store_dir;     /* copied                                     */
+    const char *store_prefix;  /* names this group's files; NULL = "dcptopk".
+                                  Rebuilding a group in the same folder needs
+                                  a new prefix (dcptopk_group_create_from_env
+                                  adds a generation number itself).           */
+    int32_t path;              /* dcptopk_path: AUTO, or a path to force
+                                  (refused when it cannot work). Environment:
+                                  DCPTOPK_EXCHANGE=nccl|push|staged|auto      */
+    /* Bound of every wait, host and device, in ms; 0 = $DCPTOPK_PEER_TIMEOUT_MS
+     * or 10000 (processes time-sliced on one GPU wait 10-20 ms routinely). */
+    int32_t timeout_ms;
+} dcptopk_group_config;
+
+#define DCPTOPK_GROUP_CONFIG_INIT                                              \
+    { sizeof(dcptopk_group_config), DCPTOPK_GROUP_CONFIG_VERSION, -1, -1,      \
+      NULL, NULL, NULL, NULL, DCPTOPK_PATH_AUTO, 0 }
+
+/* A new NCCL unique id (ncclGetUniqueId) for dcptopk_group_config.unique_id.
+ * Call on one rank and send the bytes to the others. DCPTOPK_NCCL_ERROR when
+ * NCCL is absent (the message names libnccl.so.2 and the dlopen error). */
+DCPTOPK_API dcptopk_result dcptopk_group_unique_id(
+    uint8_t out[DCPTOPK_GROUP_UNIQUE_ID_BYTES]);
+
+/* Collective. Creates this rank's group on ctx's device: bootstraps, learns
+ * every rank's host (hostname + boot id) and device (UUID, PCI bus id),
+ * decides which ranks reach each other's memory (same host, and the same
+ * device or peer access), forms the P2P domains and chooses the exchange
+ * path. Errors: INVALID_ARGUMENT (named field), NCCL_ERROR (with NCCL's
+ * message), PEER_TIMEOUT (naming the rank that did not arrive), UNSUPPORTED
+ * (a forced path that cannot work, and why). */
+DCPTOPK_API dcptopk_result dcptopk_group_create(
+    dcptopk_context *ctx, const dcptopk_group_config *config,
+    dcptopk_group **out);
+/* Not collective. Accepts NULL. A communicator the group created is
+ * destroyed (ncclCommDestroy), or aborted (ncclCommAbort) when the group is
+ * broken; an adopted one is left alone. The group's workspaces may be
+ * destroyed before or after it (after: a merge on them is refused by name);
+ * with a broken group destroy the group first: its abort ends a collective
+ * stuck on a dead peer, which freeing memory would otherwise wait for. */
+DCPTOPK_API void dcptopk_group_destroy(dcptopk_group *group);
+
+/* The launcher's view of this process, from the usual variables: RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (torchrun), else OMPI_COMM_WORLD_*
+ * (Open MPI), else SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID. */
+typedef struct dcptopk_launch_env {
+    uint32_t struct_size;
+    int32_t rank;
+    int32_t world_size;
+    int32_t local_rank;        /* -1 when the launcher does not say          */
+    int32_t local_world_size;  /* -1 when the launcher does not say          */
+    char source[32];           /* "torchrun", "openmpi", "slurm"              */
+} dcptopk_launch_env;
+#define DCPTOPK_LAUNCH_ENV_INIT                                                \
+    { sizeof(dcptopk_launch_env), -1, -1, -1, -1, { 0 } }
+/* NOT_FOUND when no launcher variable is set; INVALID_ARGUMENT (naming the
+ * variable and its value) when one is malformed. */
+DCPTOPK_API dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out);
+
+/* Collective. dcptopk_group_create for scripts and tests: rank and world size
+ * from dcptopk_launch_env_get, a file store in `dir` (NULL =
+ * $DCPTOPK_STORE_DIR), the ranks' devices exchanged through it, and, when
+ * NCCL loads and every rank has its own GPU, an NCCL communicator from a
+ * unique id that rank 0 writes into `dir` (write + rename; the others poll
+ * within the timeout). Store files are named after store_prefix, the
+ * launcher's job id when there is one, and a count of the groups this
+ * process created from the environment (so the ranks rebuild in the same
+ * folder). `base` (may be NULL) supplies path, timeout_ms and
+ * store_prefix. */
+DCPTOPK_API dcptopk_result dcptopk_group_create_from_env(
+    dcptopk_context *ctx, const char *dir, const dcptopk_group_config *base,
+    dcptopk_group **out);
+
+DCPTOPK_API int32_t dcptopk_group_rank(const dcptopk_group *group);
+DCPTOPK_API int32_t dcptopk_group_world_size(const dcptopk_group *group);
+/* The exchange path the group chose (dcptopk_path) and why, e.g. "push: all
+ * 4 ranks share one P2P domain (host h1, 1 device)". reason may be NULL. */
+DCPTOPK_API dcptopk_result dcptopk_group_path(const dcptopk_group *group,
+                                              int32_t *path, char *reason,
+                                              size_t size);
+/* Collective. A host barrier (store or NCCL), bounded by the timeout. */
+DCPTOPK_API dcptopk_result dcptopk_group_barrier(dcptopk_group *group);
+/* Synchronises `stream` and reads the device status words of every workspace
+ * of the group, and NCCL's asynchronous error: a device wait that timed out
+ * gives DCPTOPK_PEER_TIMEOUT naming the peer (the group is then broken), an
+ * NCCL failure DCPTOPK_NCCL_ERROR. Outside graph capture (e.g. once per step,
+ * or when the engine checks health). */
+DCPTOPK_API dcptopk_result dcptopk_group_check(dcptopk_group *group,
+                                               void *stream);
+/* The last error message of calls on this group. Never NULL. */
+DCPTOPK_API const char *dcptopk_group_last_error(const dcptopk_group *group);
+
+/* The peer memory and buffers of one merge config: the double-buffered
+ * gathered rows [2, W, max_rows, row words] and exchange flags of every
+ * rank, and for the exact packed merge the rescue workspace (receive slots
+ * and flags, dcptopk_workspace_layout_get), allocated by each rank and mapped
+ * into every peer of its P2P domain (CUDA IPC handles between processes,
+ * plain pointers within one), exchanged once, then a barrier. */
+typedef struct dcptopk_group_workspace dcptopk_group_workspace;
+
+/* Collective. config->world_size must be the group's. The exact packed merge
+ * needs every rank in one P2P domain (UNSUPPORTED otherwise: the
+ * hierarchical merge comes later). max_rows: the most rows of one call. */
+DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
+    dcptopk_group *group, const dcptopk_merge_config *config,
+    int64_t max_rows, dcptopk_group_workspace **out);
+/* Collective while its group is healthy: closes this rank's mappings of the
+ * peers' memory, waits until every peer closed its own (a host barrier:
+ * CUDA leaves freeing memory a peer still maps undefined), then frees this
+ * rank's memory. Call it after the rank's last step finished on its stream.
+ * With a broken or destroyed group it is local (no wait). Accepts NULL. */
+DCPTOPK_API void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw);
+/* Not collective. Compiles (or reads from the cache) and loads every kernel
+ * a step of this workspace runs: the config's keys (dcptopk_warmup) and the
+ * exchange's (the push kernel on the push path). Call it on every rank
+ * before the first step: a step that compiles holds its peers' waits, and a
+ * long compile can exceed the group's bound. progress and stats may be
+ * NULL (as for dcptopk_warmup). */
+DCPTOPK_API dcptopk_result dcptopk_group_warmup(
+    dcptopk_group_workspace *gw, dcptopk_progress_fn progress, void *user,
+    dcptopk_warmup_stats *stats);
+/* Device address of this rank's saturation words [max_rows] (exact packed
+ * merge), 0 otherwise. */
+DCPTOPK_API uint64_t dcptopk_group_workspace_saturation(
+    const dcptopk_group_workspace *gw);
+
+/* One merge step of this rank. */
+typedef struct dcptopk_group_merge_args {
+    uint32_t struct_size;
+    int64_t rows;                /* T <= max_rows                              */
+    /* Packed merge: this rank's bf16 logits (as dcptopk_pack_args). With
+     * local_ids set, those ids are packed (dcptopk_pack_indices) instead of
+     * the fused local top-N. */
+    const uint16_t *logits;
+    int64_t logits_stride;
+    int64_t max_local_len;
+    const int32_t *row_ends;     /* [T]; pair merge: optional (as pair pack)  */
+    const int32_t *local_ids;    /* packed: optional; pair: [T, K] for the pack */
+    int64_t local_ids_stride;    /* 0 = N (packed) or K (pair)                */
+    /* Pair merge: this rank's candidates [T, K, 2] (fp32 score bits, gid), or
+     * NULL to pair-pack them from pair_logits + local_ids (+ row_starts,
+     * row_ends) into the gathered buffer directly. */
+    const int32_t *candidates;
+    const float *pair_logits;
+    int64_t pair_logits_stride;
+    const int32_t *row_starts;
+    /* Outputs, as dcptopk_select / dcptopk_pair_select. */
+    int32_t *ids_out;            /* [T, ids_out_stride >= K] or NULL          */
+    int64_t ids_out_stride;      /* 0 = K                                     */
+    dcptopk_rows_map rows_map;
+    void *stream;
+} dcptopk_group_merge_args;
+#define DCPTOPK_GROUP_MERGE_ARGS_INIT                                          \
+    { sizeof(dcptopk_group_merge_args), 0, NULL, 0, 0, NULL, NULL, 0, NULL,    \
+      NULL, 0, NULL, NULL, 0,                                                  \
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL }
+
+/* One call per step, on args->stream, for the workspace's config kind:
+ *  packed: local top-N + pack into this rank's slot of the gathered buffer
+ *          -> exchange -> select (+ push + rescue when exact);
+ *  pair:   pair pack (or a copy of the caller's candidates) into this rank's
+ *          slot -> exchange -> pair select.
+ * No allocation; no host synchronisation except on the staged path; CUDA
+ * graph capturable after one eager call (the warmup) on the NCCL and push
+ * paths. Host cost: argument checks + the launches. Device waits are bounded
+ * (see dcptopk_group_check). */
+DCPTOPK_API dcptopk_result dcptopk_group_merge(
+    dcptopk_group_workspace *gw, const dcptopk_group_merge_args *args);
+
 /* ---------------------------------------------------------------- selftest */
 
 typedef struct dcptopk_selftest_report {
@@ -554,6 +782,19 @@ DCPTOPK_API dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
                                             const dcptopk_merge_config *config,
                                             int64_t rows, uint64_t seed,
                                             dcptopk_selftest_report *out);
+
+/* Collective: one rank's part of the distributed deployment check (what
+ * `dcptopk selftest --ranks N` runs in each of its processes). Every rank
+ * generates the same seeded inputs of all W ranks, with rows saturated at the
+ * maximum count (min(W, (K-1)/N) ranks hold all of their local top N inside
+ * the global top K), runs `steps` consecutive one-call merges
+ * (dcptopk_group_merge) through a group workspace and compares its own ids,
+ * physical rows, counts and saturation words bit for bit with
+ * dcptopk_ref_packed_merge. The summary names the exchange path. Returns
+ * DCPTOPK_INTERNAL when an output differs. Packed configs, interleave 1. */
+DCPTOPK_API dcptopk_result dcptopk_selftest_group(
+    dcptopk_group *group, const dcptopk_merge_config *config, int64_t rows,
+    int32_t steps, uint64_t seed, dcptopk_selftest_report *out);
 
 /* ------------------------------------------- the CPU reference (the oracle) */
 

@@ -57,7 +57,17 @@
     X(cuGraphDestroy)                                                          \
     X(cuGraphExecDestroy)                                                      \
     X(cuGetErrorName)                                                          \
-    X(cuGetErrorString)
+    X(cuGetErrorString)                                                        \
+    /* dist/: device identity, peer access, CUDA IPC, bounded stream waits */  \
+    X(cuDeviceGetUuid)                                                         \
+    X(cuDeviceGetPCIBusId)                                                     \
+    X(cuDeviceCanAccessPeer)                                                   \
+    X(cuCtxEnablePeerAccess)                                                   \
+    X(cuIpcGetMemHandle)                                                       \
+    X(cuIpcOpenMemHandle)                                                      \
+    X(cuIpcCloseMemHandle)                                                     \
+    X(cuStreamQuery)                                                           \
+    X(cuStreamIsCapturing)
 
 typedef struct dc_cuda {
 #define DC_CU_FIELD(name) __typeof__(&name) name;

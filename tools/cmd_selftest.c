@@ -12,6 +12,12 @@
 
 #include "cli.h"
 
+/* cmd_selftest_ranks.c */
+int st_as_rank(const char *cache, const dcptopk_merge_config *cfg,
+               int32_t rows, int32_t steps, uint64_t seed);
+int st_ranks(const char *name, const char *cache, int32_t ranks,
+             int32_t rows, int32_t steps, uint64_t seed);
+
 /* The contract's ord16 (docs/CONTRACT.md), written out independently. */
 static uint32_t st_ord16(uint16_t b)
 {
@@ -248,7 +254,8 @@ int cmd_selftest(int argc, char **argv)
     cli_opt opts[] = {{"--device", 1, 0, NULL}, {"--cache", 1, 0, NULL},
                       {"--rows", 1, 0, NULL},   {"--seed", 1, 0, NULL},
                       {"--no-gpu", 0, 0, NULL}, {"--verbose", 0, 0, NULL},
-                      {NULL, 0, 0, NULL}};
+                      {"--ranks", 1, 0, NULL},  {"--steps", 1, 0, NULL},
+                      {"--as-rank", 0, 0, NULL}, {NULL, 0, 0, NULL}};
     const char *pos[1];
     int npos, help, rc;
     if ((rc = cli_parse("selftest", argc, argv, opts, pos, 1, &npos, &help)))
@@ -273,6 +280,15 @@ int cmd_selftest(int argc, char **argv)
             "       and every output is compared bit for bit with the CPU\n"
             "       reference (kernels are compiled or read from the cache);\n"
             "     - without: the CPU reference against an independent sort.\n"
+            "\n"
+            "\n"
+            "With --ranks N [--steps S]: the distributed merge instead. N\n"
+            "processes (one GPU each when there are N GPUs, else all on GPU 0)\n"
+            "form a group (NCCL when every rank has its own GPU, else a file\n"
+            "store), print the exchange path, and run S (default 3) one-call\n"
+            "merges of CONFIG with W = N, rows saturated at the maximum count\n"
+            "included, each rank's outputs compared bit for bit with the\n"
+            "reference.\n"
             "\n"
             "Exit code 6 when a comparison fails, 1 when a library call fails.\n");
         return CLI_OK;
@@ -320,6 +336,21 @@ int cmd_selftest(int argc, char **argv)
     if (cfg.kind != DCPTOPK_MERGE_PACKED || cfg.interleave != 1)
         return cli_error(CLI_USAGE, "CONFIG = \"%s\": the selftest covers "
                          "packed configs with interleave 1", name);
+
+    int32_t ranks = 0, steps = 3;
+    cli_opt *rk = cli_find(opts, "--ranks"), *sp = cli_find(opts, "--steps");
+    if (rk->seen && ((rc = cli_parse_i32("--ranks", rk->value, &ranks)) ||
+                     ranks < 1 || ranks > 16))
+        return rc ? rc : cli_error(CLI_USAGE, "--ranks = %d: must be in "
+                                   "1..16", ranks);
+    if (sp->seen && ((rc = cli_parse_i32("--steps", sp->value, &steps)) ||
+                     steps < 1 || steps > 100000))
+        return rc ? rc : cli_error(CLI_USAGE, "--steps = %d: must be in "
+                                   "1..100000", steps);
+    if (cli_find(opts, "--as-rank")->seen)
+        return st_as_rank(cache, &cfg, rows, steps, seed);
+    if (ranks > 0)
+        return st_ranks(name, cache, ranks, rows, steps, seed);
 
     int ndev = dcptopk_device_count();
     int use_gpu = ndev > 0 && !cli_find(opts, "--no-gpu")->seen;

@@ -1,0 +1,197 @@
+/* exchange.c - the exchange of one merge step: every rank's rows into every
+ * rank's gathered buffer, on the caller's stream. One interface, the paths of
+ * dcptopk_path:
+ *  - nccl: ncclAllGather in place (the send buffer is this rank's slot of
+ *    the receive buffer), rank stride = T, so only T rows travel;
+ *  - push: the device push of kernels/exchange (helper dpush), rank stride =
+ *    max_rows, double-buffered by parity, sequence-numbered flags;
+ *  - staged: device copies into every peer's buffer (peer memory), a bounded
+ *    stream wait and a host barrier: blocks the host, not capturable;
+ *  - loopback: one rank, nothing moves. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dist.h"
+#include "driver.h"
+#include "nccl_table.h"
+#include "runtime.h"
+
+#ifdef DC_HAVE_PUSH_EXCHANGE
+#include "exchange.h" /* kernels/exchange: dc_push_exchange_launch */
+#endif
+
+int dc_exchange_push_built(void)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw, int32_t r,
+                        int32_t parity)
+{
+    const uint64_t base = gw->mem.mapped[r];
+    return base ? base + gw->off_gathered +
+                      (uint64_t)parity * gw->gathered_bytes
+                : 0;
+}
+
+static dcptopk_result ex_nccl(struct dcptopk_group_workspace *gw,
+                              const dc_exchange_call *x)
+{
+    dcptopk_group *g = gw->g;
+    const dc_nccl *nc = dc_nccl_get(NULL);
+    if (!nc || !g->comm)
+        return dc_fail(g->ctx, DCPTOPK_INTERNAL,
+                       "nccl exchange without a communicator");
+    const size_t count = (size_t)x->rows * (size_t)gw->row_words;
+    const uint64_t base = dc_gw_gathered(gw, g->rank, x->parity);
+    const uint64_t send = base + (uint64_t)g->rank * count * 4u;
+    ncclResult_t nr =
+        nc->ncclAllGather((const void *)(uintptr_t)send,
+                          (void *)(uintptr_t)base, count, ncclInt32,
+                          (ncclComm_t)g->comm, (cudaStream_t)x->stream);
+    if (nr != ncclSuccess)
+        return dc_nccl_fail(g->ctx, nr, (ncclComm_t)g->comm, "ncclAllGather");
+    return DCPTOPK_SUCCESS;
+}
+
+/* The device push (helper dpush's kernels/exchange, exchange.h). Compiled
+ * when that room is in the tree (DC_HAVE_PUSH_EXCHANGE); without it the
+ * path is never chosen (push_built = 0) and a forced one is refused at group
+ * creation. The kernel counts calls in its device control block (ctl); the
+ * host passes its own count as expect_seq, so a drift is a protocol error,
+ * and the select reads the parity of that count. */
+static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
+                                       const dc_exchange_call *x)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    dcptopk_group *g = gw->g;
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu && cu->cuStreamIsCapturing((CUstream)x->stream, &cs) ==
+                  CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        /* A replay is the kernel's next call (its parity alternates on the
+         * device) but the captured select would keep reading the parity of
+         * the capture: refused until the select can read the current parity
+         * from the control block. */
+        return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED,
+                       "rank %d: the push exchange cannot be captured yet: "
+                       "the select's gathered address is fixed at capture "
+                       "while the exchange alternates parities (use the nccl "
+                       "path under CUDA graphs)",
+                       g->rank);
+    dc_push_exchange p;
+    memset(&p, 0, sizeof p);
+    p.world_size = g->world_size;
+    p.rank = g->rank;
+    p.rows = x->rows;
+    p.max_rows = gw->max_rows;
+    p.row_words = gw->row_words;
+    p.src = (const int32_t *)(uintptr_t)(
+        dc_gw_gathered(gw, g->rank, x->parity) +
+        (uint64_t)g->rank * (uint64_t)gw->max_rows *
+            (uint64_t)gw->row_words * 4u);
+    for (int32_t r = 0; r < g->world_size; r++) {
+        p.peer_gathered[r] = gw->mem.mapped[r] + gw->off_gathered;
+        p.peer_flags[r] = gw->mem.mapped[r] + gw->off_xflags;
+    }
+    p.ctl = gw->status;
+    p.expect_seq = x->seq;
+    p.timeout_ns = (uint64_t)g->timeout_ms * 1000000ull;
+    return dc_push_exchange_launch(g->ctx, &p, x->stream);
+#else
+    (void)x;
+    return dc_fail(gw->g->ctx, DCPTOPK_UNSUPPORTED,
+                   "the push exchange is not built into this library "
+                   "(kernels/exchange is missing): use the nccl or staged "
+                   "path");
+#endif
+}
+
+/* The push exchange's status for dcptopk_group_check: 0, or a
+ * dcptopk_result with the message in the group's context. */
+dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
+                                  void *stream)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    dcptopk_group *g = gw->g;
+    if (g->path != DCPTOPK_PATH_PUSH)
+        return DCPTOPK_SUCCESS;
+    uint32_t code = 0;
+    char msg[512] = "";
+    dcptopk_result r = dc_push_exchange_status(
+        g->ctx, gw->status, g->rank, (uint64_t)g->timeout_ms * 1000000ull,
+        stream, &code, msg, sizeof msg);
+    if (r || code == DC_EXCHANGE_STATUS_OK)
+        return r;
+    return dc_fail(g->ctx,
+                   code == DC_EXCHANGE_STATUS_TIMEOUT ? DCPTOPK_PEER_TIMEOUT
+                                                      : DCPTOPK_GROUP_BROKEN,
+                   "rank %d: push exchange: %s", g->rank, msg);
+#else
+    (void)gw;
+    (void)stream;
+    return DCPTOPK_SUCCESS;
+#endif
+}
+
+static dcptopk_result ex_staged(struct dcptopk_group_workspace *gw,
+                                const dc_exchange_call *x)
+{
+    dcptopk_group *g = gw->g;
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu && cu->cuStreamIsCapturing((CUstream)x->stream, &cs) ==
+                  CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED,
+                       "the staged exchange synchronises the host: it cannot "
+                       "be captured in a CUDA graph (use the push or nccl "
+                       "path)");
+    const uint64_t bytes =
+        (uint64_t)x->rows * (uint64_t)gw->row_words * 4u;
+    const uint64_t off = (uint64_t)g->rank * (uint64_t)x->stride_rows *
+                         (uint64_t)gw->row_words * 4u;
+    const uint64_t src = dc_gw_gathered(gw, g->rank, x->parity) + off;
+    dcptopk_result r;
+    for (int32_t p = 0; p < g->world_size; p++) {
+        if (p == g->rank)
+            continue;
+        const uint64_t dst = dc_gw_gathered(gw, p, x->parity);
+        if (!dst)
+            return dc_fail(g->ctx, DCPTOPK_INTERNAL,
+                           "rank %d's memory is not mapped here", p);
+        if (bytes && (r = dc_memcpy_dtod_async(g->ctx, dst + off, src, bytes,
+                                               x->stream)))
+            return r;
+    }
+    /* Our rows are in every peer; after the barrier every peer's are here.
+     * The parity keeps a fast rank's next copies away from the rows a slow
+     * rank still reads: it passed this barrier after finishing its
+     * previous step on this stream. */
+    if ((r = dc_group_stream_wait(g, x->stream)))
+        return r;
+    return dc_group_host_barrier(g);
+}
+
+dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
+                               const dc_exchange_call *x)
+{
+    switch (gw->g->path) {
+    case DCPTOPK_PATH_NCCL:
+        return ex_nccl(gw, x);
+    case DCPTOPK_PATH_PUSH:
+        return dc_exchange_push(gw, x);
+    case DCPTOPK_PATH_STAGED:
+        return ex_staged(gw, x);
+    case DCPTOPK_PATH_LOOPBACK:
+        return DCPTOPK_SUCCESS; /* one rank: the rows are already in place */
+    default:
+        return dc_fail(gw->g->ctx, DCPTOPK_INTERNAL, "path %d",
+                       gw->g->path);
+    }
+}

@@ -1,0 +1,343 @@
+/* merge.c - the group workspace (peer memory of one merge config) and the
+ * one-call merge of a step: pack into this rank's slot of the gathered
+ * buffer, exchange, select (+ push + rescue). Only launches on the caller's
+ * stream (the staged path adds its host barrier); nothing is allocated per
+ * call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dist.h"
+#include "runtime.h"
+
+#ifdef DC_HAVE_PUSH_EXCHANGE
+#include "exchange.h" /* kernels/exchange: the exchange's compile key */
+#endif
+
+/* The compile keys of this workspace's exchange (the push kernel on the
+ * push path), for dcptopk_group_warmup on src/. */
+int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
+                        dcptopk_key *keys, int cap)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    if (cap >= 1 && gw->g && gw->g->path == DCPTOPK_PATH_PUSH) {
+        dc_push_exchange_key(gw->c.world_size, gw->ctx->arch, &keys[0]);
+        return 1;
+    }
+#else
+    (void)gw;
+    (void)keys;
+    (void)cap;
+#endif
+    return 0;
+}
+
+#define DC_ALIGN(x) (((x) + 255u) & ~(uint64_t)255u)
+
+static int gw_register(dcptopk_group *g, dcptopk_group_workspace *gw)
+{
+    for (size_t i = 0; i < sizeof g->workspaces / sizeof g->workspaces[0]; i++)
+        if (!g->workspaces[i]) {
+            g->workspaces[i] = gw;
+            return 0;
+        }
+    return -1;
+}
+
+static void gw_unregister(dcptopk_group *g, dcptopk_group_workspace *gw)
+{
+    for (size_t i = 0; i < sizeof g->workspaces / sizeof g->workspaces[0]; i++)
+        if (g->workspaces[i] == gw)
+            g->workspaces[i] = NULL;
+}
+
+dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
+                                              const dcptopk_merge_config *config,
+                                              int64_t max_rows,
+                                              dcptopk_group_workspace **out)
+{
+    if (!g)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "group is NULL");
+    dcptopk_context *ctx = g->ctx;
+    if (!out)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (!config)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
+    dcptopk_merge_config c;
+    dcptopk_result r = dc_group_usable(g);
+    if (r || (r = dc_config_read(ctx, config, &c)) ||
+        (r = dc_check_config(ctx, &c)))
+        return r;
+    if (c.world_size != g->world_size)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "config->world_size = %d: the group has %d ranks",
+                       c.world_size, g->world_size);
+    if (max_rows < 1 || max_rows > INT32_MAX)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "max_rows = %lld: must be in 1..%d",
+                       (long long)max_rows, INT32_MAX);
+    if (ctx->device < 0)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "a group workspace needs a context with a device "
+                       "(ctx device -1)");
+    const int exact = c.kind == DCPTOPK_MERGE_PACKED && c.exact;
+    if (exact && g->topo.domains != 1)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "config->exact = 1: the rescue round needs every rank "
+                       "in one P2P domain, and this group has %d domains "
+                       "(the hierarchical merge across domains is not built "
+                       "yet; use exact = 0 or the pair merge)",
+                       g->topo.domains);
+
+    dcptopk_group_workspace *gw = calloc(1, sizeof *gw);
+    if (!gw)
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "group workspace struct");
+    gw->g = g;
+    gw->ctx = ctx;
+    gw->c = c;
+    gw->max_rows = max_rows;
+    gw->row_words = c.kind == DCPTOPK_MERGE_PACKED
+                        ? dcptopk_packed_row_words(c.local_topk)
+                        : 2 * c.topk;
+    /* Not rounded: the push exchange addresses parity p at p times this
+     * (kernels/exchange: [2][W][max_rows][row_words] int32, contiguous). */
+    gw->gathered_bytes = (uint64_t)c.world_size * (uint64_t)max_rows *
+                         (uint64_t)gw->row_words * 4u;
+    dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
+    if (exact && dcptopk_workspace_layout_get(&c, max_rows, &lay)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
+        free(gw);
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "%s", msg);
+    }
+    /* One allocation: gathered rows (2 parities), exchange flags [2][W]
+     * uint64, the push exchange's control block (256 bytes reserved), the
+     * rescue's receive slots and flags. */
+    uint64_t off = 0;
+    gw->off_gathered = off;
+    off += 2 * gw->gathered_bytes;
+    off = DC_ALIGN(off);
+    gw->off_xflags = off;
+    off += DC_ALIGN(2u * (uint64_t)c.world_size * 8u);
+    const uint64_t off_status = off;
+    off += 256;
+    gw->off_recv = off;
+    off += DC_ALIGN(lay.recv_bytes);
+    gw->off_rflags = off;
+    off += DC_ALIGN(lay.flags_bytes);
+
+    /* dc_peer_alloc takes part in its exchange even when it fails, and so
+     * does the agreement below: a rank that failed never leaves its peers
+     * waiting. */
+    r = dc_peer_alloc(g, (size_t)off, &gw->mem);
+    gw->status = r ? 0 : gw->mem.local + off_status;
+    if (!r && exact) {
+        uint64_t recv[DC_W_MAX], flags[DC_W_MAX];
+        for (int32_t p = 0; p < c.world_size; p++) {
+            recv[p] = gw->mem.mapped[p] + gw->off_recv;
+            flags[p] = gw->mem.mapped[p] + gw->off_rflags;
+        }
+        r = dcptopk_workspace_create(ctx, &c, max_rows, g->rank, recv, flags,
+                                     &gw->ws);
+        if (!r)
+            dc_workspace_set_timeout_ns(gw->ws,
+                                        (uint64_t)g->timeout_ms * 1000000ull);
+    }
+    if (!r && gw_register(g, gw))
+        r = dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                    "the group already has %zu workspaces",
+                    sizeof g->workspaces / sizeof g->workspaces[0]);
+    /* Every rank's memory must be initialised before any peer writes into
+     * it: the ranks agree that all succeeded (a failed rank still takes
+     * part, so nobody waits for it). */
+    int32_t ok = r == DCPTOPK_SUCCESS, all[DC_W_MAX];
+    const dcptopk_result local = r;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", r ? dcptopk_last_error(ctx) : "");
+    dcptopk_result ar = dc_group_allgather(g, &ok, sizeof ok, all);
+    if (!r && !ar)
+        for (int32_t p = 0; p < c.world_size && !r; p++)
+            if (!all[p])
+                r = dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                            "rank %d: rank %d failed to create its group "
+                            "workspace (see its error)",
+                            g->rank, p);
+    if (r || ar) {
+        const dcptopk_result code = r ? r : ar;
+        if (!local)
+            snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
+        dcptopk_group_workspace_destroy(gw);
+        return dc_fail(ctx, code, "%s", msg);
+    }
+    *out = gw;
+    dc_clear(ctx);
+    return DCPTOPK_SUCCESS;
+}
+
+void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
+{
+    if (!gw)
+        return;
+    dcptopk_workspace_destroy(gw->ws);
+    /* CUDA leaves freeing an exported allocation that a peer still has open
+     * undefined (cuIpcOpenMemHandle): close ours, wait until every peer
+     * closed its, then free. A broken or destroyed group skips the wait:
+     * its peers are gone or will fail anyway. */
+    dc_peer_close(gw->ctx, &gw->mem);
+    if (gw->g) {
+        if (!gw->g->broken && gw->g->world_size > 1 && gw->mem.local)
+            dc_group_host_barrier(gw->g);
+        gw_unregister(gw->g, gw);
+    }
+    dc_peer_free(gw->ctx, &gw->mem);
+    free(gw);
+}
+
+uint64_t dcptopk_group_workspace_saturation(const dcptopk_group_workspace *gw)
+{
+    return gw && gw->ws ? dcptopk_workspace_saturation(gw->ws) : 0;
+}
+
+/* ------------------------------------------------------------ the step */
+
+static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
+                                   const dcptopk_group_merge_args *a,
+                                   const dc_exchange_call *x, uint64_t base)
+{
+    dcptopk_group *g = gw->g;
+    dcptopk_context *ctx = g->ctx;
+    const dcptopk_merge_config *c = &gw->c;
+    dcptopk_select_args s = DCPTOPK_SELECT_ARGS_INIT;
+    s.gathered = (const int32_t *)(uintptr_t)base;
+    s.rank_stride_rows = x->stride_rows;
+    s.rows = a->rows;
+    s.rank = g->rank;
+    s.ids_out = a->ids_out;
+    s.ids_out_stride = a->ids_out_stride;
+    s.rows_map = a->rows_map;
+    s.logits = a->logits;
+    s.logits_stride = a->logits_stride;
+    s.max_local_len = a->max_local_len;
+    s.row_ends = a->row_ends;
+    s.stream = a->stream;
+    dcptopk_pack_args p = DCPTOPK_PACK_ARGS_INIT;
+    p.logits = a->logits;
+    p.logits_stride = a->logits_stride;
+    p.max_local_len = a->max_local_len;
+    p.row_ends = a->row_ends;
+    p.local_ids = a->local_ids;
+    p.local_ids_stride = a->local_ids_stride;
+    p.rows = a->rows;
+    p.out = (int32_t *)(uintptr_t)(base + (uint64_t)g->rank *
+                                              (uint64_t)x->stride_rows *
+                                              (uint64_t)gw->row_words * 4u);
+    p.stream = a->stream;
+    /* Both calls' arguments are checked before anything launches: a rank
+     * that failed after its exchange would leave its peers' rescues
+     * waiting. */
+    dcptopk_result r = dc_check_pack_args(ctx, c, &p, a->local_ids != NULL);
+    if (r || (r = dc_check_select_args(ctx, c, &s)))
+        return r;
+    if ((r = a->local_ids ? dcptopk_pack_indices(ctx, c, &p)
+                          : dcptopk_pack(ctx, c, &p)) ||
+        (r = dc_exchange_run(gw, x)))
+        return r;
+    gw->seq = x->seq; /* the exchange counted this call (device side too) */
+    return dcptopk_select(ctx, c, gw->ws, &s);
+}
+
+static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
+                                 const dcptopk_group_merge_args *a,
+                                 const dc_exchange_call *x, uint64_t base)
+{
+    dcptopk_group *g = gw->g;
+    dcptopk_context *ctx = g->ctx;
+    const dcptopk_merge_config *c = &gw->c;
+    const uint64_t own = base + (uint64_t)g->rank * (uint64_t)x->stride_rows *
+                                    (uint64_t)gw->row_words * 4u;
+    dcptopk_pair_select_args s = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    s.candidates = (const int32_t *)(uintptr_t)base;
+    s.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
+    s.rows = a->rows;
+    s.rank_stride_rows = x->stride_rows;
+    s.rank = g->rank;
+    s.ids_out = a->ids_out;
+    s.ids_out_stride = a->ids_out_stride;
+    s.rows_map = a->rows_map;
+    s.stream = a->stream;
+    dcptopk_pair_pack_args p = DCPTOPK_PAIR_PACK_ARGS_INIT;
+    p.logits = a->pair_logits;
+    p.logits_stride = a->pair_logits_stride;
+    p.local_ids = a->local_ids;
+    p.local_ids_stride = a->local_ids_stride;
+    p.row_starts = a->row_starts;
+    p.row_ends = a->row_ends;
+    p.rows = a->rows;
+    p.rank = g->rank;
+    p.out = (int32_t *)(uintptr_t)own;
+    p.stream = a->stream;
+    dcptopk_result r = dc_check_pair_select_args(ctx, c, &s);
+    if (r)
+        return r;
+    if (a->candidates) {
+        if ((uintptr_t)a->candidates % 8)
+            return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                           "args->candidates = %p: must be 8-byte aligned",
+                           (const void *)a->candidates);
+        r = dc_memcpy_dtod_async(ctx, own, (uint64_t)(uintptr_t)a->candidates,
+                                 (size_t)a->rows * (size_t)gw->row_words * 4u,
+                                 a->stream);
+    } else {
+        if ((r = dc_check_pair_pack_args(ctx, c, &p)))
+            return r;
+        r = dcptopk_pair_pack(ctx, c, &p);
+    }
+    if (r || (r = dc_exchange_run(gw, x)))
+        return r;
+    gw->seq = x->seq; /* the exchange counted this call (device side too) */
+    return dcptopk_pair_select(ctx, c, &s);
+}
+
+dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
+                                   const dcptopk_group_merge_args *args)
+{
+    if (!gw)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "gw is NULL");
+    if (!gw->g)
+        return dc_fail(gw->ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "gw: its group was destroyed; destroy the workspace "
+                       "and create a new one with the new group");
+    dcptopk_group *g = gw->g;
+    dcptopk_context *ctx = g->ctx;
+    if (!args)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "args is NULL");
+    if (args->struct_size < sizeof *args)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->struct_size = %u: expected %zu (initialise with "
+                       "DCPTOPK_GROUP_MERGE_ARGS_INIT)",
+                       args->struct_size, sizeof *args);
+    dcptopk_result r = dc_group_usable(g);
+    if (r)
+        return r;
+    if (args->rows < 0 || args->rows > gw->max_rows)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->rows = %lld: must be in 0..max_rows = %lld "
+                       "(and the same on every rank)",
+                       (long long)args->rows, (long long)gw->max_rows);
+    if (args->rows == 0)
+        return DCPTOPK_SUCCESS;
+    dc_exchange_call x;
+    x.rows = args->rows;
+    x.seq = gw->seq + 1;
+    /* NCCL orders its collectives itself: one buffer (and a parity that does
+     * not change under graph replay). The other paths alternate halves. */
+    x.parity = g->path == DCPTOPK_PATH_NCCL ? 0 : (int32_t)(x.seq & 1u);
+    x.stride_rows = g->path == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
+    x.stream = args->stream;
+    const uint64_t base = dc_gw_gathered(gw, g->rank, x.parity);
+    return gw->c.kind == DCPTOPK_MERGE_PACKED
+               ? merge_packed(gw, args, &x, base)
+               : merge_pair(gw, args, &x, base);
+}

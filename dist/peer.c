@@ -1,0 +1,140 @@
+/* peer.c - peer memory (see dist.h): each rank allocates, and every rank of
+ * its P2P domain maps the allocation. Between processes the mapping is a
+ * CUDA IPC handle (cuIpcGetMemHandle / cuIpcOpenMemHandle, which also works
+ * between processes sharing one GPU); within one process it is the plain
+ * device pointer (unified addressing), after enabling peer access when the
+ * devices differ. Handles travel once, at creation, outside graph capture. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dist.h"
+#include "driver.h"
+#include "runtime.h"
+
+typedef struct dc_peer_blob {
+    CUipcMemHandle handle;  /* 64 bytes */
+    uint64_t ptr;           /* the allocation in its own process */
+    uint64_t bytes;
+    int32_t ok;             /* 0: this rank failed to allocate */
+    int32_t pad_;
+} dc_peer_blob;
+
+/* In one process with two devices: let this context reach the peer's. */
+static dcptopk_result enable_peer(dcptopk_group *g, int32_t peer_device)
+{
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    CUdevice dev;
+    CUcontext pctx = NULL;
+    DC_CU(g->ctx, cu->cuDeviceGet(&dev, peer_device));
+    DC_CU(g->ctx, cu->cuDevicePrimaryCtxRetain(&pctx, dev));
+    CUresult e = cu->cuCtxEnablePeerAccess(pctx, 0);
+    /* The peer rank's context keeps the primary context alive; this retain
+     * only lasted the call. */
+    cu->cuDevicePrimaryCtxRelease(dev);
+    if (e != CUDA_SUCCESS && e != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        return dc_cu_fail(g->ctx, e, "cuCtxEnablePeerAccess");
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    dcptopk_context *ctx = g->ctx;
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    dc_peer_blob mine, all[DC_W_MAX];
+    memset(&mine, 0, sizeof mine);
+    dcptopk_result r = dc_mem_alloc(ctx, bytes, &m->local);
+    if (!r)
+        r = dc_memset_async(ctx, m->local, 0, bytes, NULL);
+    if (!r)
+        r = dc_stream_sync(ctx, NULL);
+    if (!r && g->world_size > 1) {
+        CUresult e = cu->cuIpcGetMemHandle(&mine.handle, (CUdeviceptr)m->local);
+        if (e != CUDA_SUCCESS)
+            r = dc_cu_fail(ctx, e, "cuIpcGetMemHandle");
+    }
+    m->bytes = bytes;
+    mine.ptr = m->local;
+    mine.bytes = bytes;
+    mine.ok = r == DCPTOPK_SUCCESS;
+    /* Every rank takes part in the exchange, even after a local failure, so
+     * that the peers fail together instead of waiting for it. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", r ? dcptopk_last_error(ctx) : "");
+    dcptopk_result ar = dc_group_allgather(g, &mine, sizeof mine, all);
+    if (r) {
+        dc_peer_free(ctx, m);
+        return dc_fail(ctx, r, "rank %d: peer memory of %zu bytes: %s",
+                       g->rank, bytes, msg);
+    }
+    if (ar) {
+        dc_peer_free(ctx, m);
+        return ar;
+    }
+    for (int32_t p = 0; p < g->world_size; p++)
+        if (!all[p].ok || all[p].bytes != bytes) {
+            dc_peer_free(ctx, m);
+            return dc_fail(ctx, all[p].ok ? DCPTOPK_INVALID_ARGUMENT
+                                          : DCPTOPK_OUT_OF_MEMORY,
+                           "rank %d: rank %d %s", g->rank, p,
+                           all[p].ok ? "allocated another size: the ranks' "
+                                       "configs or max_rows differ"
+                                     : "failed to allocate its peer memory");
+        }
+    const dc_rank_info *me = &g->topo.info[g->rank];
+    for (int32_t p = 0; p < g->world_size; p++) {
+        if (p == g->rank) {
+            m->mapped[p] = m->local;
+            continue;
+        }
+        if (!(g->topo.reach[g->rank] >> p & 1u))
+            continue; /* another P2P domain: never mapped */
+        const dc_rank_info *pi = &g->topo.info[p];
+        if (pi->pid == me->pid && dc_same_host(pi, me)) {
+            if (pi->device != me->device &&
+                (r = enable_peer(g, pi->device))) {
+                dc_peer_free(ctx, m);
+                return r;
+            }
+            m->mapped[p] = all[p].ptr;
+            continue;
+        }
+        CUdeviceptr d = 0;
+        CUresult e = cu->cuIpcOpenMemHandle(
+            &d, all[p].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (e != CUDA_SUCCESS) {
+            dc_cu_fail(ctx, e, "cuIpcOpenMemHandle");
+            snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
+            dc_peer_free(ctx, m);
+            return dc_fail(ctx, DCPTOPK_CUDA_ERROR,
+                           "rank %d: mapping rank %d's peer memory: %s",
+                           g->rank, p, msg);
+        }
+        m->mapped[p] = (uint64_t)d;
+        m->opened[p] = 1;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_peer_close(dcptopk_context *ctx, dc_peer_mem *m)
+{
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    int any = 0;
+    for (int32_t p = 0; p < DC_W_MAX; p++)
+        any |= m->opened[p];
+    if (any && cu && dc_ctx_enter(ctx) == DCPTOPK_SUCCESS) {
+        for (int32_t p = DC_W_MAX - 1; p >= 0; p--)
+            if (m->opened[p])
+                cu->cuIpcCloseMemHandle((CUdeviceptr)m->mapped[p]);
+    }
+    memset(m->opened, 0, sizeof m->opened);
+    memset(m->mapped, 0, sizeof m->mapped);
+}
+
+void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m)
+{
+    dc_peer_close(ctx, m);
+    if (m->local)
+        dc_mem_free(ctx, m->local);
+    m->local = 0;
+}

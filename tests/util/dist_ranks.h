@@ -1,0 +1,63 @@
+/*
+ * dist_ranks.h - ranks of the merge across processes for the GPU tests
+ * (tests/gpu/test_dist_gpu.c, tests/multigpu/test_dist_multigpu.c): one
+ * rank's inputs, one-call merge and comparison with the CPU reference, and
+ * roles run by processes that dr_spawn starts (fork + exec of the test
+ * binary itself, so that no CUDA state crosses a fork; a constructor in
+ * dist_ranks.c runs the role named by DC_DIST_CHILD before main).
+ *
+ * Roles (environment: DC_DIST_STEPS, DC_DIST_ROWS, DC_DIST_K, DC_DIST_N;
+ * DC_DIST_SPREAD=1 puts rank r on GPU r when there are enough GPUs, else
+ * every rank is on GPU 0):
+ *  - merge: DC_DIST_STEPS one-call merges over eight input families, each
+ *    compared bit for bit; fails when no row needed the rescue;
+ *  - graph: one eager merge, then capture and DC_DIST_STEPS replays with new
+ *    inputs (exit 77 = skipped on the staged and push paths, which cannot
+ *    be captured yet);
+ *  - die: the last rank SIGKILLs itself at its 4th step; the others must
+ *    get DCPTOPK_PEER_TIMEOUT within 2x the bound (+5 s), then
+ *    DCPTOPK_GROUP_BROKEN, then rebuild without it and merge again.
+ */
+#ifndef DC_DIST_RANKS_H
+#define DC_DIST_RANKS_H
+
+#include <stdint.h>
+
+#include "dcptopk.h"
+
+typedef struct rk {
+    dcptopk_context *ctx;
+    dcptopk_group *g;
+    dcptopk_group_workspace *gw;
+    dcptopk_merge_config c;
+    int64_t rows, len, stride; /* len: columns per rank; stride: len + pad */
+    int32_t rank;
+    uint64_t logits, ends, ids;
+    int32_t *ids_ref[16];
+    uint32_t *sat_ref[16];
+    int32_t *host;
+} rk;
+
+double dr_now_ms(void);
+int dr_env_i(const char *name, int def);
+/* A workspace of (K = kk, N = n, the group's W) for `rows` rows of `len`
+ * columns, and device buffers. 0 or -1 (message on stderr). */
+int rk_setup(rk *k, dcptopk_context *ctx, dcptopk_group *g, int kk, int n,
+             int64_t rows, int64_t len);
+void rk_free(rk *k);
+/* New seeded inputs of every rank (dc_gen_world), the reference merge, this
+ * rank's upload. Returns the rescued rows, or -1. */
+int64_t rk_inputs(rk *k, int family, uint64_t seed);
+dcptopk_result rk_merge(rk *k, void *stream);
+/* 0 when this rank's ids and saturation words equal the reference. */
+int rk_compare(rk *k, const char *what);
+
+extern const int DR_FAMILIES[];
+extern const int DR_NFAM;
+
+/* Starts w ranks of `role` with the extra environment `env` ("NAME=VALUE",
+ * NULL-terminated) and a fresh store folder; returns how many ranks exited
+ * 0, or -1 when any said skipped (77). */
+int dr_spawn(int w, const char *role, const char *const *env);
+
+#endif /* DC_DIST_RANKS_H */
