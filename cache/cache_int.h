@@ -64,4 +64,39 @@ int dc_cache_create_schema(sqlite3 *db);
 int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign,
                           int *usage_in_file);
 
+/* Clocks and sleeps (cache_sql.c). */
+double dc_cache_mono_ms(void);
+void dc_cache_sleep_us(long us);
+void dc_cache_sleep_ms(int ms);
+
+/* A damaged file found after open (cache_open.c): moves it aside and starts
+ * again, once per handle. 1 if the handle is usable again. */
+int dc_cache_recover_corrupt(dc_cache *c, int rc);
+
+/* ----------------------------------------------- claims (cache_claims.c) */
+
+enum { CLAIM_TAKEN, CLAIM_ENTRY_EXISTS, CLAIM_WAIT, CLAIM_ERROR };
+
+typedef struct claim_row {
+    int64_t pid, token, started;
+    char host[256];
+} claim_row;
+
+/* 1 if a claim row exists (filled in), 0 if none, -1 on error (*rc). */
+int dc_cache_read_claim(dc_cache *c, const char *hex, claim_row *row, int *rc);
+/* Whether a claim still binds us (its owner lives, it is not stale). */
+int dc_cache_claim_is_live(const dc_cache *c, const claim_row *row);
+/* 1 if a live claim on `hex` is visible to a plain read (no write lock). */
+int dc_cache_live_claim_seen(dc_cache *c, const char *hex);
+/* The pause between two looks at a claimed key. */
+int dc_cache_claim_poll_ms(int polls);
+/* Under the write lock: CLAIM_TAKEN, CLAIM_ENTRY_EXISTS, CLAIM_WAIT, or
+ * CLAIM_ERROR with the SQLite code in *rc_out. */
+int dc_cache_try_claim(dc_cache *c, const char *hex, int *rc_out);
+/* Deletes our claim of ?1 (binds ?1..?4 with dc_cache_bind_release). */
+extern const char dc_cache_release_sql[];
+int dc_cache_bind_release(sqlite3_stmt *st, const char *hex);
+/* Drops our claim (best effort: a claim left behind goes stale). */
+void dc_cache_release_claim(dc_cache *c, const char *hex);
+
 #endif /* DCPTOPK_CACHE_INT_H */
