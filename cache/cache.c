@@ -44,12 +44,12 @@ enum { READ_HIT, READ_MISS, READ_BAD, READ_ERROR };
 
 /* Reads and verifies one entry. On READ_BAD, `bad_sum` holds the stored
  * checksum; on READ_ERROR, *rc the SQLite code. */
-static int read_entry(dc_cache *c, const char *hex, dc_cache_hit *out,
+static int read_entry(sqlite3 *db, const char *hex, dc_cache_hit *out,
                       char bad_sum[33], int *rc_out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
-        c->db,
+        db,
         "SELECT cubin, ptx, source, checksum FROM entries WHERE key=?1", -1,
         &st, NULL);
     int status = READ_ERROR;
@@ -98,22 +98,19 @@ static void bump_hit(dc_cache *c, const char *hex)
 {
     if (c->readonly)
         return;
-    c->busy_limit_ms = c->busy_ms < 100 ? c->busy_ms : 100;
+    c->busy_limit_ms = c->set.busy_ms < 100 ? c->set.busy_ms : 100;
     sqlite3_stmt *st = NULL;
     const char *sql =
-        c->usage ? "INSERT INTO main.usage(key, hits, last_used) SELECT ?1, 1,"
-                   " ?2 WHERE EXISTS(SELECT 1 FROM entries WHERE key=?1) "
-                   "ON CONFLICT(key) DO UPDATE SET hits=hits+1, "
-                   "last_used=excluded.last_used"
-                 /* A file that could not get table usage: the old way. */
-                 : "UPDATE entries SET hits=hits+1, last_used=?2 WHERE key=?1";
+        "INSERT INTO usage(key, hits, last_used) SELECT ?1, 1, ?2 WHERE "
+        "EXISTS(SELECT 1 FROM entries WHERE key=?1) ON CONFLICT(key) DO "
+        "UPDATE SET hits=hits+1, last_used=excluded.last_used";
     if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, dc_cache_now_ms());
         sqlite3_step(st);
     }
     sqlite3_finalize(st);
-    c->busy_limit_ms = c->busy_ms;
+    c->busy_limit_ms = c->set.busy_ms;
 }
 
 /* Deletes a row whose checksum failed (only that version of it). */
@@ -143,19 +140,25 @@ static void delete_bad(dc_cache *c, const char *hex, const char *bad_sum)
 
 /* Inserts the entry and drops our claim in one transaction. First writer
  * wins: an entry stored meanwhile (after a claim takeover) is kept. */
-static int store_entry(dc_cache *c, const char *hex, const dc_cache_meta *m,
+static atomic_int fail_stores;
+
+void dc_cache_test_fail_stores(int on) { atomic_store(&fail_stores, on); }
+
+static int store_entry(sqlite3 *db, const char *hex, const dc_cache_meta *m,
                        const dc_cache_blobs *b, int claimed)
 {
     char sum[33];
     dc_cache_checksum(b->cubin, b->cubin_size, b->ptx, b->ptx_size, b->source,
                       b->source_size, sum);
     int64_t now = dc_cache_now_ms();
-    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK && claimed >= 0 && atomic_load(&fail_stores))
+        rc = SQLITE_FULL; /* the test hook: as a full disk would */
     if (rc != SQLITE_OK)
         goto out;
     rc = sqlite3_prepare_v2(
-        c->db,
+        db,
         "INSERT OR IGNORE INTO entries(key, kernel, fields, arch, "
         "nvrtc_version, lib_version, checksum, compile_ms, size, created, "
         "last_used, hits, cubin, ptx, source) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
@@ -179,26 +182,26 @@ static int store_entry(dc_cache *c, const char *hex, const dc_cache_meta *m,
     dc_cache_bind_blob(st, 11, b->cubin, b->cubin_size);
     dc_cache_bind_blob(st, 12, b->ptx, b->ptx_size);
     dc_cache_bind_blob(st, 13, b->source, b->source_size);
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(c->db);
+    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
     sqlite3_finalize(st);
     st = NULL;
     if (rc != SQLITE_OK)
         goto out;
-    if (claimed) {
-        rc = sqlite3_prepare_v2(c->db, dc_cache_release_sql, -1, &st, NULL);
+    if (claimed > 0) {
+        rc = sqlite3_prepare_v2(db, dc_cache_release_sql, -1, &st, NULL);
         if (rc != SQLITE_OK)
             goto out;
         dc_cache_bind_release(st, hex);
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK
-                                             : sqlite3_errcode(c->db);
+                                             : sqlite3_errcode(db);
         if (rc != SQLITE_OK)
             goto out;
     }
-    rc = dc_cache_exec(c, "COMMIT");
+    rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 out:
     sqlite3_finalize(st);
-    if (rc != SQLITE_OK)
-        dc_cache_rollback(c);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
 }
 
@@ -209,12 +212,37 @@ static void store_warn(dc_cache *c, const char *hex, int rc)
     if (c->warned_store)
         return;
     c->warned_store = 1;
-    dc_cache_warn("cache %s: cannot store kernel %s (SQLite error %d: %s%s): "
-                  "running uncached",
-                  c->path, hex, rc, sqlite3_errstr(rc),
-                  (rc & 0xff) == SQLITE_FULL ? "; the disk or the database is "
-                                               "full"
-                                             : "");
+    if ((rc & 0xff) == SQLITE_FULL)
+        dc_cache_warn("cache %s: cannot store kernel %s (SQLite error %d: %s;"
+                      " the disk or the database is full): compiling the "
+                      "missing kernels once each in this process, without "
+                      "storing them",
+                      c->path, hex, rc, sqlite3_errstr(rc));
+    else
+        dc_cache_warn("cache %s: cannot store kernel %s (SQLite error %d: "
+                      "%s): running uncached",
+                      c->path, hex, rc, sqlite3_errstr(rc));
+}
+
+/* After a store failed for lack of space: an in-memory database keeps what
+ * this handle compiles from now on, so that a key asked for again (the
+ * warmup's compile phase, then its load phase) is not compiled again, and
+ * no more claims are taken (a claim would make other processes wait for a
+ * store that cannot happen). */
+static void go_full(dc_cache *c)
+{
+    c->full = 1;
+    if (c->spill)
+        return;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(":memory:", &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                            SQLITE_OPEN_NOMUTEX,
+                        NULL) == SQLITE_OK &&
+        dc_cache_create_schema(db) == SQLITE_OK)
+        c->spill = db;
+    else
+        sqlite3_close(db);
 }
 
 static dcptopk_result copy_blobs(const dc_cache_blobs *b, dc_cache_hit *out)
@@ -238,6 +266,132 @@ static dcptopk_result copy_blobs(const dc_cache_blobs *b, dc_cache_hit *out)
     out->ptx = dst[1];
     out->ptx_size = n[1];
     return DCPTOPK_SUCCESS;
+}
+
+/* One warning when a wait on another process's claim passes 5 s: who holds
+ * it and when it goes stale, so that a stuck claimant is not silent. */
+static void warn_long_wait(dc_cache *c, const char *hex, double waited_ms)
+{
+    if (c->warned_wait || waited_ms < 5000.0)
+        return;
+    c->warned_wait = 1;
+    claim_row row;
+    int rc = SQLITE_OK;
+    if (dc_cache_read_claim(c, hex, &row, &rc) <= 0)
+        return;
+    double age_s = (double)(dc_cache_now_ms() - row.started) / 1000.0;
+    dc_cache_warn("cache %s: waiting %.0f s for kernel %s, which pid %lld on "
+                  "host %s has been compiling for %.0f s; its claim goes "
+                  "stale after %.0f s (DCPTOPK_CACHE_CLAIM_TIMEOUT; 'dcptopk "
+                  "cache claims' lists claims)",
+                  c->path, waited_ms / 1000.0, hex, (long long)row.pid,
+                  row.host, age_s, c->set.claim_timeout_s);
+}
+
+enum { LOOK_HIT, LOOK_COMPILE, LOOK_ERROR };
+
+/* Looks `hex` up until it is found or this process must compile it: the
+ * phase of dc_cache_get_or_compile before the compile. Sets *claimed when
+ * this process holds the key's claim, *store when the result may be stored
+ * into the file. */
+static int look_up(dc_cache *c, const char *hex, dc_cache_hit *out,
+                   int *claimed, int *store, dcptopk_result *res, char *err,
+                   size_t err_size)
+{
+    int polls = 0;
+    double start = dc_cache_mono_ms();
+    for (;;) {
+        char bad_sum[33] = "";
+        int rc = SQLITE_OK;
+        if (c->spill &&
+            read_entry(c->spill, hex, out, bad_sum, &rc) == READ_HIT)
+            return LOOK_HIT;
+        int st = read_entry(c->db, hex, out, bad_sum, &rc);
+        if (st == READ_HIT) {
+            bump_hit(c, hex);
+            return LOOK_HIT;
+        }
+        if (st == READ_BAD) {
+            dc_cache_warn("cache %s: entry %s failed its checksum: %s and "
+                          "compiling it again",
+                          c->path, hex,
+                          c->readonly ? "ignoring it (read-only)"
+                                      : "deleting it");
+            delete_bad(c, hex, bad_sum);
+            if (c->readonly) {
+                *store = 0;
+                return LOOK_COMPILE;
+            }
+            /* If the row could not be deleted, do not loop on it. */
+            int rc2;
+            dc_cache_hit tmp = {0};
+            char sum2[33];
+            int again = read_entry(c->db, hex, &tmp, sum2, &rc2);
+            dc_cache_hit_free(&tmp);
+            if (again == READ_BAD) {
+                *store = 0;
+                return LOOK_COMPILE;
+            }
+            continue;
+        }
+        if (st == READ_ERROR) {
+            if ((rc & 0xff) == SQLITE_NOMEM) {
+                dc_cache_set_err(err, err_size, "cache %s: out of memory "
+                                                "reading entry %s",
+                                 c->path, hex);
+                *res = DCPTOPK_OUT_OF_MEMORY;
+                return LOOK_ERROR;
+            }
+            if (dc_cache_is_corrupt_rc(rc) && dc_cache_recover_corrupt(c, rc))
+                continue;
+            store_warn(c, hex, rc);
+            *store = 0;
+            return LOOK_COMPILE;
+        }
+        /* A miss. */
+        if (c->readonly) {
+            *store = 0;
+            return LOOK_COMPILE;
+        }
+        if (c->memory || c->full)
+            return LOOK_COMPILE;
+        /* A live claim is waited for with reads only; the write lock is
+         * taken only to claim a key nobody (alive) holds, so that waiters
+         * do not keep the claimant's store waiting for the lock. */
+        if (!dc_cache_live_claim_seen(c, hex)) {
+            int crc = SQLITE_OK;
+            int cl = dc_cache_try_claim(c, hex, &crc);
+            if (cl == CLAIM_TAKEN) {
+                *claimed = 1;
+                return LOOK_COMPILE;
+            }
+            if (cl == CLAIM_ENTRY_EXISTS)
+                continue;
+            if (cl == CLAIM_ERROR) {
+                if (dc_cache_is_corrupt_rc(crc) &&
+                    dc_cache_recover_corrupt(c, crc))
+                    continue;
+                if ((crc & 0xff) == SQLITE_FULL) {
+                    store_warn(c, hex, crc);
+                    go_full(c);
+                    return LOOK_COMPILE;
+                }
+                /* Cannot claim (busy past the timeout...): compile anyway
+                 * and try to store (duplicates are harmless), unless a live
+                 * process claimed the key meanwhile: then wait for it. */
+                if (!dc_cache_live_claim_seen(c, hex))
+                    return LOOK_COMPILE;
+            }
+        }
+        /* Another live process (or thread) compiles it. Its claim goes
+         * stale after the timeout; past that plus a margin, stop waiting
+         * whatever happens. */
+        double waited = dc_cache_mono_ms() - start;
+        warn_long_wait(c, hex, waited);
+        if (waited > c->set.claim_timeout_s * 1000.0 + 10000.0)
+            return LOOK_COMPILE;
+        dc_cache_sleep_ms(dc_cache_claim_poll_ms(polls++));
+    }
 }
 
 dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
@@ -264,93 +418,18 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
     char hex[33];
     dc_hash_hex(key, hex);
 
-    int claimed = 0, store = 1, polls = 0;
-    double start = dc_cache_mono_ms();
-    for (;;) {
-        char bad_sum[33] = "";
-        int rc = SQLITE_OK;
-        int st = read_entry(c, hex, out, bad_sum, &rc);
-        if (st == READ_HIT) {
-            bump_hit(c, hex);
-            return DCPTOPK_SUCCESS;
-        }
-        if (st == READ_BAD) {
-            dc_cache_warn("cache %s: entry %s failed its checksum: %s and "
-                          "compiling it again",
-                          c->path, hex,
-                          c->readonly ? "ignoring it (read-only)"
-                                      : "deleting it");
-            delete_bad(c, hex, bad_sum);
-            if (c->readonly)
-                store = 0;
-            else {
-                /* If the row could not be deleted, do not loop on it. */
-                int rc2;
-                dc_cache_hit tmp = {0};
-                char sum2[33];
-                if (read_entry(c, hex, &tmp, sum2, &rc2) == READ_BAD)
-                    store = 0;
-                dc_cache_hit_free(&tmp);
-            }
-            if (!store)
-                break;
-            continue;
-        }
-        if (st == READ_ERROR) {
-            if ((rc & 0xff) == SQLITE_NOMEM) {
-                dc_cache_set_err(err, err_size, "cache %s: out of memory "
-                                                "reading entry %s",
-                                 c->path, hex);
-                return DCPTOPK_OUT_OF_MEMORY;
-            }
-            if (dc_cache_is_corrupt_rc(rc) && dc_cache_recover_corrupt(c, rc))
-                continue;
-            store_warn(c, hex, rc);
-            store = 0;
-            break;
-        }
-        /* A miss. */
-        if (c->readonly) {
-            store = 0;
-            break;
-        }
-        if (c->memory)
-            break;
-        /* A live claim is waited for with reads only; the write lock is
-         * taken only to claim a key nobody (alive) holds. Waiters that took
-         * it on every look kept the claimant's store waiting for the lock. */
-        if (!dc_cache_live_claim_seen(c, hex)) {
-            int crc = SQLITE_OK;
-            int cl = dc_cache_try_claim(c, hex, &crc);
-            if (cl == CLAIM_TAKEN) {
-                claimed = 1;
-                break;
-            }
-            if (cl == CLAIM_ENTRY_EXISTS)
-                continue;
-            if (cl == CLAIM_ERROR) {
-                if (dc_cache_is_corrupt_rc(crc) && dc_cache_recover_corrupt(c, crc))
-                    continue;
-                /* Cannot claim (busy past the timeout, disk full...):
-                 * compile anyway and try to store (duplicates are
-                 * harmless), unless a live process claimed the key
-                 * meanwhile: then wait for it. */
-                if (!dc_cache_live_claim_seen(c, hex))
-                    break;
-            }
-        }
-        /* Another live process (or thread) compiles it. Its claim goes
-         * stale after the timeout; past that plus a margin, stop waiting
-         * whatever happens. */
-        if (dc_cache_mono_ms() - start > c->claim_timeout_s * 1000.0 + 10000.0)
-            break;
-        dc_cache_sleep_ms(dc_cache_claim_poll_ms(polls++));
-    }
+    int claimed = 0, store = 1;
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    int look = look_up(c, hex, out, &claimed, &store, &r, err, err_size);
+    if (look == LOOK_HIT)
+        return DCPTOPK_SUCCESS;
+    if (look == LOOK_ERROR)
+        return r;
 
     dc_cache_blobs b;
     memset(&b, 0, sizeof b);
     double t0 = dc_cache_mono_ms();
-    dcptopk_result r = compile(user, &b, err, err_size);
+    r = compile(user, &b, err, err_size);
     double ms = dc_cache_mono_ms() - t0;
     atomic_fetch_add(&process_compiles, 1);
     if (r == DCPTOPK_SUCCESS && (!b.cubin || !b.cubin_size) &&
@@ -371,18 +450,25 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
                              "bytes compiled for %s",
                              b.cubin_size, b.ptx_size, hex);
     }
-    if (r == DCPTOPK_SUCCESS && store) {
-        int src = store_entry(c, hex, meta, &b, claimed);
+    if (r == DCPTOPK_SUCCESS && store && !c->memory && !c->full) {
+        int src = store_entry(c->db, hex, meta, &b, claimed);
         if (src == SQLITE_OK) {
             claimed = 0;
-            if (c->max_bytes > 0) {
+            if (c->set.max_bytes > 0) {
                 char perr[512];
-                dc_cache_prune(c, c->max_bytes, hex, NULL, perr, sizeof perr);
+                dc_cache_prune(c, c->set.max_bytes, hex, NULL, perr,
+                               sizeof perr);
             }
         } else {
             store_warn(c, hex, src);
+            if ((src & 0xff) == SQLITE_FULL)
+                go_full(c);
         }
+    } else if (r == DCPTOPK_SUCCESS && c->memory) {
+        store_entry(c->db, hex, meta, &b, -1);
     }
+    if (r == DCPTOPK_SUCCESS && c->full && c->spill)
+        store_entry(c->spill, hex, meta, &b, -1);
     if (claimed)
         dc_cache_release_claim(c, hex);
     if (release)

@@ -100,15 +100,21 @@ int dc_cache_read_claim(dc_cache *c, const char *hex, claim_row *row, int *rc)
     return found;
 }
 
-/* Whether a claim still binds us: its owner lives (as far as we can tell)
- * and it is younger than the claim timeout. */
+/* How far in the future a claim may be dated (clock skew between hosts
+ * sharing a folder) before it counts as stale: such a claim would otherwise
+ * never reach the timeout. */
+#define DC_CLAIM_FUTURE_MS 2000
+
+/* Whether a claim still binds us: its owner lives (as far as we can tell),
+ * it is younger than the claim timeout and not dated in the future. */
 int dc_cache_claim_is_live(const dc_cache *c, const claim_row *row)
 {
     int64_t pid, token;
     char host[256];
     dc_cache_identity(&pid, &token, host);
     int64_t age = dc_cache_now_ms() - row->started;
-    if ((double)age > c->claim_timeout_s * 1000.0)
+    if ((double)age > c->set.claim_timeout_s * 1000.0 ||
+        age < -DC_CLAIM_FUTURE_MS)
         return 0; /* stale, whoever holds it */
     if (strcmp(row->host, host) != 0)
         return 1; /* another host: only the timeout tells */
@@ -217,14 +223,154 @@ int dc_cache_bind_release(sqlite3_stmt *st, const char *hex)
     return 0;
 }
 
-/* Drops our claim (best effort: a claim left behind goes stale). */
+/* Drops our claim. A failure (busy past the budget) is retried a few
+ * times: a claim left behind makes others wait until it goes stale. */
 void dc_cache_release_claim(dc_cache *c, const char *hex)
 {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(c->db, dc_cache_release_sql, -1, &st,
+                                    NULL);
+        if (rc == SQLITE_OK) {
+            dc_cache_bind_release(st, hex);
+            rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK
+                                                 : sqlite3_errcode(c->db);
+        }
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK || dc_cache_is_corrupt_rc(rc))
+            return;
+        dc_cache_sleep_ms(10);
+    }
+}
+
+/* ------------------------------------------------------------- listing */
+
+dcptopk_result dc_cache_claims(dc_cache *c, dc_cache_claim **out,
+                               size_t *count, char *err, size_t err_size)
+{
+    *out = NULL;
+    *count = 0;
+    dc_cache_after_fork(c);
+    if (!c || !c->db) {
+        dc_cache_set_err(err, err_size, "cache = %p: not an open cache",
+                         (void *)c);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, dc_cache_release_sql, -1, &st, NULL) == SQLITE_OK) {
-        dc_cache_bind_release(st, hex);
-        sqlite3_step(st);
+    int rc = sqlite3_prepare_v2(c->db,
+                                "SELECT key, pid, host, token, started FROM "
+                                "claims ORDER BY started, key",
+                                -1, &st, NULL);
+    dc_cache_claim *v = NULL;
+    size_t n = 0, cap = 0;
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(st);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(c->db);
+            break;
+        }
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            dc_cache_claim *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        dc_cache_claim *e = &v[n++];
+        memset(e, 0, sizeof *e);
+        const unsigned char *k = sqlite3_column_text(st, 0);
+        const unsigned char *h = sqlite3_column_text(st, 2);
+        snprintf(e->key, sizeof e->key, "%s", k ? (const char *)k : "");
+        snprintf(e->host, sizeof e->host, "%s", h ? (const char *)h : "");
+        e->pid = sqlite3_column_int64(st, 1);
+        e->started_ms = sqlite3_column_int64(st, 4);
+        claim_row row = {e->pid, sqlite3_column_int64(st, 3), e->started_ms,
+                         ""};
+        snprintf(row.host, sizeof row.host, "%s", e->host);
+        e->stale = !dc_cache_claim_is_live(c, &row);
     }
     sqlite3_finalize(st);
+    if (rc != SQLITE_OK) {
+        free(v);
+        return dc_cache_sql_fail(c->db, rc, c->path, "listing claims", err,
+                                 err_size);
+    }
+    *out = v;
+    *count = n;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_cache_claims_clear_stale(dc_cache *c, int64_t *removed,
+                                           char *err, size_t err_size)
+{
+    if (removed)
+        *removed = 0;
+    dc_cache_after_fork(c);
+    if (!c || !c->db) {
+        dc_cache_set_err(err, err_size, "cache = %p: not an open cache",
+                         (void *)c);
+        return DCPTOPK_INVALID_ARGUMENT;
+    }
+    if (c->readonly || c->memory) {
+        dc_cache_set_err(err, err_size, "cache %s: %s: cannot clear claims",
+                         c->path, c->why[0] ? c->why : "opened read-only");
+        return DCPTOPK_CACHE_ERROR;
+    }
+    /* Chosen and deleted under one write lock, each row as it was read: a
+     * claim renewed meanwhile (another started) is kept. */
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    sqlite3_stmt *sel = NULL, *del = NULL;
+    int64_t n = 0;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db,
+                                "SELECT key, pid, host, token, started FROM "
+                                "claims",
+                                -1, &sel, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db,
+                                "DELETE FROM claims WHERE key=?1 AND "
+                                "token=?2 AND started=?3",
+                                -1, &del, NULL);
+    while (rc == SQLITE_OK) {
+        int s = sqlite3_step(sel);
+        if (s == SQLITE_DONE)
+            break;
+        if (s != SQLITE_ROW) {
+            rc = sqlite3_errcode(c->db);
+            break;
+        }
+        claim_row row = {sqlite3_column_int64(sel, 1),
+                         sqlite3_column_int64(sel, 3),
+                         sqlite3_column_int64(sel, 4), ""};
+        const unsigned char *h = sqlite3_column_text(sel, 2);
+        snprintf(row.host, sizeof row.host, "%s", h ? (const char *)h : "");
+        if (dc_cache_claim_is_live(c, &row))
+            continue;
+        sqlite3_reset(del);
+        sqlite3_bind_value(del, 1, sqlite3_column_value(sel, 0));
+        sqlite3_bind_int64(del, 2, row.token);
+        sqlite3_bind_int64(del, 3, row.started);
+        if (sqlite3_step(del) != SQLITE_DONE)
+            rc = sqlite3_errcode(c->db);
+        else
+            n += sqlite3_changes(c->db);
+    }
+    sqlite3_finalize(sel);
+    sqlite3_finalize(del);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK) {
+        dc_cache_rollback(c);
+        return dc_cache_sql_fail(c->db, rc, c->path, "clearing stale claims",
+                                 err, err_size);
+    }
+    if (removed)
+        *removed = n;
+    return DCPTOPK_SUCCESS;
 }
 

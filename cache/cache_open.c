@@ -1,15 +1,24 @@
 /*
- * cache_open.c - finding and opening the cache file, with its fallbacks
- * (read-only use, else an in-memory database), moving a damaged file aside,
- * and reopening after fork().
+ * cache_open.c - finding, checking and opening the cache file, with its
+ * fallbacks (read-only use, else an in-memory database), moving a damaged
+ * file aside, and reopening after fork().
+ *
+ * A cache file holds machine code that runs in the caller's GPU context, so
+ * it is used only when nobody else can have written it (the trust rules
+ * below, documented in docs/CACHE.md): its folder and every folder above it,
+ * the file and its side files (-journal, -wal, -shm) are checked before
+ * SQLite sees the path; no symbolic link is followed; a new file is created
+ * exclusively. Nothing is written to a database before it is known to be a
+ * dcptopk cache (application_id, user_version, tables).
  */
+#include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/vfs.h>
@@ -19,6 +28,12 @@
 #include <sqlite3.h>
 
 #include "cache_int.h"
+
+/* At most this many moved-aside files (damaged or of another version) are
+ * kept beside a cache file; older ones are deleted. */
+#define DC_CACHE_KEEP_MOVED 3
+
+static const char *const side_suffixes[] = {"-journal", "-wal", "-shm"};
 
 /* ------------------------------------------------------------------ paths */
 
@@ -38,28 +53,38 @@ int dc_cache_default_path(char *buf, size_t size)
     return -1;
 }
 
-/* mkdir -p of the directory holding `path` (mode 0700: a cache holds code
- * that gets loaded). 0 or an errno. */
-static int make_parent_dirs(const char *path)
+/* The folder of `path` into dir ("." for a bare name). */
+static void folder_of(const char *path, char *dir, size_t size)
 {
-    char dir[DC_CACHE_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
+    snprintf(dir, size, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, size, ".");
+}
+
+/* mkdir -p of the folder holding `path`: 0700 (a cache holds code that gets
+ * loaded), or 0770 less the umask for a shared cache. 0 or an errno. */
+static int make_parent_dirs(const char *path, int shared)
+{
+    mode_t mode = shared ? 0770 : 0700;
+    char dir[DC_CACHE_PATH_MAX];
+    folder_of(path, dir, sizeof dir);
     for (char *p = dir + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        if (mkdir(dir, mode) != 0 && errno != EEXIST) {
             int e = errno;
             *p = '/';
             return e;
         }
         *p = '/';
     }
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    if (mkdir(dir, mode) != 0 && errno != EEXIST)
         return errno;
     struct stat st;
     if (stat(dir, &st) != 0)
@@ -69,20 +94,172 @@ static int make_parent_dirs(const char *path)
     return 0;
 }
 
-static int file_exists(const char *path)
+/* ------------------------------------------------------------------ trust */
+
+static int owner_trusted(uid_t uid) { return uid == geteuid() || uid == 0; }
+
+static int in_our_groups(gid_t gid)
 {
-    struct stat st;
-    return stat(path, &st) == 0;
+    if (gid == getegid())
+        return 1;
+    gid_t groups[256];
+    int n = getgroups(256, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == gid)
+            return 1;
+    return 0;
+}
+
+static const char *writers(mode_t mode)
+{
+    if ((mode & S_IWGRP) && (mode & S_IWOTH))
+        return "its group and others";
+    return (mode & S_IWOTH) ? "others" : "its group";
+}
+
+/* The folder holding the cache and every folder above it. The cache folder:
+ * owned by us or root (shared: or by one of our groups), never writable by
+ * others, and (unless shared) not by its group. A folder above it: owned by
+ * us or root, and writable by group or others only when sticky (as /tmp),
+ * so that nobody else can rename what lies below. 0 if trusted, else -1
+ * with the reason in why. */
+static int folder_trusted(const char *path, int shared, gid_t *gid, char *why,
+                          size_t n)
+{
+    char dir[DC_CACHE_PATH_MAX], real[PATH_MAX];
+    folder_of(path, dir, sizeof dir);
+    if (!realpath(dir, real)) {
+        dc_cache_set_err(why, n, "its folder %s cannot be resolved (%s)", dir,
+                 strerror(errno));
+        return -1;
+    }
+    for (int first = 1;; first = 0) {
+        struct stat st;
+        if (stat(real, &st) != 0) {
+            dc_cache_set_err(why, n, "folder %s: %s", real, strerror(errno));
+            return -1;
+        }
+        if (first)
+            *gid = st.st_gid;
+        int owner_ok = owner_trusted(st.st_uid) ||
+                       (first && shared && in_our_groups(st.st_gid));
+        if (!owner_ok) {
+            dc_cache_set_err(why, n,
+                     "folder %s is owned by uid %u (not you or root)", real,
+                     (unsigned)st.st_uid);
+            return -1;
+        }
+        mode_t w = st.st_mode & (S_IWGRP | S_IWOTH);
+        if (first && (shared ? (st.st_mode & S_IWOTH) != 0 : w != 0)) {
+            dc_cache_set_err(why, n,
+                     "folder %s is writable by %s (mode %04o)%s", real,
+                     writers(st.st_mode), (unsigned)(st.st_mode & 07777),
+                     shared ? "" : "; set DCPTOPK_CACHE_SHARED=1 to share "
+                                   "a cache with your group");
+            return -1;
+        }
+        if (!first && w && !(st.st_mode & S_ISVTX)) {
+            dc_cache_set_err(why, n,
+                     "folder %s (above the cache) is writable by %s and not "
+                     "sticky (mode %04o)",
+                     real, writers(st.st_mode), (unsigned)(st.st_mode & 07777));
+            return -1;
+        }
+        if (strcmp(real, "/") == 0)
+            return 0;
+        char *slash = strrchr(real, '/');
+        if (slash == real)
+            real[1] = '\0';
+        else
+            *slash = '\0';
+    }
+}
+
+/* One file (the cache or a side file): absent is fine; else a regular file,
+ * no symbolic link, owned by us or root (shared: or by the folder's group,
+ * one of ours), never writable by others and (unless shared) not by its
+ * group. 0 if trusted (*exists says whether it is there, *st its lstat),
+ * else -1 with the reason in why. */
+static int file_trusted(const char *file, int shared, gid_t folder_gid,
+                        struct stat *st, int *exists, char *why, size_t n)
+{
+    *exists = 0;
+    if (lstat(file, st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        dc_cache_set_err(why, n, "%s: %s", file, strerror(errno));
+        return -1;
+    }
+    *exists = 1;
+    if (S_ISLNK(st->st_mode)) {
+        dc_cache_set_err(why, n, "%s is a symbolic link (not followed)", file);
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        dc_cache_set_err(why, n, "%s is not a regular file", file);
+        return -1;
+    }
+    if (!owner_trusted(st->st_uid) &&
+        !(shared && st->st_gid == folder_gid && in_our_groups(st->st_gid))) {
+        dc_cache_set_err(why, n, "%s is owned by uid %u (not you or root)", file,
+                 (unsigned)st->st_uid);
+        return -1;
+    }
+    mode_t w = st->st_mode & (shared ? S_IWOTH : (S_IWGRP | S_IWOTH));
+    if (w) {
+        dc_cache_set_err(why, n, "%s is writable by %s (mode %04o)", file,
+                 writers(st->st_mode), (unsigned)(st->st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+/* The trust rules for c->path: its folders, the file and its side files.
+ * 0 if trusted (*exists, *st about the file), else -1 with c->why set. */
+static int path_trusted(dc_cache *c, struct stat *st, int *exists)
+{
+    gid_t gid = 0;
+    char why[900];
+    if (folder_trusted(c->path, c->set.shared, &gid, why, sizeof why) != 0 ||
+        file_trusted(c->path, c->set.shared, gid, st, exists, why,
+                     sizeof why) != 0) {
+        dc_cache_set_err(c->why, sizeof c->why, "not trusted: %s", why);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        char side[DC_CACHE_PATH_MAX + 16];
+        struct stat sst;
+        int there = 0;
+        snprintf(side, sizeof side, "%s%s", c->path, side_suffixes[i]);
+        if (file_trusted(side, c->set.shared, gid, &sst, &there, why,
+                         sizeof why) != 0) {
+            dc_cache_set_err(c->why, sizeof c->why, "not trusted: %s", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Creates c->path exclusively (never through a link): 0600, or 0666 less
+ * the umask for a shared cache. 0, or an errno (EEXIST: someone else made it
+ * meanwhile, to be checked like any existing file). */
+static int create_file(const dc_cache *c)
+{
+    int fd = open(c->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  c->set.shared ? 0666 : 0600);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    return 0;
 }
 
 /* WAL needs shared memory between the processes of one host: it does not
  * work over network file systems ("locking protocol" on Lustre/GPFS). There
  * the default rollback journal is used. DCPTOPK_CACHE_WAL=0/1 overrides. */
-static int wal_allowed(const char *path)
+static int wal_allowed(const dc_cache *c, const char *path)
 {
-    const char *env = getenv("DCPTOPK_CACHE_WAL");
-    if (env && *env)
-        return strcmp(env, "0") != 0;
+    if (c->set.wal >= 0)
+        return c->set.wal;
     char dir[DC_CACHE_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -134,68 +311,6 @@ static void immutable_uri(const char *path, char *out, size_t size)
     snprintf(out + strlen(out), size - strlen(out), "?mode=ro&immutable=1");
 }
 
-/* ------------------------------------------------------------------- open */
-
-static int busy_ms(void)
-{
-    const char *env = getenv("DCPTOPK_CACHE_BUSY_MS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (end && *end == '\0' && v >= 0 && v <= 3600000)
-            return (int)v;
-    }
-    return 10000;
-}
-
-static double claim_timeout_s(void)
-{
-    const char *env = getenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
-    if (env && *env) {
-        char *end = NULL;
-        double v = strtod(env, &end);
-        if (end && *end == '\0' && v >= 0.0 && v <= 86400.0)
-            return v;
-        dc_cache_warn("ignoring DCPTOPK_CACHE_CLAIM_TIMEOUT=\"%s\" (expected "
-                      "seconds, 0..86400): using 30",
-                      env);
-    }
-    return 30.0;
-}
-
-/* DCPTOPK_CACHE_MAX_BYTES: an integer with an optional K/M/G/T suffix
- * (powers of 1024); 0 or unset = no cap. */
-static int64_t max_bytes_env(void)
-{
-    const char *env = getenv("DCPTOPK_CACHE_MAX_BYTES");
-    if (!env || !*env)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(env, &end, 10);
-    int shift = 0;
-    if (end && *end) {
-        switch (*end) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        case 't': case 'T': shift = 40; break;
-        default: shift = -1;
-        }
-        if (shift > 0 && end[1] && strcmp(end + 1, "B") != 0 &&
-            strcmp(end + 1, "iB") != 0)
-            shift = -1;
-    }
-    if (errno || end == env || v < 0 || shift < 0 ||
-        (shift && v > (INT64_MAX >> shift))) {
-        dc_cache_warn("ignoring DCPTOPK_CACHE_MAX_BYTES=\"%s\" (expected a "
-                      "byte count such as 1073741824 or 1G): no size cap",
-                      env);
-        return 0;
-    }
-    return (int64_t)v << shift;
-}
-
 /* The busy handler of every connection: retries a lock every 0.25, 0.5,
  * 1, then 2 ms until c->busy_limit_ms have passed. sqlite3_busy_timeout()
  * sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then 100 ms per retry, and
@@ -219,6 +334,8 @@ static int busy_wait(void *arg, int count)
     return 1;
 }
 
+/* ------------------------------------------------------------------- open */
+
 static int open_db(dc_cache *c, const char *name, int flags)
 {
     sqlite3 *db = NULL;
@@ -229,10 +346,18 @@ static int open_db(dc_cache *c, const char *name, int flags)
         return rc;
     }
     sqlite3_extended_result_codes(db, 1);
-    c->busy_limit_ms = c->busy_ms;
+    c->busy_limit_ms = c->set.busy_ms;
     sqlite3_busy_handler(db, busy_wait, c);
     c->db = db;
     return SQLITE_OK;
+}
+
+static void close_db(dc_cache *c)
+{
+    sqlite3_close(c->db);
+    c->db = NULL;
+    c->wal = 0;
+    c->immutable = 0;
 }
 
 static int open_memory(dc_cache *c)
@@ -241,111 +366,252 @@ static int open_memory(dc_cache *c)
         open_db(c, ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (rc == SQLITE_OK)
         rc = dc_cache_create_schema(c->db);
-    c->usage = rc == SQLITE_OK;
     c->memory = 1;
     c->readonly = 0;
     return rc;
 }
 
-/* The fallback when the file cannot serve: a private in-memory database.
- * When even that fails, c->db stays NULL; dc_cache_open reports it (after
- * fork() the handle just stays unusable). */
-static void run_in_memory(dc_cache *c)
+/* The fallback when the file cannot serve (c->why says why): a private
+ * in-memory database, with one warning. A maintenance handle (strict)
+ * gets no database: dc_cache_open reports c->why instead. When even memory
+ * fails, c->db stays NULL; dc_cache_open reports it (after fork() the
+ * handle just stays unusable). */
+static void use_memory(dc_cache *c)
 {
-    if (open_memory(c) != SQLITE_OK) {
-        sqlite3_close(c->db);
-        c->db = NULL;
+    if (c->strict) {
+        close_db(c);
+        return;
     }
+    dc_cache_warn("cache %s: %s: running uncached (in memory)", c->path,
+                  c->why);
+    if (open_memory(c) != SQLITE_OK)
+        close_db(c);
 }
 
-/* Moves a bad file (and its -wal / -shm, which must never be replayed onto
- * a new file) aside as "<path>.<tag>-<unix time>". */
-static int move_aside(const char *path, const char *tag, char *moved,
-                      size_t moved_size)
+static int same_file(const char *path, dev_t dev, ino_t ino)
 {
-    long long t = (long long)time(NULL);
-    snprintf(moved, moved_size, "%s.%s-%lld", path, tag, t);
-    for (int i = 1; file_exists(moved) && i < 1000; i++)
-        snprintf(moved, moved_size, "%s.%s-%lld-%d", path, tag, t, i);
-    if (rename(path, moved) != 0)
-        return errno;
-    static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
-    for (int i = 0; i < 3; i++) {
-        char a[DC_CACHE_PATH_MAX + 16], b[DC_CACHE_PATH_MAX + 64];
-        snprintf(a, sizeof a, "%s%s", path, suffixes[i]);
-        snprintf(b, sizeof b, "%s%s", moved, suffixes[i]);
-        if (file_exists(a) && rename(a, b) != 0)
-            unlink(a);
-    }
-    return 0;
+    struct stat st;
+    return lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-/* One read-only open of `name` into c->db, its schema checked and, when it
- * is ours, a first real read done: a WAL file may open and fail only there. */
+/* ----------------------------------------------------------- moving aside */
+
+typedef struct moved_file {
+    char name[NAME_MAX + 1];
+    long long t;
+    int seq;
+} moved_file;
+
+static int moved_newest_first(const void *a, const void *b)
+{
+    const moved_file *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? 1 : -1;
+    return y->seq - x->seq;
+}
+
+/* Deletes all but the DC_CACHE_KEEP_MOVED newest "<name>.corrupt-*" and
+ * "<name>.old-*" files beside `path` (our regular files only). */
+static void trim_moved_aside(const char *path)
+{
+    char dir[DC_CACHE_PATH_MAX];
+    folder_of(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    moved_file *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        if (strncmp(s, base, nb) != 0 || s[nb] != '.')
+            continue;
+        const char *tag = s + nb + 1, *num = NULL;
+        if (strncmp(tag, "corrupt-", 8) == 0)
+            num = tag + 8;
+        else if (strncmp(tag, "old-", 4) == 0)
+            num = tag + 4;
+        if (!num)
+            continue;
+        char *end = NULL;
+        long long t = strtoll(num, &end, 10);
+        int seq = 0;
+        if (end == num)
+            continue;
+        if (*end == '-') {
+            char *end2 = NULL;
+            seq = (int)strtol(end + 1, &end2, 10);
+            end = end2;
+        }
+        if (*end != '\0') /* a side file: goes with its main file */
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            moved_file *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        snprintf(v[n].name, sizeof v[n].name, "%s", s);
+        v[n].t = t;
+        v[n].seq = seq;
+        n++;
+    }
+    closedir(d);
+    if (n > DC_CACHE_KEEP_MOVED)
+        qsort(v, n, sizeof *v, moved_newest_first);
+    for (size_t i = DC_CACHE_KEEP_MOVED; i < n; i++) {
+        char p[DC_CACHE_PATH_MAX + NAME_MAX + 16];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+        if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        unlink(p);
+        for (int k = 0; k < 3; k++) {
+            char side[sizeof p + 16];
+            snprintf(side, sizeof side, "%s%s", p, side_suffixes[k]);
+            unlink(side);
+        }
+    }
+    free(v);
+}
+
+/* Moves the file at `path` (and its side files, which must never be
+ * replayed onto a new file) aside as "<path>.<tag>-<unix time>", but only
+ * if `path` still names the file found bad (dev, ino). Processes that found
+ * the same file bad take turns under an flock of it: the first moves it and
+ * starts a new file; the others then find another file at the path and
+ * leave it alone. Returns 0 (moved), ESTALE (the path names another file
+ * now: nothing moved) or an errno. */
+static int move_aside_same(const char *path, const char *tag, dev_t dev,
+                           ino_t ino, char *moved, size_t moved_size)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? ESTALE : errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
+        close(fd);
+        return ESTALE;
+    }
+    while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    int e = 0;
+    if (!same_file(path, dev, ino)) {
+        e = ESTALE;
+    } else {
+        long long t = (long long)time(NULL);
+        snprintf(moved, moved_size, "%s.%s-%lld", path, tag, t);
+        struct stat ex;
+        for (int i = 1; lstat(moved, &ex) == 0 && i < 1000; i++)
+            snprintf(moved, moved_size, "%s.%s-%lld-%d", path, tag, t, i);
+        if (rename(path, moved) != 0) {
+            e = errno;
+        } else {
+            for (int i = 0; i < 3; i++) {
+                char a[DC_CACHE_PATH_MAX + 16], b[DC_CACHE_PATH_MAX + 96];
+                snprintf(a, sizeof a, "%s%s", path, side_suffixes[i]);
+                snprintf(b, sizeof b, "%s%s", moved, side_suffixes[i]);
+                if (lstat(a, &ex) == 0 && rename(a, b) != 0)
+                    unlink(a);
+            }
+        }
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    if (e == 0)
+        trim_moved_aside(path);
+    return e;
+}
+
+/* ----------------------------------------------------------- read-only */
+
+/* One read-only open of `name` into c->db; *kind says what it holds and,
+ * when it is ours, a first real read is done: a WAL file may open and fail
+ * only there. */
 static int open_readonly_probe(dc_cache *c, const char *name, int flags,
-                               int *foreign)
+                               dc_cache_kind *kind)
 {
-    int rc = open_db(c, name, flags);
+    int rc = open_db(c, name, flags | SQLITE_OPEN_NOFOLLOW);
     if (rc == SQLITE_OK)
-        rc = dc_cache_check_schema(c->db, 0, foreign, &c->usage);
-    if (rc == SQLITE_OK && !*foreign) {
+        rc = dc_cache_classify(c->db, kind);
+    if (rc == SQLITE_OK && *kind == DC_KIND_OURS) {
         int64_t n = 0;
         rc = dc_cache_read_int(c->db, "SELECT count(*) FROM entries", &n);
     }
     return rc;
 }
 
-/* Opens an existing file without writing it: read-only, else immutable
- * (a WAL file whose -shm cannot be created), else nothing. Returns SQLite's
- * code; *foreign as dc_cache_check_schema. */
-static int open_readonly_file(dc_cache *c, int *foreign)
+/* Opens an existing (already checked) file without writing it: read-only,
+ * else immutable (a WAL file whose -shm cannot be created). On success with
+ * *kind == DC_KIND_OURS, c->db is open; otherwise it is closed. */
+static int open_readonly_file(dc_cache *c, dc_cache_kind *kind)
 {
-    *foreign = 0;
-    int rc = open_readonly_probe(c, c->path, SQLITE_OPEN_READONLY, foreign);
+    *kind = DC_KIND_FOREIGN;
+    int rc = open_readonly_probe(c, c->path, SQLITE_OPEN_READONLY, kind);
     if (rc != SQLITE_OK && !dc_cache_is_corrupt_rc(rc)) {
-        sqlite3_close(c->db);
-        c->db = NULL;
+        close_db(c);
         char uri[DC_CACHE_PATH_MAX * 3 + 64];
         immutable_uri(c->path, uri, sizeof uri);
         rc = open_readonly_probe(c, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-                                 foreign);
+                                 kind);
         if (rc == SQLITE_OK)
             c->immutable = 1;
     }
-    if (rc != SQLITE_OK || *foreign) {
-        sqlite3_close(c->db);
-        c->db = NULL;
-    }
+    if (rc != SQLITE_OK || *kind != DC_KIND_OURS)
+        close_db(c);
     c->readonly = 1;
     return rc;
 }
 
-/* Read-only use of `c->path` for a cache that could not be written, else
- * memory; `why` says why (for the one warning). */
-static void fall_back_readonly(dc_cache *c, const char *why)
+static const char *kind_text(dc_cache_kind kind)
 {
-    int foreign = 0;
-    if (file_exists(c->path)) {
-        int rc = open_readonly_file(c, &foreign);
-        if (rc == SQLITE_OK && !foreign) {
+    switch (kind) {
+    case DC_KIND_EMPTY:
+        return "is empty";
+    case DC_KIND_OLD:
+        return "is a dcptopk cache of another file version";
+    default:
+        return "is not a dcptopk cache (another program's database?); left "
+               "untouched";
+    }
+}
+
+/* Read-only use of c->path (checked, existing) or, failing that, memory.
+ * The caller has put why the file cannot be written in c->why. */
+static void fall_back_readonly(dc_cache *c)
+{
+    struct stat st;
+    int exists = 0;
+    if (path_trusted(c, &st, &exists) != 0 || !exists) {
+        use_memory(c);
+        return;
+    }
+    dc_cache_kind kind;
+    int rc = open_readonly_file(c, &kind);
+    if (rc == SQLITE_OK && kind == DC_KIND_OURS) {
+        c->dev = st.st_dev;
+        c->ino = st.st_ino;
+        if (!c->strict)
             dc_cache_warn("cache %s: %s: using it read-only (new kernels are "
                           "compiled but not stored)",
-                          c->path, why);
-            return;
-        }
-        if (rc == SQLITE_OK)
-            dc_cache_warn("cache %s: %s, and the file is not a dcptopk cache "
-                          "of schema %d: running uncached (in memory)",
-                          c->path, why, DC_CACHE_SCHEMA_VERSION);
-        else
-            dc_cache_warn("cache %s: %s, and it cannot be read (SQLite error "
-                          "%d: %s): running uncached (in memory)",
-                          c->path, why, rc, sqlite3_errstr(rc));
-    } else {
-        dc_cache_warn("cache %s: %s: running uncached (in memory)", c->path,
-                      why);
+                          c->path, c->why);
+        return;
     }
-    run_in_memory(c);
+    size_t n = strlen(c->why);
+    if (rc == SQLITE_OK)
+        snprintf(c->why + n, sizeof c->why - n, ", and it %s",
+                 kind_text(kind));
+    else
+        snprintf(c->why + n, sizeof c->why - n,
+                 ", and it cannot be read (SQLite error %d: %s)", rc,
+                 sqlite3_errstr(rc));
+    use_memory(c);
 }
 
 static int is_readonly_rc(int rc)
@@ -355,109 +621,196 @@ static int is_readonly_rc(int rc)
            p == SQLITE_AUTH || p == SQLITE_IOERR;
 }
 
-/* Read-write open of c->path. 0 = done (maybe through a fallback, already
- * warned). `moved` counts files moved aside (at most one per open). */
+/* WAL where the file system allows it. Processes creating the file at once:
+ * the switch can fail SQLITE_BUSY at once, without the busy handler (it
+ * needs the exclusive lock while others read the header). Retried, or this
+ * connection would run synchronous=FULL and fsync on every commit. Returns
+ * a damaged or read-only file's code, else SQLITE_OK. */
+static int set_journal(dc_cache *c)
+{
+    if (wal_allowed(c, c->path)) {
+        double t0 = dc_cache_mono_ms();
+        int wrc;
+        for (;;) {
+            sqlite3_stmt *st = NULL;
+            wrc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL", -1, &st,
+                                     NULL);
+            if (wrc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+                const unsigned char *m = sqlite3_column_text(st, 0);
+                c->wal = m && strcmp((const char *)m, "wal") == 0;
+            } else {
+                wrc = sqlite3_errcode(c->db);
+            }
+            sqlite3_finalize(st);
+            if ((wrc & 0xff) != SQLITE_BUSY ||
+                dc_cache_mono_ms() - t0 >= (double)c->set.busy_ms)
+                break;
+            dc_cache_sleep_us(500);
+        }
+        if (dc_cache_is_corrupt_rc(wrc) || is_readonly_rc(wrc))
+            return wrc;
+    }
+    /* In WAL, NORMAL is durable across application crashes and keeps
+     * commits free of fsync. */
+    sqlite3_exec(c->db,
+                 c->wal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
+                 NULL, NULL, NULL);
+    return SQLITE_OK;
+}
+
+/* Moves a bad file aside (c->why already says what is wrong with it);
+ * returns 1 to open the path again, 0 when done (fell back). */
+static int move_bad_file(dc_cache *c, const char *tag, dev_t dev, ino_t ino)
+{
+    if (c->strict) {
+        use_memory(c);
+        return 0;
+    }
+    char moved[DC_CACHE_PATH_MAX + 64];
+    int me = move_aside_same(c->path, tag, dev, ino, moved, sizeof moved);
+    if (me == 0) {
+        dc_cache_warn("cache %s: %s: moved it to %s; starting a new cache",
+                      c->path, c->why, moved);
+        c->why[0] = '\0';
+        return 1;
+    }
+    if (me == ESTALE) { /* another process replaced it already */
+        c->why[0] = '\0';
+        return 1;
+    }
+    size_t n = strlen(c->why);
+    snprintf(c->why + n, sizeof c->why - n, ", and it cannot be moved aside (%s)",
+             strerror(me));
+    use_memory(c);
+    return 0;
+}
+
+/* Read-write open of c->path, through the fallbacks (each warned once). */
 static void open_readwrite(dc_cache *c)
 {
-    int e = make_parent_dirs(c->path);
+    int e = make_parent_dirs(c->path, c->set.shared);
     if (e) {
-        char why[512];
-        snprintf(why, sizeof why, "cannot create its directory (%s)",
+        dc_cache_set_err(c->why, sizeof c->why, "cannot create its folder (%s)",
                  strerror(e));
-        fall_back_readonly(c, why);
+        fall_back_readonly(c);
         return;
     }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int rc =
-            open_db(c, c->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        struct stat st;
+        int exists = 0;
+        if (path_trusted(c, &st, &exists) != 0) {
+            use_memory(c);
+            return;
+        }
+        if (!exists) {
+            int ce = create_file(c);
+            if (ce == EEXIST)
+                continue; /* made meanwhile: check it as any file */
+            if (ce || lstat(c->path, &st) != 0) {
+                dc_cache_set_err(c->why, sizeof c->why, "cannot be created (%s)",
+                         strerror(ce ? ce : errno));
+                use_memory(c);
+                return;
+            }
+        }
+        int rc = open_db(c, c->path,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW);
         if (rc == SQLITE_OK && sqlite3_db_readonly(c->db, "main") == 1)
             rc = SQLITE_READONLY;
-        int foreign = 0;
-        if (rc == SQLITE_OK) {
-            /* The first read tells a garbage file (SQLITE_NOTADB). */
-            int64_t v = 0;
-            rc = dc_cache_read_int(c->db, "PRAGMA user_version", &v);
+        dc_cache_kind kind = DC_KIND_FOREIGN;
+        /* Reads only, until the file is known to be ours: the first read
+         * also tells a garbage file (SQLITE_NOTADB). */
+        if (rc == SQLITE_OK)
+            rc = dc_cache_classify(c->db, &kind);
+        if (rc == SQLITE_OK && !same_file(c->path, st.st_dev, st.st_ino)) {
+            dc_cache_set_err(c->why, sizeof c->why,
+                     "was replaced while being opened");
+            use_memory(c);
+            return;
         }
-        if (rc == SQLITE_OK) {
-            if (wal_allowed(c->path)) {
-                /* Processes creating the file at once: the switch to WAL can
-                 * fail SQLITE_BUSY at once, without the busy handler (it
-                 * needs the exclusive lock while others read the header).
-                 * Retried, or this connection would run synchronous=FULL and
-                 * fsync the WAL on every commit, inside the write lock. */
-                double t0 = dc_cache_mono_ms();
-                int wrc;
-                for (;;) {
-                    sqlite3_stmt *st = NULL;
-                    wrc = sqlite3_prepare_v2(c->db, "PRAGMA journal_mode=WAL",
-                                             -1, &st, NULL);
-                    if (wrc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-                        const unsigned char *m = sqlite3_column_text(st, 0);
-                        c->wal = m && strcmp((const char *)m, "wal") == 0;
-                    } else {
-                        wrc = sqlite3_errcode(c->db);
-                    }
-                    sqlite3_finalize(st);
-                    if ((wrc & 0xff) != SQLITE_BUSY ||
-                        dc_cache_mono_ms() - t0 >= (double)c->busy_ms)
-                        break;
-                    dc_cache_sleep_us(500);
-                }
-                if (dc_cache_is_corrupt_rc(wrc) || is_readonly_rc(wrc))
-                    rc = wrc;
-            }
-            if (rc == SQLITE_OK) {
-                /* In WAL, NORMAL is durable across application crashes and
-                 * keeps commits free of fsync. */
-                sqlite3_exec(c->db, c->wal ? "PRAGMA synchronous=NORMAL"
-                                           : "PRAGMA synchronous=FULL",
-                             NULL, NULL, NULL);
-                rc = dc_cache_check_schema(c->db, 1, &foreign, &c->usage);
-            }
+        if (rc == SQLITE_OK && kind == DC_KIND_FOREIGN) {
+            dc_cache_set_err(c->why, sizeof c->why, "%s", kind_text(kind));
+            use_memory(c);
+            return;
         }
-        if (rc == SQLITE_OK && !foreign) {
+        if (rc == SQLITE_OK && kind == DC_KIND_OLD) {
+            close_db(c);
+            dc_cache_set_err(c->why, sizeof c->why, "%s (this one reads version %d)",
+                     kind_text(kind), DC_CACHE_FILE_VERSION);
+            if (move_bad_file(c, "old", st.st_dev, st.st_ino))
+                continue;
+            return;
+        }
+        if (rc == SQLITE_OK)
+            rc = dc_cache_check_schema(c->db, 1, &kind);
+        if (rc == SQLITE_OK)
+            rc = set_journal(c);
+        if (rc == SQLITE_OK && kind == DC_KIND_OURS) {
+            c->dev = st.st_dev;
+            c->ino = st.st_ino;
             c->readonly = 0;
             return;
         }
-        sqlite3_close(c->db);
-        c->db = NULL;
-        c->wal = 0;
-        if (attempt == 0 && (foreign || dc_cache_is_corrupt_rc(rc))) {
-            char moved[DC_CACHE_PATH_MAX + 64];
-            int me = move_aside(c->path, foreign ? "old" : "corrupt", moved,
-                                sizeof moved);
-            if (me == 0) {
-                if (foreign)
-                    dc_cache_warn("cache %s: not a dcptopk cache of schema %d "
-                                  "(another version or another program): "
-                                  "moved it to %s; starting a new cache",
-                                  c->path, DC_CACHE_SCHEMA_VERSION, moved);
-                else
-                    dc_cache_warn("cache %s: damaged (SQLite error %d: %s): "
-                                  "moved it to %s; starting a new cache",
-                                  c->path, rc, sqlite3_errstr(rc), moved);
+        close_db(c);
+        if (rc == SQLITE_OK) { /* classified anew under the lock */
+            dc_cache_set_err(c->why, sizeof c->why, "%s", kind_text(kind));
+            use_memory(c);
+            return;
+        }
+        if (dc_cache_is_corrupt_rc(rc)) {
+            dc_cache_set_err(c->why, sizeof c->why, "damaged (SQLite error %d: %s)",
+                     rc, sqlite3_errstr(rc));
+            if (move_bad_file(c, "corrupt", st.st_dev, st.st_ino))
                 continue;
-            }
-            dc_cache_warn("cache %s: %s (SQLite error %d: %s) and it cannot "
-                          "be moved aside (%s): running uncached (in memory)",
-                          c->path, foreign ? "not a dcptopk cache" : "damaged",
-                          rc, sqlite3_errstr(rc), strerror(me));
-            run_in_memory(c);
             return;
         }
         if (is_readonly_rc(rc)) {
-            char why[512];
-            snprintf(why, sizeof why, "cannot be written (SQLite error %d: %s)",
-                     rc, sqlite3_errstr(rc));
-            fall_back_readonly(c, why);
+            dc_cache_set_err(c->why, sizeof c->why,
+                     "cannot be written (SQLite error %d: %s)", rc,
+                     sqlite3_errstr(rc));
+            fall_back_readonly(c);
             return;
         }
-        dc_cache_warn("cache %s: cannot be opened (SQLite error %d: %s): "
-                      "running uncached (in memory)",
-                      c->path, rc, sqlite3_errstr(rc));
-        run_in_memory(c);
+        dc_cache_set_err(c->why, sizeof c->why,
+                 "cannot be opened (SQLite error %d: %s)", rc,
+                 sqlite3_errstr(rc));
+        use_memory(c);
         return;
     }
+    dc_cache_set_err(c->why, sizeof c->why, "keeps changing while being opened");
+    use_memory(c);
+}
+
+/* Read-only open of c->path (RO mode). */
+static void open_readonly_mode(dc_cache *c)
+{
+    struct stat st;
+    int exists = 0;
+    c->readonly = 1;
+    if (path_trusted(c, &st, &exists) != 0) {
+        use_memory(c);
+    } else if (!exists) {
+        dc_cache_set_err(c->why, sizeof c->why,
+                 "does not exist and the cache is read-only");
+        use_memory(c);
+    } else {
+        dc_cache_kind kind;
+        int rc = open_readonly_file(c, &kind);
+        if (rc == SQLITE_OK && kind == DC_KIND_OURS) {
+            c->dev = st.st_dev;
+            c->ino = st.st_ino;
+        } else {
+            if (rc == SQLITE_OK)
+                dc_cache_set_err(c->why, sizeof c->why, "%s", kind_text(kind));
+            else
+                dc_cache_set_err(c->why, sizeof c->why,
+                         "cannot be read (SQLite error %d: %s)%s", rc,
+                         sqlite3_errstr(rc),
+                         dc_cache_is_corrupt_rc(rc) ? ": damaged" : "");
+            use_memory(c);
+        }
+    }
+    c->readonly = 1;
 }
 
 dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
@@ -469,10 +822,14 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
         return DCPTOPK_INVALID_ARGUMENT;
     }
     *out = NULL;
-    if (mode != DC_CACHE_RW && mode != DC_CACHE_RO && mode != DC_CACHE_MEMORY) {
+    int strict = (mode & DC_CACHE_STRICT) != 0;
+    dc_cache_open_mode base = (dc_cache_open_mode)(mode & ~DC_CACHE_STRICT);
+    if (base != DC_CACHE_RW && base != DC_CACHE_RO &&
+        base != DC_CACHE_MEMORY) {
         dc_cache_set_err(err, err_size,
                          "mode = %d: expected DC_CACHE_RW (0), DC_CACHE_RO (1) "
-                         "or DC_CACHE_MEMORY (2)",
+                         "or DC_CACHE_MEMORY (2), optionally | "
+                         "DC_CACHE_STRICT",
                          (int)mode);
         return DCPTOPK_INVALID_ARGUMENT;
     }
@@ -495,13 +852,12 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
         dc_cache_set_err(err, err_size, "out of memory opening the cache");
         return DCPTOPK_OUT_OF_MEMORY;
     }
-    c->claim_timeout_s = claim_timeout_s();
-    c->busy_ms = busy_ms();
-    c->max_bytes = max_bytes_env();
-    c->mode = mode;
+    dc_cache_settings_load(&c->set);
+    c->mode = base;
+    c->strict = strict;
     c->pid = getpid();
 
-    if (mode == DC_CACHE_MEMORY) {
+    if (base == DC_CACHE_MEMORY) {
         snprintf(c->path, sizeof c->path, ":memory:");
         if (open_memory(c) != SQLITE_OK) {
             dcptopk_result r = dc_cache_sql_fail(
@@ -519,48 +875,33 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
     } else {
         int n = dc_cache_default_path(c->path, sizeof c->path);
         if (n < 0 || (size_t)n >= sizeof c->path) {
-            dc_cache_warn("cache: no cache directory (set DCPTOPK_CACHE_DIR, "
-                          "XDG_CACHE_HOME or HOME%s): running uncached (in "
-                          "memory)",
-                          n < 0 ? "" : "; the default path is too long");
+            dc_cache_set_err(c->why, sizeof c->why,
+                     "no cache folder (set DCPTOPK_CACHE_DIR, XDG_CACHE_HOME "
+                     "or HOME%s)",
+                     n < 0 ? "" : "; the default path is too long");
             snprintf(c->path, sizeof c->path, ":memory:");
-            run_in_memory(c);
+            use_memory(c);
             goto done;
         }
     }
-
-    if (mode == DC_CACHE_RO) {
-        int foreign = 0;
-        if (!file_exists(c->path)) {
-            dc_cache_warn("cache %s: does not exist and the cache is "
-                          "read-only: running uncached (in memory)",
-                          c->path);
-            run_in_memory(c);
-        } else {
-            int rc = open_readonly_file(c, &foreign);
-            if (rc != SQLITE_OK || foreign) {
-                if (rc == SQLITE_OK)
-                    dc_cache_warn("cache %s: not a dcptopk cache of schema %d:"
-                                  " running uncached (in memory)",
-                                  c->path, DC_CACHE_SCHEMA_VERSION);
-                else
-                    dc_cache_warn("cache %s: cannot be read (SQLite error %d: "
-                                  "%s): running uncached (in memory)",
-                                  c->path, rc, sqlite3_errstr(rc));
-                run_in_memory(c);
-            }
-        }
-        c->readonly = 1;
-    } else {
+    if (base == DC_CACHE_RO)
+        open_readonly_mode(c);
+    else
         open_readwrite(c);
-    }
 done:
     if (!c->db) {
-        dc_cache_set_err(err, err_size, "cache %s: cannot open even an "
-                                        "in-memory database (out of memory?)",
-                         c->path);
+        dcptopk_result r = DCPTOPK_OUT_OF_MEMORY;
+        if (strict && c->why[0]) {
+            dc_cache_set_err(err, err_size, "cache %s: %s", c->path, c->why);
+            r = DCPTOPK_CACHE_ERROR;
+        } else {
+            dc_cache_set_err(err, err_size, "cache %s: cannot open even an "
+                                            "in-memory database (out of "
+                                            "memory?)",
+                             c->path);
+        }
         dc_cache_close(c);
-        return DCPTOPK_OUT_OF_MEMORY;
+        return r;
     }
     *out = c;
     return DCPTOPK_SUCCESS;
@@ -572,20 +913,18 @@ void dc_cache_after_fork(dc_cache *c)
         return;
     c->pid = getpid();
     /* An in-memory database is private memory: the child's copy is its
-     * own. A file connection is abandoned (leaked on purpose). */
+     * own. A file connection is abandoned (leaked on purpose), and so is
+     * the spill database's copy, which the child may keep using. */
     if (c->memory)
         return;
     c->db = NULL;
     c->wal = c->immutable = 0;
-    if (c->mode == DC_CACHE_RO || c->readonly) {
-        int foreign = 0;
-        if (open_readonly_file(c, &foreign) != SQLITE_OK || foreign) {
-            run_in_memory(c);
-        }
-        c->readonly = 1;
-    } else {
+    if (c->mode == DC_CACHE_RO)
+        open_readonly_mode(c);
+    else if (c->readonly)
+        fall_back_readonly(c);
+    else
         open_readwrite(c);
-    }
 }
 
 void dc_cache_close(dc_cache *c)
@@ -594,14 +933,19 @@ void dc_cache_close(dc_cache *c)
         return;
     /* A handle inherited through fork() is freed without touching the
      * parent's connection. */
-    if (c->db && c->pid == getpid())
-        sqlite3_close_v2(c->db);
+    if (c->pid == getpid()) {
+        if (c->db)
+            sqlite3_close_v2(c->db);
+        if (c->spill)
+            sqlite3_close_v2(c->spill);
+    }
     free(c);
 }
 
 const char *dc_cache_path(const dc_cache *c) { return c ? c->path : ""; }
 int dc_cache_is_memory(const dc_cache *c) { return c ? c->memory : 0; }
 int dc_cache_is_readonly(const dc_cache *c) { return c ? c->readonly : 0; }
+const char *dc_cache_why(const dc_cache *c) { return c ? c->why : ""; }
 
 int dc_cache_test_set_max_pages(dc_cache *c, int64_t pages)
 {
@@ -612,33 +956,17 @@ int dc_cache_test_set_max_pages(dc_cache *c, int64_t pages)
     return sqlite3_exec(c->db, sql, NULL, NULL, NULL);
 }
 
-/* A damaged file found after open: move it aside and start again, once per
- * handle. 1 if the handle is usable again. */
 int dc_cache_recover_corrupt(dc_cache *c, int rc)
 {
-    if (c->memory || c->readonly || c->recovered)
+    if (c->memory || c->readonly || c->recovered || c->strict)
         return 0;
     c->recovered = 1;
     sqlite3_close_v2(c->db);
     c->db = NULL;
     c->wal = 0;
-    char moved[DC_CACHE_PATH_MAX + 64];
-    int me = move_aside(c->path, "corrupt", moved, sizeof moved);
-    if (me == 0)
-        dc_cache_warn("cache %s: damaged (SQLite error %d: %s): moved it to "
-                      "%s; starting a new cache",
-                      c->path, rc, sqlite3_errstr(rc), moved);
-    else
-        dc_cache_warn("cache %s: damaged (SQLite error %d: %s) and it cannot "
-                      "be moved aside (%s): running uncached (in memory)",
-                      c->path, rc, sqlite3_errstr(rc), strerror(me));
-    if (me == 0) {
-        /* open_readwrite warns on its own if it falls back. */
-        c->memory = c->readonly = 0;
+    dc_cache_set_err(c->why, sizeof c->why, "damaged (SQLite error %d: %s)", rc,
+             sqlite3_errstr(rc));
+    if (move_bad_file(c, "corrupt", c->dev, c->ino))
         open_readwrite(c);
-    } else {
-        open_memory(c);
-    }
     return c->db != NULL;
 }
-

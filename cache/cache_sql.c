@@ -139,23 +139,11 @@ int dc_cache_column_copy(sqlite3_stmt *st, int col, void **out, size_t *size)
  *
  * Hits are counted in table usage, not in entries: SQLite rewrites a whole
  * record on UPDATE, and an entries row holds the blobs (0.1 to 1.4 MB in
- * overflow pages), so counting a hit there wrote up to a megabyte into the
- * WAL (whenever the record's size changed, as hits going from 1 to 2 does)
- * and always read and rebuilt the record. A usage row is a few dozen bytes.
- * An entry's hits are entries.hits + usage.hits and its last use the later
- * of the two last_used (entries keeps what older versions counted there; this
- * version stores entries with hits 0 and last_used = created and never
- * updates them). The schema version stays 1: an older library ignores
- * usage (it counts into entries, and its LRU sees only that), and the
- * trigger, which lives in the file, drops the usage row of an entry
- * whoever deletes it, so a key stored again later starts from 0. */
-#define USAGE_SQL                                                              \
-    "CREATE TABLE IF NOT EXISTS main.usage("                                   \
-    " key TEXT PRIMARY KEY NOT NULL, hits INTEGER NOT NULL,"                   \
-    " last_used INTEGER NOT NULL) WITHOUT ROWID;"                              \
-    "CREATE TRIGGER IF NOT EXISTS main.usage_of_deleted_entry AFTER DELETE"    \
-    " ON entries BEGIN DELETE FROM usage WHERE key=old.key; END;"
-
+ * overflow pages), so counting a hit there would write up to a megabyte. A
+ * usage row is a few dozen bytes. entries.hits and entries.last_used keep
+ * what an imported file counted; an entry's hits are entries.hits +
+ * usage.hits and its last use the later of the two. The trigger drops the
+ * usage row of an entry whoever deletes it. */
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS entries("
     " key TEXT PRIMARY KEY NOT NULL,"
@@ -169,15 +157,20 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS claims("
     " key TEXT PRIMARY KEY NOT NULL, pid INTEGER NOT NULL,"
     " host TEXT NOT NULL, token INTEGER NOT NULL, started INTEGER NOT NULL);"
-    USAGE_SQL;
+    "CREATE TABLE IF NOT EXISTS usage("
+    " key TEXT PRIMARY KEY NOT NULL, hits INTEGER NOT NULL,"
+    " last_used INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE TRIGGER IF NOT EXISTS usage_of_deleted_entry AFTER DELETE"
+    " ON entries BEGIN DELETE FROM usage WHERE key=old.key; END;";
 
 int dc_cache_create_schema(sqlite3 *db)
 {
     int rc = sqlite3_exec(db, schema_sql, NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
-        char sql[64];
-        snprintf(sql, sizeof sql, "PRAGMA user_version=%d",
-                 DC_CACHE_SCHEMA_VERSION);
+        char sql[96];
+        snprintf(sql, sizeof sql,
+                 "PRAGMA application_id=%d; PRAGMA user_version=%d",
+                 DC_CACHE_APPLICATION_ID, DC_CACHE_FILE_VERSION);
         rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
     }
     return rc;
@@ -201,106 +194,83 @@ int dc_cache_read_int(sqlite3 *db, const char *sql, int64_t *out)
     return rc;
 }
 
-static const char usage_exists_sql[] =
-    "SELECT count(*) FROM main.sqlite_master WHERE type='table' AND "
-    "name='usage'";
+/* What a database holds, from reads only (nothing is written before the
+ * caller knows the file is ours). */
+static int classify_reads(sqlite3 *db, dc_cache_kind *kind);
 
-/* Table usage for a file of schema 1 that lacks it (made before it
- * existed): added to the file when writable (once, under the write lock),
- * else an empty TEMP table stands in for it. A damaged file's code is
- * returned (the caller moves it aside); any other failure to add it only
- * costs the cheap hit counting. */
-static int ensure_usage(sqlite3 *db, int writable, int *in_file)
+int dc_cache_classify(sqlite3 *db, dc_cache_kind *kind)
 {
-    int64_t n = 0;
-    int rc = dc_cache_read_int(db, usage_exists_sql, &n);
+    /* One read transaction: the reads below must see one state of a file
+     * that another process may be creating the schema of right now. */
+    if (!sqlite3_get_autocommit(db))
+        return classify_reads(db, kind);
+    int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         return rc;
-    if (n == 0 && writable) {
-        rc = sqlite3_exec(db, "BEGIN IMMEDIATE;" USAGE_SQL "COMMIT;", NULL,
-                          NULL, NULL);
-        if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
-            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        if (dc_cache_is_corrupt_rc(rc))
-            return rc;
-        if (dc_cache_read_int(db, usage_exists_sql, &n) != SQLITE_OK)
-            n = 0;
-    }
-    *in_file = n != 0;
-    if (n != 0)
-        return SQLITE_OK;
-    return sqlite3_exec(db,
-                        "CREATE TEMP TABLE IF NOT EXISTS usage("
-                        " key TEXT PRIMARY KEY NOT NULL, hits INTEGER NOT NULL,"
-                        " last_used INTEGER NOT NULL)",
-                        NULL, NULL, NULL);
+    rc = classify_reads(db, kind);
+    int crc = sqlite3_exec(db, rc == SQLITE_OK ? "COMMIT" : "ROLLBACK", NULL,
+                           NULL, NULL);
+    return rc != SQLITE_OK ? rc : crc;
 }
 
-int dc_cache_check_schema(sqlite3 *db, int writable, int *foreign,
-                          int *usage_in_file)
+static int classify_reads(sqlite3 *db, dc_cache_kind *kind)
 {
-    int64_t version = 0, tables = 0;
-    int in_file = 0;
-    *foreign = 0;
-    if (usage_in_file)
-        *usage_in_file = 0;
-    int rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
-    if (rc != SQLITE_OK)
-        return rc;
-    if (version == DC_CACHE_SCHEMA_VERSION) {
+    int64_t app = 0, version = 0, tables = 0, ours = 0;
+    *kind = DC_KIND_FOREIGN;
+    int rc = dc_cache_read_int(db, "PRAGMA application_id", &app);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master", &tables);
+    if (rc == SQLITE_OK)
         rc = dc_cache_read_int(db,
                                "SELECT count(*) FROM sqlite_master WHERE "
-                               "type='table' AND name IN ('entries','claims')",
-                               &tables);
-        if (rc == SQLITE_OK && tables != 2)
-            *foreign = 1;
-        if (rc == SQLITE_OK && !*foreign)
-            rc = ensure_usage(db, writable, &in_file);
-        if (usage_in_file)
-            *usage_in_file = in_file;
+                               "type='table' AND name IN ('entries','claims',"
+                               "'usage')",
+                               &ours);
+    if (rc != SQLITE_OK)
         return rc;
+    if (app == 0 && version == 0 && tables == 0)
+        *kind = DC_KIND_EMPTY;
+    else if (app == DC_CACHE_APPLICATION_ID &&
+             version == DC_CACHE_FILE_VERSION && ours == 3)
+        *kind = DC_KIND_OURS;
+    else if (app == DC_CACHE_APPLICATION_ID)
+        *kind = DC_KIND_OLD; /* ours, of another file version */
+    else if (app == 0 && version == 1 && ours >= 2) {
+        /* The first file version set no application_id: recognised by its
+         * version and its tables entries and claims. */
+        int64_t others = 0;
+        rc = dc_cache_read_int(db,
+                               "SELECT count(*) FROM sqlite_master WHERE "
+                               "type='table' AND name NOT IN ('entries',"
+                               "'claims','usage')",
+                               &others);
+        if (rc == SQLITE_OK && others == 0)
+            *kind = DC_KIND_OLD;
     }
-    if (version != 0 || !writable) {
-        if (version == 0 && !writable) {
-            /* An empty read-only file is fine (nothing to read); anything
-             * else is not ours. */
-            rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master",
-                                   &tables);
-            if (rc == SQLITE_OK && tables != 0)
-                *foreign = 1;
-            return rc;
-        }
-        *foreign = 1;
-        return SQLITE_OK;
-    }
+    return rc;
+}
+
+int dc_cache_check_schema(sqlite3 *db, int writable, dc_cache_kind *kind)
+{
+    int rc = dc_cache_classify(db, kind);
+    if (rc != SQLITE_OK || *kind != DC_KIND_EMPTY || !writable)
+        return rc;
     /* A new file: create the schema once, under the write lock, so that
      * concurrent openers see either nothing or the whole schema. */
     rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         return rc;
-    rc = dc_cache_read_int(db, "PRAGMA user_version", &version);
-    if (rc == SQLITE_OK)
-        rc = dc_cache_read_int(db, "SELECT count(*) FROM sqlite_master",
-                               &tables);
-    int created = 0;
-    if (rc == SQLITE_OK) {
-        if (version == 0 && tables == 0) {
-            rc = dc_cache_create_schema(db);
-            created = 1;
-        } else if (version != DC_CACHE_SCHEMA_VERSION) {
-            *foreign = 1;
-        }
+    rc = dc_cache_classify(db, kind);
+    if (rc == SQLITE_OK && *kind == DC_KIND_EMPTY) {
+        rc = dc_cache_create_schema(db);
+        if (rc == SQLITE_OK)
+            *kind = DC_KIND_OURS;
     }
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == SQLITE_OK && !*foreign && !created) {
-        /* Another opener created the schema meanwhile: check it as ours. */
-        return dc_cache_check_schema(db, writable, foreign, usage_in_file);
-    }
-    if (rc == SQLITE_OK && created && usage_in_file)
-        *usage_in_file = 1;
     return rc;
 }
-

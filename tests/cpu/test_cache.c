@@ -2,8 +2,8 @@
  * test_cache.c - the SQLite compile cache (cache/): key derivation, hits and
  * misses, 8 processes warming the same keys, a claimant killed mid-compile,
  * stale claims, corrupted blobs and files, read-only and full stores, the
- * size cap, schema mismatches, compile failures; hit counting in table usage
- * (a few bytes per hit), and files of the version before it.
+ * size cap, file versions and other programs' databases, compile failures;
+ * hit counting in table usage (a few bytes per hit).
  *
  * Every test works in its own directory under /tmp. Expected blobs come from
  * dc_test_blob() below, never from the cache.
@@ -445,7 +445,7 @@ TEST(hit_and_miss)
     /* What is in the file, read with plain SQLite. */
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 2);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
     char hex[33], sql[256];
     dc_hash_hex(key_of("alpha"), hex);
     /* Hits go to table usage; the entries row is never rewritten. */
@@ -882,12 +882,16 @@ TEST(malformed_pages_found_later_are_recovered)
     dc_cache_close(c);
 }
 
-TEST(other_schema_version_is_moved_aside)
+TEST(other_file_version_is_moved_aside)
 {
     const char *dir = test_dir();
     char path[512];
     path_in(path, sizeof path, dir, "c.sqlite");
+    char sql[128];
     CHECK_EQ(sql_on(path, "CREATE TABLE entries(x)"), -1);
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d",
+             DC_CACHE_APPLICATION_ID);
+    CHECK_EQ(sql_on(path, sql), -1);
     CHECK_EQ(sql_on(path, "PRAGMA user_version=99"), -1);
     capture_begin(dir);
     dc_cache *c = open_cache(path, DC_CACHE_RW);
@@ -895,7 +899,7 @@ TEST(other_schema_version_is_moved_aside)
     int warnings = capture_end(text, sizeof text);
     CHECK(c != NULL);
     CHECK_EQ(warnings, 1);
-    CHECK_CONTAINS(text, "schema");
+    CHECK_CONTAINS(text, "another file version");
     CHECK_EQ(count_files_with(dir, "c.sqlite.old-"), 1);
     job j = job_of("new");
     dc_cache_hit hit;
@@ -904,7 +908,46 @@ TEST(other_schema_version_is_moved_aside)
     CHECK_EQ(compiled, 1);
     dc_cache_hit_free(&hit);
     dc_cache_close(c);
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
+}
+
+TEST(another_programs_database_is_left_untouched)
+{
+    /* `cache verify --cache app.db` once switched another program's
+     * database to WAL and renamed it. Its bytes, name and journal mode
+     * must stay as they are; the cache runs in memory. */
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "app.db");
+    CHECK_EQ(sql_on(path, "CREATE TABLE accounts(id INTEGER, name TEXT)"),
+             -1);
+    CHECK_EQ(sql_on(path, "INSERT INTO accounts VALUES(1, 'a')"), -1);
+    struct stat before, after;
+    CHECK_EQ(stat(path, &before), 0);
+    capture_begin(dir);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK(c != NULL);
+    CHECK(dc_cache_is_memory(c));
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "not a dcptopk cache");
+    dc_cache_close(c);
+    CHECK_EQ(stat(path, &after), 0);
+    CHECK_EQ(after.st_ino, before.st_ino);
+    CHECK_EQ(after.st_size, before.st_size);
+    CHECK_EQ(count_files_with(dir, "app.db."), 0);
+    CHECK_EQ(count_files_with(dir, "app.db-wal"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM accounts"), 1);
+    /* A maintenance open refuses it, saying why. */
+    char err[1024] = "";
+    dc_cache *s = NULL;
+    CHECK_EQ(dc_cache_open(path, (dc_cache_open_mode)(DC_CACHE_RW |
+                                                      DC_CACHE_STRICT),
+                           &s, err, sizeof err),
+             DCPTOPK_CACHE_ERROR);
+    CHECK_CONTAINS(err, "not a dcptopk cache");
+    CHECK_EQ(count_files_with(dir, "app.db."), 0);
 }
 
 /* ------------------------------------------------------------ read-only */
@@ -1634,139 +1677,38 @@ static int old_insert(sqlite3 *db, const char *tag, int64_t hits,
     return rc;
 }
 
-/* The effective hits of `tag` as listed, or -1. */
-static int64_t listed_hits(dc_cache *c, const char *tag)
+TEST(file_of_the_previous_version_is_moved_aside)
 {
-    char hex[33], err[512];
-    dc_hash_hex(key_of(tag), hex);
-    dcptopk_cache_entry e;
-    if (dc_cache_entry_get(c, hex, &e, err, sizeof err) != DCPTOPK_SUCCESS)
-        return -1;
-    return e.hits;
-}
-
-TEST(file_of_the_previous_version_keeps_working)
-{
+    /* The first file version (no table usage, no application_id) is not
+     * migrated in place: it is moved aside like any other version, and a
+     * new file starts. */
     const char *dir = test_dir();
-    char path[512], sql[256], hex[33], err[512];
+    char path[512];
     path_in(path, sizeof path, dir, "c.sqlite");
     sqlite3 *db = NULL;
     CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
-             SQLITE_OK);
     CHECK_EQ(sqlite3_exec(db, old_schema_sql, NULL, NULL, NULL), SQLITE_OK);
-    int64_t now = (int64_t)time(NULL) * 1000; /* unix ms, as stored */
-    /* By the old columns: C most recent, then A, then B. */
+    int64_t now = (int64_t)time(NULL) * 1000;
     CHECK_EQ(old_insert(db, "A", 5, now - 1000000), SQLITE_OK);
-    CHECK_EQ(old_insert(db, "B", 2, now - 2000000), SQLITE_OK);
-    CHECK_EQ(old_insert(db, "C", 0, now - 500000), SQLITE_OK);
     sqlite3_close(db);
-    const char *has_usage =
-        "SELECT count(*) FROM sqlite_master WHERE name IN "
-        "('usage','usage_of_deleted_entry')";
 
-    /* Read-only: served and listed from the old columns, the file left as
-     * it is. */
     capture_begin(dir);
-    dc_cache *c = open_cache(path, DC_CACHE_RO);
-    int warnings = capture_end(NULL, 0);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
     CHECK(c != NULL);
-    CHECK_EQ(warnings, 0);
-    CHECK_EQ(dc_cache_is_readonly(c), 1);
-    CHECK_EQ(dc_cache_is_memory(c), 0);
-    job a = job_of("A");
+    CHECK(!dc_cache_is_memory(c));
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "another file version");
+    CHECK_EQ(count_files_with(dir, "c.sqlite.old-"), 1);
+    job j = job_of("A");
     dc_cache_hit hit;
-    int compiled = -1;
-    CHECK_OK(get(c, &a, &hit, &compiled));
-    CHECK_EQ(compiled, 0);
-    CHECK(hit_is(&hit, "A", 0));
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
     dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "A"), 5);
-    dcptopk_cache_entry *v = NULL;
-    size_t n = 0;
-    CHECK_OK(dc_cache_list(c, &v, &n, err, sizeof err));
-    CHECK_EQ(n, 3);
-    dc_hash_hex(key_of("C"), hex);
-    CHECK_STR_EQ(v[0].key, hex);
-    CHECK_EQ(v[0].last_used, (now - 500000) / 1000);
-    free(v);
     dc_cache_close(c);
-    CHECK_EQ(sql_on(path, has_usage), 0);
-
-    /* Read-write: table usage (and its trigger) added at open; the entries
-     * served; hits add to the old counts (C gets none). */
-    capture_begin(dir);
-    c = open_cache(path, DC_CACHE_RW);
-    warnings = capture_end(NULL, 0);
-    CHECK(c != NULL);
-    CHECK_EQ(warnings, 0);
-    CHECK_EQ(dc_cache_is_readonly(c), 0);
-    CHECK_EQ(dc_cache_is_memory(c), 0);
-    CHECK_EQ(sql_on(path, has_usage), 2);
-    static const char *const tags[] = {"A", "B"};
-    for (int i = 0; i < 2; i++) {
-        job j = job_of(tags[i]);
-        CHECK_OK(get(c, &j, &hit, &compiled));
-        CHECK_MSG(compiled == 0, "%s was compiled again", tags[i]);
-        CHECK(hit_is(&hit, tags[i], 0));
-        dc_cache_hit_free(&hit);
-    }
-    job b = job_of("B");
-    CHECK_OK(get(c, &b, &hit, &compiled)); /* B: the most recent now */
-    dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "A"), 6);
-    CHECK_EQ(listed_hits(c, "B"), 4);
-    CHECK_EQ(listed_hits(c, "C"), 0);
-    CHECK_EQ(sql_on(path, "SELECT sum(hits) FROM entries"), 7); /* as was */
-    dcptopk_cache_stats s;
-    memset(&s, 0, sizeof s);
-    CHECK_OK(dc_cache_stats(c, &s, err, sizeof err));
-    CHECK_EQ(s.hits, 10);
-    CHECK_EQ(s.entries, 3);
-
-    /* An older library on the new file: it still takes it for its own
-     * (schema 1, tables entries and claims), counts into entries (here a
-     * hit of C 100 s from now), and its deletes drop the usage row through
-     * the trigger. */
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), 1);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM sqlite_master WHERE "
-                          "type='table' AND name IN ('entries','claims')"),
-             2);
-    dc_hash_hex(key_of("C"), hex);
-    snprintf(sql, sizeof sql,
-             "UPDATE entries SET hits=hits+1, last_used=%lld WHERE key='%s'",
-             (long long)(now + 100000), hex);
-    CHECK_EQ(sql_on(path, sql), -1);
-    CHECK_EQ(listed_hits(c, "C"), 1);
-    dc_hash_hex(key_of("A"), hex);
-    snprintf(sql, sizeof sql, "DELETE FROM entries WHERE key='%s'", hex);
-    CHECK_EQ(sql_on(path, sql), -1);
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM usage WHERE key='%s'",
-             hex);
-    CHECK_EQ(sql_on(path, sql), 0);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 1);
-
-    /* LRU over both: B's last use is its usage row's (now, though its old
-     * column is the oldest), C's the old column's (now + 100 s, no usage
-     * row): B goes. */
-    int64_t removed = -1;
-    CHECK_OK(dc_cache_prune(c, 4096 + 777 + 1234, NULL, &removed, err,
-                            sizeof err));
-    CHECK_EQ(removed, 1);
-    CHECK_EQ(listed_hits(c, "B"), -1);
-    CHECK_EQ(listed_hits(c, "C"), 1);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA application_id"), DC_CACHE_APPLICATION_ID);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
-    dc_cache_close(c);
-
-    /* Opened again: nothing added twice, C still served. */
-    c = open_cache(path, DC_CACHE_RW);
-    CHECK(c != NULL);
-    job cj = job_of("C");
-    CHECK_OK(get(c, &cj, &hit, &compiled));
-    CHECK_EQ(compiled, 0);
-    CHECK(hit_is(&hit, "C", 0));
-    dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "C"), 2);
-    dc_cache_close(c);
-    CHECK_EQ(sql_on(path, has_usage), 2);
 }
