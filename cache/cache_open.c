@@ -510,17 +510,18 @@ static int move_aside_same(const char *path, const char *tag, dev_t dev,
         struct stat ex;
         for (int i = 1; lstat(moved, &ex) == 0 && i < 1000; i++)
             snprintf(moved, moved_size, "%s.%s-%lld-%d", path, tag, t, i);
-        if (rename(path, moved) != 0) {
-            e = errno;
-        } else {
-            for (int i = 0; i < 3; i++) {
-                char a[DC_CACHE_PATH_MAX + 16], b[DC_CACHE_PATH_MAX + 96];
-                snprintf(a, sizeof a, "%s%s", path, side_suffixes[i]);
-                snprintf(b, sizeof b, "%s%s", moved, side_suffixes[i]);
-                if (lstat(a, &ex) == 0 && rename(a, b) != 0)
-                    unlink(a);
-            }
+        /* The side files first, while the path still names the bad file:
+         * once it is gone, a peer may start a new file at the path, and
+         * its journal must not be taken away. */
+        for (int i = 0; i < 3; i++) {
+            char a[DC_CACHE_PATH_MAX + 16], b[DC_CACHE_PATH_MAX + 96];
+            snprintf(a, sizeof a, "%s%s", path, side_suffixes[i]);
+            snprintf(b, sizeof b, "%s%s", moved, side_suffixes[i]);
+            if (lstat(a, &ex) == 0 && rename(a, b) != 0)
+                unlink(a);
         }
+        if (rename(path, moved) != 0)
+            e = errno;
     }
     flock(fd, LOCK_UN);
     close(fd);
@@ -695,7 +696,7 @@ static void open_readwrite(dc_cache *c)
         fall_back_readonly(c);
         return;
     }
-    for (int attempt = 0; attempt < 4; attempt++) {
+    for (int attempt = 0; attempt < 16; attempt++) {
         struct stat st;
         int exists = 0;
         if (path_trusted(c, &st, &exists) != 0) {
@@ -722,11 +723,12 @@ static void open_readwrite(dc_cache *c)
          * also tells a garbage file (SQLITE_NOTADB). */
         if (rc == SQLITE_OK)
             rc = dc_cache_classify(c->db, &kind);
-        if (rc == SQLITE_OK && !same_file(c->path, st.st_dev, st.st_ino)) {
-            dc_cache_set_err(c->why, sizeof c->why,
-                     "was replaced while being opened");
-            use_memory(c);
-            return;
+        if (!same_file(c->path, st.st_dev, st.st_ino)) {
+            /* A peer moved a bad file aside and started a new one while
+             * this open was under way (SQLite then says READONLY_DBMOVED
+             * or CANTOPEN): look again at what the path names now. */
+            close_db(c);
+            continue;
         }
         if (rc == SQLITE_OK && kind == DC_KIND_FOREIGN) {
             dc_cache_set_err(c->why, sizeof c->why, "%s", kind_text(kind));
@@ -752,6 +754,8 @@ static void open_readwrite(dc_cache *c)
             return;
         }
         close_db(c);
+        if (!same_file(c->path, st.st_dev, st.st_ino))
+            continue; /* replaced meanwhile, as above */
         if (rc == SQLITE_OK) { /* classified anew under the lock */
             dc_cache_set_err(c->why, sizeof c->why, "%s", kind_text(kind));
             use_memory(c);
