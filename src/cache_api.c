@@ -498,14 +498,19 @@ static int verify_row(void *user, const dc_import_row *row, char *why,
     char hex[33];
     dc_hash_hex(u.hash, hex);
     if (strcmp(hex, row->key ? row->key : "") != 0) {
+        const char *nv = row->meta.nvrtc_version ? row->meta.nvrtc_version : "";
+        const char *lv = row->meta.lib_version ? row->meta.lib_version : "";
+        int same = strcmp(nv, u.nvrtc_version) == 0 &&
+                   strcmp(lv, dcptopk_version_string()) == 0;
         snprintf(why, n,
                  "stored under a key its fields do not give: %s(%s)@%s hashes "
-                 "to %s here (a forged row, or NVRTC %s, library %s where "
-                 "this is NVRTC %s, library %s)",
+                 "to %s here (%s%s%s%s%s%s%s%s)",
                  row->meta.kernel, row->meta.fields, row->meta.arch, hex,
-                 row->meta.nvrtc_version ? row->meta.nvrtc_version : "?",
-                 row->meta.lib_version ? row->meta.lib_version : "?",
-                 u.nvrtc_version, dcptopk_version_string());
+                 same ? "a forged or damaged row" : "made by NVRTC ",
+                 same ? "" : nv, same ? "" : " and library ",
+                 same ? "" : lv, same ? "" : "; this is NVRTC ",
+                 same ? "" : u.nvrtc_version, same ? "" : " and library ",
+                 same ? "" : dcptopk_version_string());
         dc_unit_free(&u);
         return 1;
     }
