@@ -664,6 +664,9 @@ static int set_journal(dc_cache *c)
 static int move_bad_file(dc_cache *c, const char *tag, dev_t dev, ino_t ino)
 {
     if (c->strict) {
+        size_t n = strlen(c->why);
+        snprintf(c->why + n, sizeof c->why - n,
+                 "; left as it is (the next warmup moves it aside)");
         use_memory(c);
         return 0;
     }
