@@ -378,10 +378,9 @@ static int open_memory(dc_cache *c)
  * handle just stays unusable). */
 static void use_memory(dc_cache *c)
 {
-    if (c->strict) {
-        close_db(c);
+    close_db(c);
+    if (c->strict)
         return;
-    }
     dc_cache_warn("cache %s: %s: running uncached (in memory)", c->path,
                   c->why);
     if (open_memory(c) != SQLITE_OK)
