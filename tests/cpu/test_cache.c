@@ -2219,3 +2219,38 @@ TEST(verify_counts_malformed_keys_and_what_it_could_not_remove)
     dc_cache_close(c);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
 }
+
+TEST(a_long_wait_on_a_claim_is_warned_once)
+{
+    /* A live claimant on another host that never finishes: the waiter
+     * says whom it waits for after 5 s, once, and takes the claim over at
+     * the timeout (8 s here). */
+    const char *dir = test_dir();
+    char path[512], sql[512], hex[33];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    setenv("DCPTOPK_CACHE_CLAIM_TIMEOUT", "8", 1);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
+    CHECK(c != NULL);
+    dc_hash_hex(key_of("stuck"), hex);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%s', 4242, 'build-host-7', 9, %lld)",
+             hex, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    CHECK_EQ(sql_on(path, sql), -1);
+    capture_begin(dir);
+    job j = job_of("stuck");
+    dc_cache_hit hit;
+    int compiled = 0;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_OK(r);
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(compiled, 1);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "pid 4242 on host build-host-7");
+    CHECK_CONTAINS(text, "cache claims");
+    dc_cache_close(c);
+}
