@@ -16,9 +16,16 @@
 
 #include "dcptopk.h"
 
-/* Bump whenever the serialisation of keys or the table layout changes: every
- * key changes with it, so old entries are never served. */
+/* The version of the key serialisation (hashed into every key): bump it
+ * when the serialisation changes, and every key changes with it. */
 #define DC_CACHE_SCHEMA_VERSION 1
+/* The version of the file layout (PRAGMA user_version); a file of another
+ * version is moved aside and a new one started. Bump it whenever the tables
+ * change: there is no migration. */
+#define DC_CACHE_FILE_VERSION 2
+/* PRAGMA application_id of a cache file ("DCPT"): tells a dcptopk cache
+ * from another program's database before anything is changed. */
+#define DC_CACHE_APPLICATION_ID 0x44435054
 
 typedef struct dc_hash {
     uint64_t hi;
@@ -60,7 +67,11 @@ typedef struct dc_cache dc_cache;
 typedef enum dc_cache_open_mode {
     DC_CACHE_RW = 0,     /* read and write (falls back as documented)      */
     DC_CACHE_RO = 1,     /* never write the file                           */
-    DC_CACHE_MEMORY = 2  /* a private in-memory database                   */
+    DC_CACHE_MEMORY = 2, /* a private in-memory database                   */
+    /* Or'ed with RW or RO, for maintenance: never fall back to memory and
+     * never move a file aside; dc_cache_open fails instead (saying why),
+     * and a file that cannot be written opens read-only. */
+    DC_CACHE_STRICT = 8
 } dc_cache_open_mode;
 
 /* What describes an entry (stored beside the blobs, shown by `cache ls`). */
@@ -100,11 +111,18 @@ typedef dcptopk_result (*dc_compile_fn)(void *user, dc_cache_blobs *out,
                                         char *err, size_t err_size);
 typedef void (*dc_release_fn)(void *user, dc_cache_blobs *blobs);
 
-/* Opens (creating the file and its directory as needed) the cache at `path`
- * (NULL = the default path). Never fails for an unwritable directory, a
- * read-only file system or a corrupt file: it falls back (read-only use of an
- * existing file, else memory; a corrupt file is moved aside to
- * "<path>.corrupt-<time>" and recreated) with one warning on stderr. */
+/* Opens (creating the file and its folder as needed) the cache at `path`
+ * (NULL = the default path). The file is used only when trusted (see
+ * docs/CACHE.md): its folders, the file and its side files owned by us or
+ * root and not writable by others (nor by the group unless
+ * DCPTOPK_CACHE_SHARED=1), no symbolic links; a new file is created
+ * exclusively. Never fails for an untrusted, unwritable or damaged file: it
+ * falls back (read-only use of an existing file, else memory) with one
+ * warning on stderr. A damaged file, or a cache of another file version, is
+ * moved aside to "<path>.corrupt-<time>" / "<path>.old-<time>" (only if the
+ * path still names that file; the 3 newest are kept) and a new one started.
+ * Another program's database is never changed. With DC_CACHE_STRICT, no
+ * fallback to memory and no moving: DCPTOPK_CACHE_ERROR saying why. */
 dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
                              dc_cache **out, char *err, size_t err_size);
 void dc_cache_close(dc_cache *cache);
@@ -112,13 +130,18 @@ const char *dc_cache_path(const dc_cache *cache);
 /* Non-zero when the cache ended up in memory or read-only (fallbacks). */
 int dc_cache_is_memory(const dc_cache *cache);
 int dc_cache_is_readonly(const dc_cache *cache);
+/* Why the file is not used, or not written ("" when it is). */
+const char *dc_cache_why(const dc_cache *cache);
 
 /* Finds `key`; on a miss claims it, calls `compile` (outside any
  * transaction), stores the blobs and releases the claim. When another process
  * holds the claim, waits for its entry (polling), taking the claim over when
- * the claimant died or is older than DCPTOPK_CACHE_CLAIM_TIMEOUT seconds (default 30). A
- * row whose checksum fails is deleted and recompiled. A full disk or a store
- * error keeps the compiled blobs usable (returned) with a warning.
+ * the claimant died, or the claim is older than DCPTOPK_CACHE_CLAIM_TIMEOUT
+ * seconds (default 30) or dated in the future; a wait past 5 s is warned
+ * once. A row whose checksum fails is deleted and recompiled. A store error
+ * keeps the compiled blobs usable (returned) with a warning; once a store
+ * fails for lack of space the handle claims no more keys and keeps what it
+ * compiles in memory, so that each key is compiled once per handle.
  * *compiled = 1 when this call compiled. */
 dcptopk_result dc_cache_get_or_compile(dc_cache *cache, dc_hash key,
                                        const dc_cache_meta *meta,
@@ -166,8 +189,12 @@ dcptopk_result dc_cache_blob(dc_cache *cache, const char *hex, int which,
                              size_t err_size);
 dcptopk_result dc_cache_stats(dc_cache *cache, dcptopk_cache_stats *out,
                               char *err, size_t err_size);
+/* Checks every row (checksum, a key of 32 hex digits, code present) and
+ * deletes the bad ones; *kept = bad rows that could not be deleted (a
+ * read-only file), may be NULL. */
 dcptopk_result dc_cache_verify(dc_cache *cache, int64_t *checked,
-                               int64_t *bad, char *err, size_t err_size);
+                               int64_t *bad, int64_t *kept, char *err,
+                               size_t err_size);
 /* Removes least-recently-used entries (never `keep_hex`, may be NULL) until
  * the total size is <= max_bytes. */
 dcptopk_result dc_cache_prune(dc_cache *cache, int64_t max_bytes,
@@ -180,14 +207,49 @@ dcptopk_result dc_cache_clear(dc_cache *cache, int64_t *removed, char *err,
 /* Copies every valid entry into a new file `path` (which must not exist). */
 dcptopk_result dc_cache_export(dc_cache *cache, const char *path,
                                int64_t *count, char *err, size_t err_size);
-/* Merges the valid entries of the cache file `path` (existing keys kept);
- * *count = entries added. */
+/* One row of a file being imported, for the caller's check. */
+typedef struct dc_import_row {
+    const char *key; /* as stored: not necessarily 32 hex digits */
+    dc_cache_meta meta;
+    dc_cache_blobs blobs;
+} dc_import_row;
+/* Returns 0 to accept the row, 1 to reject it (why in `why`), or a
+ * negative value to stop the import with an error (message in `why`). */
+typedef int (*dc_import_check_fn)(void *user, const dc_import_row *row,
+                                  char *why, size_t why_size);
+
+/* Merges the valid entries of the cache file `path` (existing keys kept).
+ * Rows whose checksum fails, whose blobs exceed DCPTOPK_CACHE_IMPORT_MAX_BYTES
+ * (default 64 MiB per entry) or that `check` (may be NULL: trust them)
+ * rejects are skipped, each with one warning. *count = entries added,
+ * *rejected = rows skipped (may be NULL). */
 dcptopk_result dc_cache_import(dc_cache *cache, const char *path,
-                               int64_t *count, char *err, size_t err_size);
+                               dc_import_check_fn check, void *user,
+                               int64_t *count, int64_t *rejected, char *err,
+                               size_t err_size);
+
+/* A claim row (a compile in progress, or left behind). */
+typedef struct dc_cache_claim {
+    char key[33];
+    int64_t pid;
+    char host[256];
+    int64_t started_ms; /* unix ms */
+    int stale;          /* owner dead, too old, or dated in the future */
+} dc_cache_claim;
+/* Every claim; *out malloc'd (free()). */
+dcptopk_result dc_cache_claims(dc_cache *cache, dc_cache_claim **out,
+                               size_t *count, char *err, size_t err_size);
+/* Deletes the stale claims; *removed = how many. */
+dcptopk_result dc_cache_claims_clear_stale(dc_cache *cache, int64_t *removed,
+                                           char *err, size_t err_size);
 
 /* Test hook: caps the database at `pages` pages (PRAGMA max_page_count) so
  * that a test can make stores fail with SQLITE_FULL. Returns the SQLite
  * result code. */
 int dc_cache_test_set_max_pages(dc_cache *cache, int64_t pages);
+/* Test hook (fault injection): while `on`, every store of every handle of
+ * this process (and of children forked after) fails with SQLITE_FULL, as on
+ * a full disk. */
+void dc_cache_test_fail_stores(int on);
 
 #endif /* DCPTOPK_CACHE_H */

@@ -5,6 +5,7 @@
  * API; the runtime uses dc_cache_remove through dc_cache_invalidate.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,9 @@
 
 #include "cache_int.h"
 
-/* An entry's hits and last use: what entries holds (counted there by older
- * versions) plus its row of table usage (cache.c, schema_sql). Every query
- * reads entries as `e` joined with usage as `u` (FROM_ENTRIES); `usage` is
- * a TEMP table when the file has none (dc_cache_check_schema). */
+/* An entry's hits and last use: what entries holds (what an imported file
+ * counted) plus its row of table usage (cache_sql.c, schema_sql). Every
+ * query reads entries as `e` joined with usage as `u` (FROM_ENTRIES). */
 #define HITS "e.hits + coalesce(u.hits, 0)"
 #define LAST_USED "max(e.last_used, coalesce(u.last_used, 0))"
 #define FROM_ENTRIES " FROM entries e LEFT JOIN usage u ON u.key = e.key"
@@ -75,9 +75,22 @@ static dcptopk_result need_writable(dc_cache *c, const char *what, char *err,
 {
     if (!c->readonly)
         return DCPTOPK_SUCCESS;
-    dc_cache_set_err(err, err_size,
-                     "cache %s: opened read-only: cannot %s", c->path, what);
-    return DCPTOPK_INVALID_ARGUMENT;
+    dc_cache_set_err(err, err_size, "cache %s: %s: cannot %s", c->path,
+                     c->why[0] ? c->why : "opened read-only", what);
+    return DCPTOPK_CACHE_ERROR;
+}
+
+/* A key as stored holds 32 lowercase hex digits; anything else (a crafted
+ * or foreign row) can never be looked up. */
+static int key_is_hex(const unsigned char *key)
+{
+    if (!key)
+        return 0;
+    for (int i = 0; i < 32; i++)
+        if (!((key[i] >= '0' && key[i] <= '9') ||
+              (key[i] >= 'a' && key[i] <= 'f')))
+            return 0;
+    return key[32] == '\0';
 }
 
 /* Whether the blobs of a row match its checksum (and it holds code). */
@@ -303,9 +316,10 @@ dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
     return DCPTOPK_SUCCESS;
 }
 
-/* A growable list of (key, checksum) pairs. */
+/* A growable list of (key, checksum) pairs. A key longer than the buffer
+ * (a crafted row) is not listed, so it cannot be confused with another. */
 typedef struct key_list {
-    char (*keys)[2][33];
+    char (*keys)[2][256];
     size_t n, cap;
 } key_list;
 
@@ -320,8 +334,11 @@ static int key_list_add(key_list *l, const unsigned char *key,
         l->keys = nv;
         l->cap = ncap;
     }
-    snprintf(l->keys[l->n][0], 33, "%s", key ? (const char *)key : "");
-    snprintf(l->keys[l->n][1], 33, "%s", sum ? (const char *)sum : "");
+    if ((key && strlen((const char *)key) >= 256) ||
+        (sum && strlen((const char *)sum) >= 256))
+        return 0;
+    snprintf(l->keys[l->n][0], 256, "%s", key ? (const char *)key : "");
+    snprintf(l->keys[l->n][1], 256, "%s", sum ? (const char *)sum : "");
     l->n++;
     return 0;
 }
@@ -364,10 +381,12 @@ static int delete_keys(dc_cache *c, const key_list *l, int with_sum)
 }
 
 dcptopk_result dc_cache_verify(dc_cache *c, int64_t *checked, int64_t *bad,
-                               char *err, size_t err_size)
+                               int64_t *kept, char *err, size_t err_size)
 {
     *checked = 0;
     *bad = 0;
+    if (kept)
+        *kept = 0;
     if (check_handle(c, err, err_size))
         return DCPTOPK_INVALID_ARGUMENT;
     key_list l = {0};
@@ -377,15 +396,17 @@ dcptopk_result dc_cache_verify(dc_cache *c, int64_t *checked, int64_t *bad,
         &st, NULL);
     while (rc == SQLITE_OK && next_row(c->db, st, &rc)) {
         (*checked)++;
-        if (!row_valid(st, 2, 1) &&
-            key_list_add(&l, sqlite3_column_text(st, 0),
-                         sqlite3_column_text(st, 1)) != 0)
+        const unsigned char *key = sqlite3_column_text(st, 0);
+        int good = key_is_hex(key) && row_valid(st, 2, 1);
+        if (!good && key_list_add(&l, key, sqlite3_column_text(st, 1)) != 0)
             rc = SQLITE_NOMEM;
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_OK && !c->readonly)
         rc = delete_keys(c, &l, 1);
     *bad = (int64_t)l.n;
+    if (kept && c->readonly)
+        *kept = (int64_t)l.n;
     free(l.keys);
     if (rc != SQLITE_OK)
         return dc_cache_sql_fail(c->db, rc, c->path, "verifying entries", err,
@@ -563,18 +584,24 @@ dcptopk_result dc_cache_export(dc_cache *c, const char *path, int64_t *count,
     *count = 0;
     if (check_handle(c, err, err_size))
         return DCPTOPK_INVALID_ARGUMENT;
-    struct stat sb;
-    if (stat(path, &sb) == 0) {
-        dc_cache_set_err(err, err_size,
-                         "path = \"%s\": already exists (export writes a new "
-                         "file)",
-                         path);
-        return DCPTOPK_INVALID_ARGUMENT;
+    /* Created exclusively and never through a link (a dangling symbolic
+     * link at `path` is refused, not followed), 0600: it holds code. */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    if (fd < 0) {
+        int e = errno;
+        dc_cache_set_err(err, err_size, "path = \"%s\": %s", path,
+                         e == EEXIST ? "already exists (export writes a new "
+                                       "file; a symbolic link is not "
+                                       "followed)"
+                                     : strerror(e));
+        return e == EEXIST ? DCPTOPK_INVALID_ARGUMENT : DCPTOPK_IO_ERROR;
     }
+    close(fd);
     sqlite3 *dst = NULL;
     int rc = sqlite3_open_v2(path, &dst,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                 SQLITE_OPEN_EXCLUSIVE | SQLITE_OPEN_NOMUTEX,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW |
+                                 SQLITE_OPEN_NOMUTEX,
                              NULL);
     if (rc != SQLITE_OK) {
         char what[DC_CACHE_PATH_MAX + 64];
@@ -582,6 +609,7 @@ dcptopk_result dc_cache_export(dc_cache *c, const char *path, int64_t *count,
         dcptopk_result r =
             dc_cache_sql_fail(dst, rc, c->path, what, err, err_size);
         sqlite3_close(dst);
+        unlink(path);
         return r == DCPTOPK_CACHE_ERROR ? DCPTOPK_IO_ERROR : r;
     }
     sqlite3_extended_result_codes(dst, 1);
@@ -621,10 +649,79 @@ dcptopk_result dc_cache_export(dc_cache *c, const char *path, int64_t *count,
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
-                               char *err, size_t err_size)
+/* One row of the file being imported, read into `row` (blobs pointing into
+ * `st`, valid until the next step). */
+static void import_row(sqlite3_stmt *st, dc_import_row *row)
+{
+    memset(row, 0, sizeof *row);
+    row->key = (const char *)sqlite3_column_text(st, 0);
+    row->meta.kernel = (const char *)sqlite3_column_text(st, 1);
+    row->meta.fields = (const char *)sqlite3_column_text(st, 2);
+    row->meta.arch = (const char *)sqlite3_column_text(st, 3);
+    row->meta.nvrtc_version = (const char *)sqlite3_column_text(st, 4);
+    row->meta.lib_version = (const char *)sqlite3_column_text(st, 5);
+    row->blobs.cubin = sqlite3_column_blob(st, 12);
+    row->blobs.cubin_size = (size_t)sqlite3_column_bytes(st, 12);
+    row->blobs.ptx = sqlite3_column_blob(st, 13);
+    row->blobs.ptx_size = (size_t)sqlite3_column_bytes(st, 13);
+    row->blobs.source = (const char *)sqlite3_column_blob(st, 14);
+    row->blobs.source_size = (size_t)sqlite3_column_bytes(st, 14);
+    row->blobs.compile_ms = sqlite3_column_double(st, 7);
+}
+
+static void import_reject(const char *path, const char *key, const char *why)
+{
+    char shown[40];
+    /* A crafted key may hold anything: show its start, printable only. */
+    size_t i = 0;
+    for (; key && key[i] && i < 32; i++)
+        shown[i] = (key[i] >= 0x20 && key[i] < 0x7f) ? key[i] : '?';
+    shown[i] = '\0';
+    dc_cache_warn("cache import %s: entry %s rejected: %s", path, shown, why);
+}
+
+/* Inserts one accepted row (a transaction of its own: the checks between
+ * rows may compile for seconds and must not hold the write lock). Returns
+ * SQLite's code; *added += 1 when the key was new. */
+static int import_insert(dc_cache *c, sqlite3_stmt *src, int64_t *added)
+{
+    sqlite3_stmt *ins = NULL;
+    int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db,
+                                "INSERT OR IGNORE INTO entries(" ALL_COLUMNS
+                                ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+                                " ?10, ?11, ?12, ?13, ?14, ?15)",
+                                -1, &ins, NULL);
+    if (rc == SQLITE_OK) {
+        for (int i = 0; i < 15; i++)
+            sqlite3_bind_value(ins, i + 1, sqlite3_column_value(src, i));
+        /* Recompute the size rather than trust it. */
+        int64_t size = 0;
+        for (int i = 12; i < 15; i++)
+            size += sqlite3_column_bytes(src, i);
+        sqlite3_bind_int64(ins, 9, size);
+        if (sqlite3_step(ins) != SQLITE_DONE)
+            rc = sqlite3_errcode(c->db);
+        else
+            *added += sqlite3_changes(c->db);
+    }
+    sqlite3_finalize(ins);
+    if (rc == SQLITE_OK)
+        rc = dc_cache_exec(c, "COMMIT");
+    if (rc != SQLITE_OK)
+        dc_cache_rollback(c);
+    return rc;
+}
+
+dcptopk_result dc_cache_import(dc_cache *c, const char *path,
+                               dc_import_check_fn check, void *user,
+                               int64_t *count, int64_t *rejected, char *err,
+                               size_t err_size)
 {
     *count = 0;
+    if (rejected)
+        *rejected = 0;
     if (check_handle(c, err, err_size))
         return DCPTOPK_INVALID_ARGUMENT;
     dcptopk_result r = need_writable(c, "import into it", err, err_size);
@@ -634,22 +731,28 @@ dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
     if (stat(path, &sb) != 0) {
         dc_cache_set_err(err, err_size, "path = \"%s\": %s", path,
                          strerror(errno));
-        return DCPTOPK_NOT_FOUND;
+        return errno == ENOENT ? DCPTOPK_NOT_FOUND : DCPTOPK_IO_ERROR;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        dc_cache_set_err(err, err_size, "path = \"%s\": not a regular file",
+                         path);
+        return DCPTOPK_INVALID_ARGUMENT;
     }
     sqlite3 *src = NULL;
     int rc = sqlite3_open_v2(path, &src,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    int foreign = 0;
+    dc_cache_kind kind = DC_KIND_FOREIGN;
     if (rc == SQLITE_OK) {
         sqlite3_extended_result_codes(src, 1);
         sqlite3_busy_timeout(src, 10000);
-        rc = dc_cache_check_schema(src, 0, &foreign, NULL);
+        rc = dc_cache_classify(src, &kind);
     }
-    if (rc != SQLITE_OK || foreign) {
+    if (rc != SQLITE_OK || kind != DC_KIND_OURS) {
         if (rc == SQLITE_OK)
             dc_cache_set_err(err, err_size,
-                             "path = \"%s\": not a dcptopk cache of schema %d",
-                             path, DC_CACHE_SCHEMA_VERSION);
+                             "path = \"%s\": not a dcptopk cache of file "
+                             "version %d",
+                             path, DC_CACHE_FILE_VERSION);
         else
             dc_cache_set_err(err, err_size,
                              "path = \"%s\": cannot be read: SQLite error %d "
@@ -657,20 +760,92 @@ dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
                              path, rc, sqlite3_errstr(rc),
                              src ? sqlite3_errmsg(src) : "no connection");
         sqlite3_close(src);
-        return DCPTOPK_INVALID_ARGUMENT;
+        return DCPTOPK_CACHE_ERROR;
     }
-    int64_t added = 0, skipped = 0;
-    sqlite3 *faulty = c->db;
-    rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
-    if (rc == SQLITE_OK) {
-        rc = copy_rows(src, c->db, &added, &skipped);
-        if (rc != SQLITE_OK && sqlite3_errcode(src) == rc)
-            faulty = src;
-    }
+    /* The sizes come first (length() reads no blob), so that a huge row is
+     * refused before its blobs are read into memory. */
+    sqlite3_stmt *list = NULL, *row_st = NULL, *have = NULL;
+    rc = sqlite3_prepare_v2(src,
+                            "SELECT key, ifnull(length(cubin),0) + "
+                            "ifnull(length(ptx),0) + ifnull(length(source),0)"
+                            " FROM entries ORDER BY key",
+                            -1, &list, NULL);
     if (rc == SQLITE_OK)
-        rc = dc_cache_exec(c, "COMMIT");
+        rc = sqlite3_prepare_v2(src,
+                                "SELECT " ALL_COLUMNS_READ FROM_ENTRIES
+                                " WHERE e.key=?1",
+                                -1, &row_st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(c->db, "SELECT 1 FROM entries WHERE key=?1",
+                                -1, &have, NULL);
+    int64_t added = 0, skipped = 0;
+    sqlite3 *faulty = src;
+    char why[1024];
+    while (rc == SQLITE_OK && next_row(src, list, &rc)) {
+        const char *key = (const char *)sqlite3_column_text(list, 0);
+        int64_t bytes = sqlite3_column_int64(list, 1);
+        sqlite3_reset(have);
+        sqlite3_bind_text(have, 1, key ? key : "", -1, SQLITE_TRANSIENT);
+        int s = sqlite3_step(have);
+        if (s == SQLITE_ROW)
+            continue; /* existing keys are kept */
+        if (s != SQLITE_DONE) {
+            rc = sqlite3_errcode(c->db);
+            faulty = c->db;
+            break;
+        }
+        if (bytes > c->set.import_max_bytes) {
+            snprintf(why, sizeof why,
+                     "%lld bytes, more than DCPTOPK_CACHE_IMPORT_MAX_BYTES "
+                     "(%lld)",
+                     (long long)bytes, (long long)c->set.import_max_bytes);
+            import_reject(path, key, why);
+            skipped++;
+            continue;
+        }
+        sqlite3_reset(row_st);
+        sqlite3_bind_text(row_st, 1, key ? key : "", -1, SQLITE_TRANSIENT);
+        if (!next_row(src, row_st, &rc))
+            continue;
+        if (!row_valid(row_st, 12, 6)) {
+            import_reject(path, key, "its checksum fails");
+            skipped++;
+            continue;
+        }
+        if (check) {
+            dc_import_row row;
+            import_row(row_st, &row);
+            why[0] = '\0';
+            int v = check(user, &row, why, sizeof why);
+            if (v < 0) {
+                dc_cache_set_err(err, err_size, "cache import %s: %s", path,
+                                 why);
+                sqlite3_finalize(list);
+                sqlite3_finalize(row_st);
+                sqlite3_finalize(have);
+                sqlite3_close(src);
+                *count = added;
+                if (rejected)
+                    *rejected = skipped;
+                return DCPTOPK_CACHE_ERROR;
+            }
+            if (v > 0) {
+                import_reject(path, key, why);
+                skipped++;
+                continue;
+            }
+        }
+        rc = import_insert(c, row_st, &added);
+        if (rc != SQLITE_OK)
+            faulty = c->db;
+    }
+    sqlite3_finalize(list);
+    sqlite3_finalize(row_st);
+    sqlite3_finalize(have);
+    *count = added;
+    if (rejected)
+        *rejected = skipped;
     if (rc != SQLITE_OK) {
-        dc_cache_rollback(c);
         char what[DC_CACHE_PATH_MAX + 64];
         snprintf(what, sizeof what, "importing \"%s\"", path);
         r = dc_cache_sql_fail(faulty, rc, c->path, what, err, err_size);
@@ -678,11 +853,5 @@ dcptopk_result dc_cache_import(dc_cache *c, const char *path, int64_t *count,
         return r;
     }
     sqlite3_close(src);
-    if (skipped)
-        dc_cache_warn("cache import %s: %lld entr%s failed %s checksum and "
-                      "were skipped",
-                      path, (long long)skipped, skipped == 1 ? "y" : "ies",
-                      skipped == 1 ? "its" : "their");
-    *count = added;
     return DCPTOPK_SUCCESS;
 }

@@ -878,8 +878,16 @@ typedef struct dcptopk_cache dcptopk_cache;
  * Returns the length written (like snprintf). */
 DCPTOPK_API int dcptopk_cache_default_path(char *buf, size_t size);
 
+/* Opens a cache file for inspection and maintenance. Unlike a context, it
+ * never falls back: a file that is untrusted (see docs/CACHE.md), damaged,
+ * of another program or version, or missing (readonly = 1) fails with
+ * DCPTOPK_CACHE_ERROR (or NOT_FOUND) saying why. A file that cannot be
+ * written opens read-only (dcptopk_cache_readonly). */
 DCPTOPK_API dcptopk_result dcptopk_cache_open(const char *path, int readonly,
                                               dcptopk_cache **out);
+/* 1 when the handle cannot write its file (opened read-only, or the file is
+ * not writable); the calls that write then fail with DCPTOPK_CACHE_ERROR. */
+DCPTOPK_API int dcptopk_cache_readonly(const dcptopk_cache *cache);
 DCPTOPK_API void dcptopk_cache_close(dcptopk_cache *cache);
 DCPTOPK_API const char *dcptopk_cache_path(const dcptopk_cache *cache);
 DCPTOPK_API const char *dcptopk_cache_last_error(const dcptopk_cache *cache);
@@ -942,14 +950,46 @@ DCPTOPK_API dcptopk_result dcptopk_cache_remove(dcptopk_cache *cache,
                                                 const char *key_prefix);
 DCPTOPK_API dcptopk_result dcptopk_cache_clear(dcptopk_cache *cache,
                                                int64_t *removed);
-/* Copies every entry into a new SQLite file / merges one in (checksums
- * verified; existing keys kept). */
+/* Copies every entry into a new file (created exclusively, mode 0600;
+ * checksums verified). */
 DCPTOPK_API dcptopk_result dcptopk_cache_export(dcptopk_cache *cache,
                                                 const char *path,
                                                 int64_t *count);
+/* Merges the entries of a cache file (existing keys kept), verified: each
+ * entry's key must be the hash of its stored fields, and compiling those
+ * fields here must give the same bytes (cubins are reproducible); entries
+ * larger than DCPTOPK_CACHE_IMPORT_MAX_BYTES (default 64 MiB) or failing
+ * their checksum are rejected too, each with a warning. */
 DCPTOPK_API dcptopk_result dcptopk_cache_import(dcptopk_cache *cache,
                                                 const char *path,
                                                 int64_t *count);
+/* Trusts the entries' keys and code (only checksums and the size limit are
+ * checked), as imports did before verification: for an operator's own
+ * files only. */
+#define DCPTOPK_CACHE_IMPORT_TRUST 1u
+/* dcptopk_cache_import with flags; *rejected = entries refused (may be
+ * NULL). */
+DCPTOPK_API dcptopk_result dcptopk_cache_import_ex(dcptopk_cache *cache,
+                                                   const char *path,
+                                                   uint32_t flags,
+                                                   int64_t *count,
+                                                   int64_t *rejected);
+
+/* A compile in progress (or left behind by a process that died). */
+typedef struct dcptopk_cache_claim {
+    char key[33];
+    int64_t pid;
+    char host[64];
+    int64_t started;       /* unix milliseconds                               */
+    int32_t stale;         /* owner dead, too old, or dated in the future     */
+} dcptopk_cache_claim;
+/* Every claim, oldest first. *out is malloc'd (free()). */
+DCPTOPK_API dcptopk_result dcptopk_cache_claims(dcptopk_cache *cache,
+                                                dcptopk_cache_claim **out,
+                                                size_t *count);
+/* Deletes the stale claims. */
+DCPTOPK_API dcptopk_result dcptopk_cache_clear_stale_claims(
+    dcptopk_cache *cache, int64_t *removed);
 
 #ifdef __cplusplus
 }

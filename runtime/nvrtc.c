@@ -46,6 +46,13 @@ void dc_compiled_free(dc_compiled *c)
     memset(c, 0, sizeof *c);
 }
 
+static void free_texts(char **texts, size_t n)
+{
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+}
+
 /* Appends the program log to err. */
 static void append_log(nvrtcProgram prog, char *err, size_t err_size)
 {
@@ -82,21 +89,51 @@ dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
                  key_text, nh);
         return DCPTOPK_UNSUPPORTED;
     }
-    for (size_t i = 0; i < nh; i++) {
+    /* Each header's text starts with a #line that gives it an absolute
+     * name too (the include names stay as the templates write them). */
+    char **line_texts = calloc(nh ? nh : 1, sizeof *line_texts);
+    dcptopk_result res = line_texts ? DCPTOPK_SUCCESS : DCPTOPK_OUT_OF_MEMORY;
+    for (size_t i = 0; i < nh && res == DCPTOPK_SUCCESS; i++) {
+        size_t need = strlen(u->headers[i].name) + u->headers[i].size + 64;
+        line_texts[i] = malloc(need);
+        if (!line_texts[i]) {
+            res = DCPTOPK_OUT_OF_MEMORY;
+            break;
+        }
+        snprintf(line_texts[i], need,
+                 "#line 1 \"" DC_NVRTC_TEMPLATE_ROOT "%s\"\n%.*s",
+                 u->headers[i].name, (int)u->headers[i].size,
+                 (const char *)u->headers[i].data);
         names[i] = u->headers[i].name;
-        texts[i] = u->headers[i].data;
+        texts[i] = line_texts[i];
     }
+    if (res != DCPTOPK_SUCCESS) {
+        snprintf(err, err_size, "%s: out of memory for the header texts",
+                 key_text);
+        free_texts(line_texts, nh);
+        return res;
+    }
+    /* The program name (and the renderer's #line) is absolute on purpose:
+     * with -lineinfo, NVRTC records a relative file name together with the
+     * compiling process's working directory, so the same key compiled in
+     * two folders (or on two hosts) gave two different cubins. A fixed
+     * absolute name keeps the line table and makes the cubin a function of
+     * the key alone, which is what lets `cache import` verify an entry by
+     * compiling it again. */
+    char prog_name[256];
+    snprintf(prog_name, sizeof prog_name, DC_NVRTC_TEMPLATE_ROOT "%s",
+             u->info->template_file);
     double t0 = dc_now_ms();
     nvrtcProgram prog = NULL;
-    nvrtcResult r = nvrtcCreateProgram(&prog, u->source, u->info->template_file,
-                                       (int)nh, texts, names);
+    nvrtcResult r = nvrtcCreateProgram(&prog, u->source, prog_name, (int)nh,
+                                       texts, names);
     if (r != NVRTC_SUCCESS) {
+        free_texts(line_texts, nh);
         snprintf(err, err_size, "nvrtcCreateProgram(%s) failed: %s (%d)",
                  key_text, nvrtcGetErrorString(r), (int)r);
         return r == NVRTC_ERROR_OUT_OF_MEMORY ? DCPTOPK_OUT_OF_MEMORY
                                               : DCPTOPK_NVRTC_ERROR;
     }
-    dcptopk_result res = DCPTOPK_SUCCESS;
     r = nvrtcCompileProgram(prog, (int)u->option_count, u->options);
     if (r != NVRTC_SUCCESS) {
         int n = snprintf(err, err_size,
@@ -151,6 +188,7 @@ dcptopk_result dc_nvrtc_compile(const dc_unit *u, dc_compiled *out, char *err,
     out->compile_ms = dc_now_ms() - t0;
 done:
     nvrtcDestroyProgram(&prog);
+    free_texts(line_texts, nh);
     if (res != DCPTOPK_SUCCESS)
         dc_compiled_free(out);
     return res;

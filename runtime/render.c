@@ -430,9 +430,13 @@ dcptopk_result dc_unit_build(const dcptopk_context *ctx,
     if ((r = render_prelude(ctx, u)))
         return r;
 
-    /* The #line makes NVRTC's messages point into the template file. */
+    /* The #line makes NVRTC's messages point into the template file. The
+     * name is absolute (and names no real folder) because NVRTC records a
+     * relative one with the working directory in the cubin's line table:
+     * see dc_nvrtc_compile. */
     char line[160];
-    snprintf(line, sizeof line, "#line 1 \"%s\"\n", u->info->template_file);
+    snprintf(line, sizeof line, "#line 1 \"" DC_NVRTC_TEMPLATE_ROOT "%s\"\n",
+             u->info->template_file);
     size_t np = strlen(u->prelude), nl = strlen(line);
     u->source_size = np + nl + u->tmpl.size;
     u->source = malloc(u->source_size + 1);

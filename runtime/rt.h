@@ -42,6 +42,9 @@ typedef struct dc_hash_input {
 DC_HIDDEN dc_hash dc_unit_hash(const dc_hash_input *in);
 
 #define DC_MAX_OPTIONS 8
+/* The folder NVRTC is told the templates live in (no real folder): an
+ * absolute name keeps the working directory out of the cubin. */
+#define DC_NVRTC_TEMPLATE_ROOT "/dcptopk/templates/"
 
 /* A rendered key, ready for NVRTC and the cache. */
 typedef struct dc_unit {

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,14 +22,46 @@ typedef struct cache_sub {
     const char *details;
 } cache_sub;
 
-/* Opens the cache; returns an exit code. */
+/* The last error of this subcommand, for --json (which prints it on
+ * stdout as {"error": ...} besides the usual line on stderr). */
+static char last_msg[8192];
+
+static int cache_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int cache_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    return cli_error(code, "%s", last_msg);
+}
+
+static int lib_error(dcptopk_result r, const char *what, const char *msg)
+{
+    snprintf(last_msg, sizeof last_msg, "%s: %s", what, msg);
+    return cli_lib_error(r, what, msg);
+}
+
+static int lookup_error(dcptopk_result r, const char *what, const char *msg)
+{
+    snprintf(last_msg, sizeof last_msg, "%s: %s", what, msg);
+    return cli_lookup_error(r, what, msg);
+}
+
+/* Opens the cache; returns an exit code. The library opens maintenance
+ * handles strictly: an untrusted, damaged or foreign file, or one that is
+ * not a regular file, fails here (exit 1) instead of falling back. */
 static int open_cache(const char *path, int readonly, dcptopk_cache **out)
 {
     dcptopk_result r = dcptopk_cache_open(path, readonly, out);
     if (r != DCPTOPK_SUCCESS) {
         char what[4200];
         snprintf(what, sizeof what, "opening the cache '%s'", path);
-        return cli_lib_error(r, what, dcptopk_last_error(NULL));
+        return lib_error(r == DCPTOPK_INVALID_ARGUMENT ? DCPTOPK_CACHE_ERROR
+                                                       : r,
+                         what, dcptopk_last_error(NULL));
     }
     return CLI_OK;
 }
@@ -47,7 +80,13 @@ static const char *cache_msg(dcptopk_cache *cache)
 static int fail_closing(dcptopk_cache *cache, dcptopk_result r,
                         const char *what)
 {
-    int rc = cli_lib_error(r, what, cache_msg(cache));
+    /* A read-only cache refused a write: a runtime failure (exit 1), not
+     * a usage error. */
+    int rc = lib_error(r == DCPTOPK_INVALID_ARGUMENT &&
+                               dcptopk_cache_readonly(cache)
+                           ? DCPTOPK_CACHE_ERROR
+                           : r,
+                       what, cache_msg(cache));
     dcptopk_cache_close(cache);
     return rc;
 }
@@ -57,7 +96,7 @@ static int fail_closing(dcptopk_cache *cache, dcptopk_result r,
 static int lookup_fail_closing(dcptopk_cache *cache, dcptopk_result r,
                                const char *what)
 {
-    int rc = cli_lookup_error(r, what, cache_msg(cache));
+    int rc = lookup_error(r, what, cache_msg(cache));
     dcptopk_cache_close(cache);
     return rc;
 }
@@ -66,16 +105,30 @@ static int file_exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* Opens the cache and finds the one entry that KEYPREFIX `prefix` names.
  * Returns an exit code; on success the caller closes *cache. */
-static int open_entry(const char *path, const char *prefix, int readonly,
-                      dcptopk_cache **cache, dcptopk_cache_entry *e)
+static int is_hex_text(const char *s)
 {
-    int rc = cli_check_key_prefix("KEYPREFIX", prefix);
+    for (; *s; s++)
+        if (!strchr("0123456789abcdefABCDEF", *s))
+            return 0;
+    return 1;
+}
+
+/* A KEYPREFIX is 4 to 32 hex digits; `exact_ok` (rm --exact) also takes a
+ * whole key as stored that is not hex (a malformed row, so that it can be
+ * removed). */
+static int open_entry(const char *path, const char *prefix, int readonly,
+                      int exact_ok, dcptopk_cache **cache,
+                      dcptopk_cache_entry *e)
+{
+    int rc = exact_ok && prefix[0] && !is_hex_text(prefix)
+                 ? CLI_OK
+                 : cli_check_key_prefix("KEYPREFIX", prefix);
     if (rc)
         return rc;
     if (!file_exists(path))
-        return cli_error(CLI_NOT_FOUND,
-                         "KEYPREFIX = \"%s\": no cache file at %s", prefix,
-                         path);
+        return cache_error(CLI_NOT_FOUND,
+                           "KEYPREFIX = \"%s\": no cache file at %s", prefix,
+                           path);
     if ((rc = open_cache(path, readonly, cache)))
         return rc;
     dcptopk_result r = dcptopk_cache_find(*cache, prefix, e);
@@ -177,7 +230,7 @@ static int sub_show(const char *path, cli_opt *opts, const char **pos, int npos)
     int want_ptx = cli_find(opts, "--ptx")->seen;
     dcptopk_cache *cache;
     dcptopk_cache_entry e;
-    int rc = open_entry(path, pos[0], 1, &cache, &e);
+    int rc = open_entry(path, pos[0], 1, 0, &cache, &e);
     if (rc)
         return rc;
     void *blob[2] = {NULL, NULL};
@@ -289,6 +342,7 @@ static int sub_verify(const char *path, cli_opt *opts, const char **pos,
 {
     int json = cli_find(opts, "--json")->seen;
     int64_t checked = 0, bad = 0;
+    int readonly = 0;
     if (file_exists(path)) {
         dcptopk_cache *cache = NULL;
         int rc = open_cache(path, 0, &cache);
@@ -297,21 +351,30 @@ static int sub_verify(const char *path, cli_opt *opts, const char **pos,
         dcptopk_result r = dcptopk_cache_verify(cache, &checked, &bad);
         if (r != DCPTOPK_SUCCESS)
             return fail_closing(cache, r, "verifying the cache");
+        readonly = dcptopk_cache_readonly(cache);
         dcptopk_cache_close(cache);
     }
+    int64_t removed = readonly ? 0 : bad;
     if (json) {
         printf("{\"path\":");
         cli_json_str(stdout, path);
-        printf(",\"checked\":%" PRId64 ",\"bad\":%" PRId64 "}\n", checked,
-               bad);
+        printf(",\"checked\":%" PRId64 ",\"bad\":%" PRId64
+               ",\"removed\":%" PRId64 "}\n",
+               checked, bad, removed);
     } else
         printf("checked %" PRId64 " entr%s in %s: %" PRId64 " bad%s\n",
                checked, checked == 1 ? "y" : "ies", path, bad,
-               bad ? " (removed)" : "");
+               !bad ? "" : readonly ? " (NOT removed: the file is read-only)"
+                                    : " (removed)");
+    if (bad && readonly)
+        return cache_error(CLI_VERIFY_BAD,
+                           "%" PRId64 " bad entr%s found in %s and not "
+                           "removed: the file cannot be written",
+                           bad, bad == 1 ? "y" : "ies", path);
     if (bad)
-        return cli_error(CLI_VERIFY_BAD,
-                         "%" PRId64 " bad entr%s found and removed from %s",
-                         bad, bad == 1 ? "y" : "ies", path);
+        return cache_error(CLI_VERIFY_BAD,
+                           "%" PRId64 " bad entr%s found and removed from %s",
+                           bad, bad == 1 ? "y" : "ies", path);
     return CLI_OK;
 }
 
@@ -322,7 +385,7 @@ static int sub_prune(const char *path, cli_opt *opts, const char **pos,
 {
     cli_opt *mb = cli_find(opts, "--max-bytes");
     if (!mb->seen)
-        return cli_error(CLI_USAGE, "cache prune needs --max-bytes N (e.g. "
+        return cache_error(CLI_USAGE, "cache prune needs --max-bytes N (e.g. "
                          "--max-bytes 500M)");
     int64_t max_bytes;
     int rc = cli_parse_size("--max-bytes", mb->value, &max_bytes);
@@ -359,7 +422,8 @@ static int sub_rm(const char *path, cli_opt *opts, const char **pos, int npos)
 {
     dcptopk_cache *cache;
     dcptopk_cache_entry e;
-    int rc = open_entry(path, pos[0], 0, &cache, &e);
+    int rc = open_entry(path, pos[0], 0, cli_find(opts, "--exact")->seen,
+                        &cache, &e);
     if (rc)
         return rc;
     dcptopk_result r = dcptopk_cache_remove(cache, e.key);
@@ -376,7 +440,7 @@ static int sub_clear(const char *path, cli_opt *opts, const char **pos,
                      int npos)
 {
     if (!cli_find(opts, "--yes")->seen)
-        return cli_error(CLI_USAGE,
+        return cache_error(CLI_USAGE,
                          "cache clear removes every entry of %s: pass --yes "
                          "to confirm",
                          path);
@@ -404,9 +468,9 @@ static int sub_export(const char *path, cli_opt *opts, const char **pos,
                       int npos)
 {
     if (!pos[0][0])
-        return cli_error(CLI_USAGE, "FILE = \"\": expected a file path");
+        return cache_error(CLI_USAGE, "FILE = \"\": expected a file path");
     if (!file_exists(path))
-        return cli_error(CLI_NOT_FOUND, "no cache file at %s: nothing to "
+        return cache_error(CLI_NOT_FOUND, "no cache file at %s: nothing to "
                          "export", path);
     dcptopk_cache *cache = NULL;
     int rc = open_cache(path, 1, &cache);
@@ -428,23 +492,100 @@ static int sub_export(const char *path, cli_opt *opts, const char **pos,
 static int sub_import(const char *path, cli_opt *opts, const char **pos,
                       int npos)
 {
+    int trust = cli_find(opts, "--trust")->seen;
     if (!pos[0][0])
-        return cli_error(CLI_USAGE, "FILE = \"\": expected a file path");
+        return cache_error(CLI_USAGE, "FILE = \"\": expected a file path");
     if (!file_exists(pos[0]))
-        return cli_error(CLI_FAILURE, "FILE = \"%s\": no such file", pos[0]);
+        return cache_error(CLI_FAILURE, "FILE = \"%s\": no such file",
+                           pos[0]);
     dcptopk_cache *cache = NULL;
     int rc = open_cache(path, 0, &cache);
     if (rc)
         return rc;
-    int64_t count = 0;
-    dcptopk_result r = dcptopk_cache_import(cache, pos[0], &count);
+    int64_t count = 0, rejected = 0;
+    dcptopk_result r = dcptopk_cache_import_ex(
+        cache, pos[0], trust ? DCPTOPK_CACHE_IMPORT_TRUST : 0, &count,
+        &rejected);
     if (r != DCPTOPK_SUCCESS) {
         char what[4200];
         snprintf(what, sizeof what, "importing '%s'", pos[0]);
-        return fail_closing(cache, r, what);
+        /* A missing or unreadable FILE is not a usage error either. */
+        return fail_closing(cache,
+                            r == DCPTOPK_INVALID_ARGUMENT ? DCPTOPK_CACHE_ERROR
+                                                          : r,
+                            what);
     }
-    printf("imported %" PRId64 " entr%s from %s into %s\n", count,
-           count == 1 ? "y" : "ies", pos[0], path);
+    printf("imported %" PRId64 " entr%s from %s into %s%s\n", count,
+           count == 1 ? "y" : "ies", pos[0], path,
+           trust ? " (trusted: not recompiled)" : " (each recompiled and "
+                                                  "compared)");
+    dcptopk_cache_close(cache);
+    if (rejected)
+        return cache_error(CLI_VERIFY_BAD,
+                           "%" PRId64 " entr%s of %s rejected (see the "
+                           "warnings above)",
+                           rejected, rejected == 1 ? "y" : "ies", pos[0]);
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- claims */
+
+static int sub_claims(const char *path, cli_opt *opts, const char **pos,
+                      int npos)
+{
+    int json = cli_find(opts, "--json")->seen;
+    int clear = cli_find(opts, "--clear-stale")->seen;
+    if (!file_exists(path)) {
+        if (json)
+            printf(clear ? "{\"removed\":0,\"claims\":[]}\n" : "[]\n");
+        else
+            printf("no cache file at %s (no claims)\n", path);
+        return CLI_OK;
+    }
+    dcptopk_cache *cache = NULL;
+    int rc = open_cache(path, !clear, &cache);
+    if (rc)
+        return rc;
+    int64_t removed = 0;
+    if (clear) {
+        dcptopk_result r = dcptopk_cache_clear_stale_claims(cache, &removed);
+        if (r != DCPTOPK_SUCCESS)
+            return fail_closing(cache, r, "clearing stale claims");
+    }
+    dcptopk_cache_claim *v = NULL;
+    size_t n = 0;
+    dcptopk_result r = dcptopk_cache_claims(cache, &v, &n);
+    if (r != DCPTOPK_SUCCESS)
+        return fail_closing(cache, r, "listing claims");
+    if (json) {
+        if (clear)
+            printf("{\"removed\":%" PRId64 ",\"claims\":", removed);
+        printf("[");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"key\":", i ? "," : "");
+            cli_json_str(stdout, v[i].key);
+            printf(",\"pid\":%" PRId64 ",\"host\":", v[i].pid);
+            cli_json_str(stdout, v[i].host);
+            printf(",\"started_ms\":%" PRId64 ",\"stale\":%s}", v[i].started,
+                   v[i].stale ? "true" : "false");
+        }
+        printf("]%s\n", clear ? "}" : "");
+    } else {
+        if (clear)
+            printf("removed %" PRId64 " stale claim%s\n", removed,
+                   removed == 1 ? "" : "s");
+        printf("%-12s  %8s  %-24s  %-19s  %s\n", "KEY", "PID", "HOST",
+               "STARTED", "STATE");
+        for (size_t i = 0; i < n; i++) {
+            char t[40];
+            printf("%-12.12s  %8" PRId64 "  %-24.24s  %-19s  %s\n", v[i].key,
+                   v[i].pid, v[i].host,
+                   cli_time(v[i].started / 1000, t, sizeof t),
+                   v[i].stale ? "stale" : "live");
+        }
+        printf("%zu claim%s in %s\n", n, n == 1 ? "" : "s", path);
+    }
+    free(v);
     dcptopk_cache_close(cache);
     return CLI_OK;
 }
@@ -479,23 +620,41 @@ static cache_sub subs[] = {
     {"verify", "verify [--json]",
      "check every checksum, remove bad rows (exit 3 if any)", sub_verify, 0,
      0, NULL, JSON_OPT,
-     "Exit code 3 when bad rows were found (they are removed).\n"},
+     "Exit code 3 when bad rows were found: removed, or on a file that\n"
+     "cannot be written, reported as not removed.\n"},
     {"prune", "prune --max-bytes N",
      "remove least-recently-used entries down to N bytes", sub_prune, 0, 0,
      NULL, {{"--max-bytes", 1, 0, NULL}, {NULL, 0, 0, NULL}},
      "N: bytes, with an optional suffix K, M, G or T (powers of 1024),\n"
      "e.g. --max-bytes 500M. Counts cubin + PTX + source bytes.\n"},
-    {"rm", "rm KEYPREFIX", "remove one entry", sub_rm, 0, 1, "KEYPREFIX",
-     NO_OPTS, "KEYPREFIX: at least 4 hex digits of the key, unambiguous.\n"},
+    {"rm", "rm KEYPREFIX [--exact]", "remove one entry", sub_rm, 0, 1,
+     "KEYPREFIX", {{"--exact", 0, 0, NULL}, {NULL, 0, 0, NULL}},
+     "KEYPREFIX: at least 4 hex digits of the key, unambiguous. With\n"
+     "--exact, the whole key as stored, whatever it holds (a malformed row\n"
+     "that verify reports can be removed so).\n"},
     {"clear", "clear --yes", "remove every entry", sub_clear, 0, 0, NULL,
      {{"--yes", 0, 0, NULL}, {NULL, 0, 0, NULL}},
      "Refuses to run without --yes.\n"},
     {"export", "export FILE", "copy every entry into a new cache file",
      sub_export, 1, 1, "FILE", NO_OPTS,
      "Checksums are verified; FILE can be imported on another machine.\n"},
-    {"import", "import FILE", "merge the entries of a cache file",
-     sub_import, 0, 1, "FILE", NO_OPTS,
-     "Checksums are verified; keys already present are kept.\n"},
+    {"import", "import FILE [--trust]", "merge the entries of a cache file",
+     sub_import, 0, 1, "FILE", {{"--trust", 0, 0, NULL}, {NULL, 0, 0, NULL}},
+     "Each entry is verified: its key must be the hash of its stored fields,\n"
+     "and compiling it here must give the same bytes (NVRTC and the library\n"
+     "must be the versions that made it). Entries over\n"
+     "DCPTOPK_CACHE_IMPORT_MAX_BYTES (default 64M) or failing their checksum\n"
+     "are rejected too. Keys already present are kept. --trust skips the\n"
+     "compile and the key check: only for files you made yourself.\n"
+     "Exit code 3 when entries were rejected.\n"},
+    {"claims", "claims [--clear-stale] [--json]",
+     "list compiles in progress; clear the stale ones", sub_claims, 1, 0,
+     NULL,
+     {{"--clear-stale", 0, 0, NULL}, {"--json", 0, 0, NULL},
+      {NULL, 0, 0, NULL}},
+     "A claim is stale when its process is gone (same host), it is older\n"
+     "than DCPTOPK_CACHE_CLAIM_TIMEOUT (default 30 s), or it is dated in the\n"
+     "future (clock skew). --clear-stale deletes the stale ones.\n"},
 };
 #define NSUBS (sizeof subs / sizeof subs[0])
 
@@ -515,7 +674,7 @@ int cmd_cache(int argc, char **argv)
 {
     if (argc < 1) {
         cache_help(stderr);
-        return cli_error(CLI_USAGE, "cache needs a subcommand");
+        return cache_error(CLI_USAGE, "cache needs a subcommand");
     }
     if (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
         cache_help(stdout);
@@ -527,14 +686,14 @@ int cmd_cache(int argc, char **argv)
             sub = &subs[i];
     if (!sub) {
         if (argv[0][0] == '-')
-            return cli_error(CLI_USAGE,
+            return cache_error(CLI_USAGE,
                              "cache: '%s' before the subcommand; put options "
                              "after it (e.g. 'dcptopk cache ls --cache PATH')",
                              argv[0]);
-        return cli_error(CLI_USAGE,
+        return cache_error(CLI_USAGE,
                          "unknown cache subcommand '%s' (subcommands: path, "
                          "ls, show, stats, verify, prune, rm, clear, export, "
-                         "import)",
+                         "import, claims)",
                          argv[0]);
     }
 
@@ -560,16 +719,27 @@ int cmd_cache(int argc, char **argv)
         return CLI_OK;
     }
     if (npos < sub->npos)
-        return cli_error(CLI_USAGE, "cache %s needs %s (usage: dcptopk cache "
+        return cache_error(CLI_USAGE, "cache %s needs %s (usage: dcptopk cache "
                          "%s)", sub->name, sub->pos_name, sub->usage);
     const char *cache_opt = cli_find(opts, "--cache")->value;
     if (cache_opt && !cache_opt[0])
-        return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
+        return cache_error(CLI_USAGE, "--cache = \"\": expected a file path");
     char buf[4096];
     const char *path = cli_cache_path(cache_opt, buf, sizeof buf);
     if (!path)
-        return cli_error(CLI_FAILURE,
+        return cache_error(CLI_FAILURE,
                          "cannot determine the default cache path (set "
                          "DCPTOPK_CACHE_DIR or pass --cache PATH)");
-    return sub->fn(path, opts, pos, npos);
+    last_msg[0] = '\0';
+    rc = sub->fn(path, opts, pos, npos);
+    cli_opt *json = cli_find(opts, "--json");
+    if (rc != CLI_OK && rc != CLI_VERIFY_BAD && json && json->seen) {
+        /* --json: the error as JSON on stdout too, so that a script
+         * reading stdout sees it (verify's bad rows are in its result). */
+        fflush(stdout);
+        printf("{\"error\":{\"exit_code\":%d,\"message\":", rc);
+        cli_json_str(stdout, last_msg[0] ? last_msg : "failed");
+        printf("}}\n");
+    }
+    return rc;
 }

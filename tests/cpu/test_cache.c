@@ -2,8 +2,8 @@
  * test_cache.c - the SQLite compile cache (cache/): key derivation, hits and
  * misses, 8 processes warming the same keys, a claimant killed mid-compile,
  * stale claims, corrupted blobs and files, read-only and full stores, the
- * size cap, schema mismatches, compile failures; hit counting in table usage
- * (a few bytes per hit), and files of the version before it.
+ * size cap, file versions and other programs' databases, compile failures;
+ * hit counting in table usage (a few bytes per hit).
  *
  * Every test works in its own directory under /tmp. Expected blobs come from
  * dc_test_blob() below, never from the cache.
@@ -445,7 +445,7 @@ TEST(hit_and_miss)
     /* What is in the file, read with plain SQLite. */
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 2);
     CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
     char hex[33], sql[256];
     dc_hash_hex(key_of("alpha"), hex);
     /* Hits go to table usage; the entries row is never rewritten. */
@@ -882,12 +882,16 @@ TEST(malformed_pages_found_later_are_recovered)
     dc_cache_close(c);
 }
 
-TEST(other_schema_version_is_moved_aside)
+TEST(other_file_version_is_moved_aside)
 {
     const char *dir = test_dir();
     char path[512];
     path_in(path, sizeof path, dir, "c.sqlite");
+    char sql[128];
     CHECK_EQ(sql_on(path, "CREATE TABLE entries(x)"), -1);
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d",
+             DC_CACHE_APPLICATION_ID);
+    CHECK_EQ(sql_on(path, sql), -1);
     CHECK_EQ(sql_on(path, "PRAGMA user_version=99"), -1);
     capture_begin(dir);
     dc_cache *c = open_cache(path, DC_CACHE_RW);
@@ -895,7 +899,7 @@ TEST(other_schema_version_is_moved_aside)
     int warnings = capture_end(text, sizeof text);
     CHECK(c != NULL);
     CHECK_EQ(warnings, 1);
-    CHECK_CONTAINS(text, "schema");
+    CHECK_CONTAINS(text, "another file version");
     CHECK_EQ(count_files_with(dir, "c.sqlite.old-"), 1);
     job j = job_of("new");
     dc_cache_hit hit;
@@ -904,7 +908,46 @@ TEST(other_schema_version_is_moved_aside)
     CHECK_EQ(compiled, 1);
     dc_cache_hit_free(&hit);
     dc_cache_close(c);
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_SCHEMA_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
+}
+
+TEST(another_programs_database_is_left_untouched)
+{
+    /* `cache verify --cache app.db` once switched another program's
+     * database to WAL and renamed it. Its bytes, name and journal mode
+     * must stay as they are; the cache runs in memory. */
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "app.db");
+    CHECK_EQ(sql_on(path, "CREATE TABLE accounts(id INTEGER, name TEXT)"),
+             -1);
+    CHECK_EQ(sql_on(path, "INSERT INTO accounts VALUES(1, 'a')"), -1);
+    struct stat before, after;
+    CHECK_EQ(stat(path, &before), 0);
+    capture_begin(dir);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK(c != NULL);
+    CHECK(dc_cache_is_memory(c));
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "not a dcptopk cache");
+    dc_cache_close(c);
+    CHECK_EQ(stat(path, &after), 0);
+    CHECK_EQ(after.st_ino, before.st_ino);
+    CHECK_EQ(after.st_size, before.st_size);
+    CHECK_EQ(count_files_with(dir, "app.db."), 0);
+    CHECK_EQ(count_files_with(dir, "app.db-wal"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM accounts"), 1);
+    /* A maintenance open refuses it, saying why. */
+    char err[1024] = "";
+    dc_cache *s = NULL;
+    CHECK_EQ(dc_cache_open(path, (dc_cache_open_mode)(DC_CACHE_RW |
+                                                      DC_CACHE_STRICT),
+                           &s, err, sizeof err),
+             DCPTOPK_CACHE_ERROR);
+    CHECK_CONTAINS(err, "not a dcptopk cache");
+    CHECK_EQ(count_files_with(dir, "app.db."), 0);
 }
 
 /* ------------------------------------------------------------ read-only */
@@ -1634,139 +1677,580 @@ static int old_insert(sqlite3 *db, const char *tag, int64_t hits,
     return rc;
 }
 
-/* The effective hits of `tag` as listed, or -1. */
-static int64_t listed_hits(dc_cache *c, const char *tag)
+TEST(file_of_the_previous_version_is_moved_aside)
 {
-    char hex[33], err[512];
-    dc_hash_hex(key_of(tag), hex);
-    dcptopk_cache_entry e;
-    if (dc_cache_entry_get(c, hex, &e, err, sizeof err) != DCPTOPK_SUCCESS)
-        return -1;
-    return e.hits;
-}
-
-TEST(file_of_the_previous_version_keeps_working)
-{
+    /* The first file version (no table usage, no application_id) is not
+     * migrated in place: it is moved aside like any other version, and a
+     * new file starts. */
     const char *dir = test_dir();
-    char path[512], sql[256], hex[33], err[512];
+    char path[512];
     path_in(path, sizeof path, dir, "c.sqlite");
     sqlite3 *db = NULL;
     CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
-             SQLITE_OK);
     CHECK_EQ(sqlite3_exec(db, old_schema_sql, NULL, NULL, NULL), SQLITE_OK);
-    int64_t now = (int64_t)time(NULL) * 1000; /* unix ms, as stored */
-    /* By the old columns: C most recent, then A, then B. */
+    int64_t now = (int64_t)time(NULL) * 1000;
     CHECK_EQ(old_insert(db, "A", 5, now - 1000000), SQLITE_OK);
-    CHECK_EQ(old_insert(db, "B", 2, now - 2000000), SQLITE_OK);
-    CHECK_EQ(old_insert(db, "C", 0, now - 500000), SQLITE_OK);
     sqlite3_close(db);
-    const char *has_usage =
-        "SELECT count(*) FROM sqlite_master WHERE name IN "
-        "('usage','usage_of_deleted_entry')";
 
-    /* Read-only: served and listed from the old columns, the file left as
-     * it is. */
     capture_begin(dir);
-    dc_cache *c = open_cache(path, DC_CACHE_RO);
-    int warnings = capture_end(NULL, 0);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
     CHECK(c != NULL);
-    CHECK_EQ(warnings, 0);
-    CHECK_EQ(dc_cache_is_readonly(c), 1);
-    CHECK_EQ(dc_cache_is_memory(c), 0);
-    job a = job_of("A");
+    CHECK(!dc_cache_is_memory(c));
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "another file version");
+    CHECK_EQ(count_files_with(dir, "c.sqlite.old-"), 1);
+    job j = job_of("A");
     dc_cache_hit hit;
-    int compiled = -1;
-    CHECK_OK(get(c, &a, &hit, &compiled));
-    CHECK_EQ(compiled, 0);
-    CHECK(hit_is(&hit, "A", 0));
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK_EQ(compiled, 1);
     dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "A"), 5);
-    dcptopk_cache_entry *v = NULL;
-    size_t n = 0;
-    CHECK_OK(dc_cache_list(c, &v, &n, err, sizeof err));
-    CHECK_EQ(n, 3);
-    dc_hash_hex(key_of("C"), hex);
-    CHECK_STR_EQ(v[0].key, hex);
-    CHECK_EQ(v[0].last_used, (now - 500000) / 1000);
-    free(v);
     dc_cache_close(c);
-    CHECK_EQ(sql_on(path, has_usage), 0);
+    CHECK_EQ(sql_on(path, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
+    CHECK_EQ(sql_on(path, "PRAGMA application_id"), DC_CACHE_APPLICATION_ID);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
+}
 
-    /* Read-write: table usage (and its trigger) added at open; the entries
-     * served; hits add to the old counts (C gets none). */
+/* ------------------------------------------------------------------ trust */
+
+/* Stores `tag` in a new cache at `path`, then rewrites its row as an
+ * attacker could: other bytes under the same key, with a fresh checksum. */
+static int forge_row(const char *path, const char *tag)
+{
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    if (!c)
+        return -1;
+    job j = job_of(tag);
+    dc_cache_hit hit;
+    int compiled;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    if (r != DCPTOPK_SUCCESS)
+        return -1;
+    unsigned char evil[4096];
+    memset(evil, 0xcc, sizeof evil);
+    char sum[33], hex[33];
+    dc_cache_checksum(evil, sizeof evil, NULL, 0, NULL, 0, sum);
+    dc_hash_hex(key_of(tag), hex);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "UPDATE entries SET cubin=?1, ptx=NULL, "
+                                "source=NULL, checksum=?2 WHERE key=?3",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_blob(st, 1, evil, (int)sizeof evil, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, sum, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, hex, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE && sqlite3_changes(db) == 1
+                 ? SQLITE_OK
+                 : SQLITE_ERROR;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* Opens `path` and gets `tag`: 1 if the right bytes came back from a fresh
+ * compile (the file was not used), 0 if the file served them, -1 if the
+ * forged bytes were served or anything failed. *memory = in memory. */
+static int served_fresh(const char *path, const char *tag, int *memory)
+{
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    if (!c)
+        return -1;
+    *memory = dc_cache_is_memory(c);
+    job j = job_of(tag);
+    dc_cache_hit hit;
+    int compiled = 0;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    int ok = r == DCPTOPK_SUCCESS && hit_is(&hit, tag, 0);
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    return ok ? compiled : -1;
+}
+
+TEST(forged_row_in_a_folder_writable_by_others_is_not_served)
+{
+    const char *dir = test_dir();
+    char sub[512], path[600];
+    snprintf(sub, sizeof sub, "%s/shared", dir);
+    CHECK_EQ(mkdir(sub, 0700), 0);
+    path_in(path, sizeof path, sub, "c.sqlite");
+    CHECK_EQ(forge_row(path, "f"), 0);
+    /* World-writable (not sticky): anyone could have written the file. */
+    CHECK_EQ(chmod(sub, 0777), 0);
+    int memory = 0;
     capture_begin(dir);
-    c = open_cache(path, DC_CACHE_RW);
-    warnings = capture_end(NULL, 0);
+    int fresh = served_fresh(path, "f", &memory);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "writable by");
+    /* Group-writable: refused too, unless the operator opts in. */
+    CHECK_EQ(chmod(sub, 0770), 0);
+    CHECK_EQ(served_fresh(path, "f", &memory), 1);
+    CHECK_EQ(memory, 1);
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    int served = served_fresh(path, "f", &memory);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    /* Shared: the file is used, and its forged row fails nothing (the
+     * checksum was recomputed): this is the trust the opt-in grants. */
+    CHECK_EQ(memory, 0);
+    CHECK_EQ(served, -1);
+    /* Shared never allows world-writable. */
+    CHECK_EQ(chmod(sub, 0777), 0);
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    fresh = served_fresh(path, "f", &memory);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+}
+
+TEST(file_or_side_file_of_another_user_is_refused)
+{
+    /* Root counts as a trusted owner, so the planted files are given to
+     * another uid with chown (the tests run as root in CI). */
+    const char *dir = test_dir();
+    char path[512], side[600];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    CHECK_EQ(forge_row(path, "p"), 0);
+    const uid_t other = 65534; /* nobody */
+    if (geteuid() == 0) {
+        CHECK_EQ(chown(path, other, other), 0);
+        int memory = 0;
+        capture_begin(dir);
+        int fresh = served_fresh(path, "p", &memory);
+        char text[4096];
+        capture_end(text, sizeof text);
+        CHECK_EQ(fresh, 1);
+        CHECK_EQ(memory, 1);
+        CHECK_CONTAINS(text, "owned by uid 65534");
+        CHECK_EQ(chown(path, 0, 0), 0);
+    }
+    /* Writable by others: refused whoever owns it. */
+    CHECK_EQ(chmod(path, 0666), 0);
+    int memory = 0;
+    CHECK_EQ(served_fresh(path, "p", &memory), 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(chmod(path, 0600), 0);
+    /* A side file planted by someone else. */
+    snprintf(side, sizeof side, "%s-journal", path);
+    FILE *f = fopen(side, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    CHECK_EQ(chmod(side, 0622), 0);
+    CHECK_EQ(served_fresh(path, "p", &memory), 1);
+    CHECK_EQ(memory, 1);
+    unlink(side);
+    /* Everything in order: the (forged) file is used. */
+    CHECK_EQ(served_fresh(path, "p", &memory), -1);
+    CHECK_EQ(memory, 0);
+}
+
+TEST(symlinks_at_the_path_and_side_files_are_refused)
+{
+    const char *dir = test_dir();
+    char path[512], target[512], side[600];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    path_in(target, sizeof target, dir, "victim");
+    /* A link to a file that does not exist yet: a warmup must not create
+     * it. */
+    CHECK_EQ(symlink(target, path), 0);
+    int memory = 0;
+    capture_begin(dir);
+    int fresh = served_fresh(path, "s", &memory);
+    char text[4096];
+    capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_CONTAINS(text, "symbolic link");
+    struct stat st;
+    CHECK(lstat(target, &st) != 0);
+    /* A link to an existing file: left as it is. */
+    FILE *f = fopen(target, "w");
+    CHECK(f != NULL);
+    fputs("precious", f);
+    fclose(f);
+    CHECK_EQ(served_fresh(path, "s", &memory), 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(stat(target, &st), 0);
+    CHECK_EQ(st.st_size, 8);
+    unlink(path);
+    /* A planted -shm link disables nothing silently: refused, named. */
+    CHECK_EQ(forge_row(path, "s"), 0);
+    snprintf(side, sizeof side, "%s-shm", path);
+    CHECK_EQ(symlink(target, side), 0);
+    capture_begin(dir);
+    fresh = served_fresh(path, "s", &memory);
+    capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_CONTAINS(text, "-shm is a symbolic link");
+    CHECK_EQ(stat(target, &st), 0);
+    CHECK_EQ(st.st_size, 8);
+}
+
+TEST(dev_null_is_refused_and_left_alone)
+{
+    struct stat st;
+    int had_journal = lstat("/dev/null-journal", &st) == 0;
+    char err[1024] = "";
+    dc_cache *c = NULL;
+    CHECK_EQ(dc_cache_open("/dev/null",
+                           (dc_cache_open_mode)(DC_CACHE_RW | DC_CACHE_STRICT),
+                           &c, err, sizeof err),
+             DCPTOPK_CACHE_ERROR);
+    CHECK_CONTAINS(err, "not a regular file");
+    c = open_cache("/dev/null", DC_CACHE_RW);
     CHECK(c != NULL);
-    CHECK_EQ(warnings, 0);
-    CHECK_EQ(dc_cache_is_readonly(c), 0);
-    CHECK_EQ(dc_cache_is_memory(c), 0);
-    CHECK_EQ(sql_on(path, has_usage), 2);
-    static const char *const tags[] = {"A", "B"};
-    for (int i = 0; i < 2; i++) {
+    CHECK(dc_cache_is_memory(c));
+    dc_cache_close(c);
+    if (!had_journal)
+        CHECK(lstat("/dev/null-journal", &st) != 0);
+}
+
+TEST(new_file_modes_follow_the_sharing_choice)
+{
+    const char *dir = test_dir();
+    char a[512], sub[512], b[600];
+    path_in(a, sizeof a, dir, "private.sqlite");
+    mode_t old = umask(002);
+    dc_cache *c = open_cache(a, DC_CACHE_RW);
+    CHECK(c != NULL && !dc_cache_is_memory(c));
+    dc_cache_close(c);
+    struct stat st;
+    CHECK_EQ(stat(a, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0600);
+    /* Shared: 0666 less the umask, so the group can write it. */
+    snprintf(sub, sizeof sub, "%s/team", dir);
+    CHECK_EQ(mkdir(sub, 0770), 0);
+    CHECK_EQ(chmod(sub, 02770), 0);
+    path_in(b, sizeof b, sub, "c.sqlite");
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    c = open_cache(b, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    umask(old);
+    CHECK(c != NULL && !dc_cache_is_memory(c));
+    dc_cache_close(c);
+    CHECK_EQ(stat(b, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0664);
+}
+
+/* ------------------------------------------------------------- recovery */
+
+TEST(recovery_keeps_the_file_a_peer_rebuilt)
+{
+    /* A handle finds its file damaged after a peer already moved that file
+     * aside and started a new one: the new file must stay. */
+    const char *dir = test_dir();
+    char path[512], peer_moved[600];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    dc_cache_hit hit;
+    int compiled;
+    static const char *const tags[] = {"r0", "r1", "r2", "r3", "r4"};
+    for (int i = 0; i < 5; i++) {
         job j = job_of(tags[i]);
         CHECK_OK(get(c, &j, &hit, &compiled));
-        CHECK_MSG(compiled == 0, "%s was compiled again", tags[i]);
-        CHECK(hit_is(&hit, tags[i], 0));
         dc_cache_hit_free(&hit);
     }
-    job b = job_of("B");
-    CHECK_OK(get(c, &b, &hit, &compiled)); /* B: the most recent now */
-    dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "A"), 6);
-    CHECK_EQ(listed_hits(c, "B"), 4);
-    CHECK_EQ(listed_hits(c, "C"), 0);
-    CHECK_EQ(sql_on(path, "SELECT sum(hits) FROM entries"), 7); /* as was */
-    dcptopk_cache_stats s;
-    memset(&s, 0, sizeof s);
-    CHECK_OK(dc_cache_stats(c, &s, err, sizeof err));
-    CHECK_EQ(s.hits, 10);
-    CHECK_EQ(s.entries, 3);
-
-    /* An older library on the new file: it still takes it for its own
-     * (schema 1, tables entries and claims), counts into entries (here a
-     * hit of C 100 s from now), and its deletes drop the usage row through
-     * the trigger. */
-    CHECK_EQ(sql_on(path, "PRAGMA user_version"), 1);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM sqlite_master WHERE "
-                          "type='table' AND name IN ('entries','claims')"),
-             2);
-    dc_hash_hex(key_of("C"), hex);
-    snprintf(sql, sizeof sql,
-             "UPDATE entries SET hits=hits+1, last_used=%lld WHERE key='%s'",
-             (long long)(now + 100000), hex);
-    CHECK_EQ(sql_on(path, sql), -1);
-    CHECK_EQ(listed_hits(c, "C"), 1);
-    dc_hash_hex(key_of("A"), hex);
-    snprintf(sql, sizeof sql, "DELETE FROM entries WHERE key='%s'", hex);
-    CHECK_EQ(sql_on(path, sql), -1);
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM usage WHERE key='%s'",
-             hex);
-    CHECK_EQ(sql_on(path, sql), 0);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 1);
-
-    /* LRU over both: B's last use is its usage row's (now, though its old
-     * column is the oldest), C's the old column's (now + 100 s, no usage
-     * row): B goes. */
-    int64_t removed = -1;
-    CHECK_OK(dc_cache_prune(c, 4096 + 777 + 1234, NULL, &removed, err,
-                            sizeof err));
-    CHECK_EQ(removed, 1);
-    CHECK_EQ(listed_hits(c, "B"), -1);
-    CHECK_EQ(listed_hits(c, "C"), 1);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM usage"), 0);
     dc_cache_close(c);
+    CHECK_EQ(sql_on(path, "PRAGMA wal_checkpoint(TRUNCATE)"), 0);
+    c = open_cache(path, DC_CACHE_RW); /* holds the file about to break */
+    CHECK(c != NULL);
+    int64_t page = sql_on(path, "PRAGMA page_size");
+    struct stat st;
+    CHECK_EQ(stat(path, &st), 0);
+    write_garbage(path, (long)page, (size_t)(st.st_size - page));
+    /* The peer: moves the damaged file aside, builds a new one. */
+    snprintf(peer_moved, sizeof peer_moved, "%s.corrupt-1", path);
+    CHECK_EQ(rename(path, peer_moved), 0);
+    dc_cache *peer = open_cache(path, DC_CACHE_RW);
+    CHECK(peer != NULL && !dc_cache_is_memory(peer));
+    job pj = job_of("peer");
+    CHECK_OK(get(peer, &pj, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(peer);
+    struct stat rebuilt;
+    CHECK_EQ(stat(path, &rebuilt), 0);
 
-    /* Opened again: nothing added twice, C still served. */
+    job j = job_of("r2");
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    CHECK(hit_is(&hit, "r2", 0));
+    dc_cache_hit_free(&hit);
+    dc_cache_close(c);
+    struct stat now;
+    CHECK_EQ(stat(path, &now), 0);
+    CHECK_EQ(now.st_ino, rebuilt.st_ino);
+    CHECK_EQ(count_files_with(dir, ".corrupt-"), 1);
+    char sql[128], hex[33];
+    dc_hash_hex(key_of("peer"), hex);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM entries WHERE key='%s'",
+             hex);
+    CHECK_EQ(sql_on(path, sql), 1);
+}
+
+TEST(processes_recovering_one_damaged_file_keep_every_entry)
+{
+    /* 8 processes open one damaged file at once; each then stores its own
+     * key. One moves the file aside; none throws away the file another
+     * rebuilt, so every key is in the final file. */
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("SQLite format 3", f); /* a header, then nothing sensible */
+    for (int i = 0; i < 4096; i++)
+        fputc(i * 7, f);
+    fclose(f);
+    int go[2];
+    CHECK_EQ(pipe(go), 0);
+    pid_t kids[NPROC];
+    for (int p = 0; p < NPROC; p++) {
+        kids[p] = fork();
+        CHECK(kids[p] >= 0);
+        if (kids[p] == 0) {
+            close(go[1]);
+            char b;
+            if (read(go[0], &b, 1) != 0)
+                _exit(10);
+            if (getenv("DC_TEST_LOUD") == NULL) setenv("DCPTOPK_LOG", "quiet", 1);
+            dc_cache *c = open_cache(path, DC_CACHE_RW);
+            if (!c || dc_cache_is_memory(c)) {
+                fprintf(stderr, "child %d: %s\n", p,
+                        c ? dc_cache_why(c) : "no handle");
+                _exit(11);
+            }
+            char tag[16];
+            snprintf(tag, sizeof tag, "p%d", p);
+            job j = job_of(tag);
+            dc_cache_hit hit;
+            int compiled;
+            if (get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS)
+                _exit(12);
+            dc_cache_hit_free(&hit);
+            dc_cache_close(c);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    for (int p = 0; p < NPROC; p++) {
+        int status = 0;
+        CHECK_EQ(waitpid(kids[p], &status, 0), kids[p]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child %d: status 0x%x", p, status);
+    }
+    CHECK_EQ(count_files_with(dir, ".corrupt-"), 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), NPROC);
+}
+
+TEST(at_most_three_moved_aside_files_are_kept)
+{
+    const char *dir = test_dir();
+    char path[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        fputs("not a database at all, not even close to one........", f);
+        fclose(f);
+        capture_begin(dir);
+        dc_cache *c = open_cache(path, DC_CACHE_RW);
+        char text[4096];
+        capture_end(text, sizeof text);
+        CHECK(c != NULL && !dc_cache_is_memory(c));
+        CHECK_CONTAINS(text, "moved it to");
+        dc_cache_close(c);
+        unlink(path);
+    }
+    CHECK_EQ(count_files_with(dir, ".corrupt-"), 3);
+}
+
+/* ------------------------------------------------------------ full disk */
+
+TEST(full_disk_compiles_each_key_once_per_process_and_leaves_no_claim)
+{
+    /* Every store fails as on a full disk (the fault-injection hook is
+     * inherited by the children). 8 processes each ask for 6 keys twice
+     * (as a warmup's compile phase, then its load phase): each compiles
+     * each key exactly once, nobody waits out a claim, no claim is left. */
+    const char *dir = test_dir();
+    char path[512], log[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    path_in(log, sizeof log, dir, "compiles.log");
+    dc_cache *c0 = open_cache(path, DC_CACHE_RW); /* the file exists */
+    CHECK(c0 != NULL);
+    dc_cache_close(c0);
+    dc_cache_test_fail_stores(1);
+    enum { KEYS = 6 };
+    double t0 = now_s();
+    pid_t kids[NPROC];
+    for (int p = 0; p < NPROC; p++) {
+        kids[p] = fork();
+        CHECK(kids[p] >= 0);
+        if (kids[p] == 0) {
+            setenv("DCPTOPK_LOG", "quiet", 1);
+            dc_cache *c = open_cache(path, DC_CACHE_RW);
+            if (!c || dc_cache_is_memory(c))
+                _exit(11);
+            uint64_t before = dc_cache_process_compiles();
+            for (int round = 0; round < 2; round++)
+                for (int i = 0; i < KEYS; i++) {
+                    char tag[16];
+                    snprintf(tag, sizeof tag, "full%d", (i + p) % KEYS);
+                    job j = job_of(tag);
+                    j.sleep_ms = 50;
+                    j.log = log;
+                    dc_cache_hit hit;
+                    int compiled;
+                    if (get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS ||
+                        !hit_is(&hit, tag, 0))
+                        _exit(12);
+                    dc_cache_hit_free(&hit);
+                }
+            uint64_t n = dc_cache_process_compiles() - before;
+            dc_cache_close(c);
+            _exit(n == KEYS ? 0 : 20 + (int)n);
+        }
+    }
+    dc_cache_test_fail_stores(0);
+    for (int p = 0; p < NPROC; p++) {
+        int status = 0;
+        CHECK_EQ(waitpid(kids[p], &status, 0), kids[p]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child %d: status 0x%x (20 + n: compiled n times)", p,
+                  status);
+    }
+    double took = now_s() - t0;
+    CHECK_EQ(count_lines_with(log, " "), NPROC * KEYS);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 0);
+    /* 6 compiles of 50 ms each per process, side by side: far below one
+     * claim timeout (30 s). */
+    CHECK_MSG(took < 10.0, "took %.1f s", took);
+}
+
+/* --------------------------------------------------------------- claims */
+
+TEST(future_dated_claim_is_stale)
+{
+    /* Clock skew between hosts sharing a folder: a claim dated an hour
+     * ahead would never reach the timeout. */
+    const char *dir = test_dir();
+    char path[512], sql[512], hex[33];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    dc_hash_hex(key_of("future"), hex);
+    long long later = (long long)time(NULL) * 1000 + 3600 * 1000;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%s', 1, 'another-host', 7, %lld)",
+             hex, later);
+    CHECK_EQ(sql_on(path, sql), -1);
+    dc_cache_claim *claims = NULL;
+    size_t n = 0;
+    char err[512];
+    CHECK_OK(dc_cache_claims(c, &claims, &n, err, sizeof err));
+    CHECK_EQ(n, 1);
+    CHECK_EQ(claims[0].stale, 1);
+    free(claims);
+    double t0 = now_s();
+    job j = job_of("future");
+    dc_cache_hit hit;
+    int compiled;
+    CHECK_OK(get(c, &j, &hit, &compiled));
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(compiled, 1);
+    CHECK_MSG(now_s() - t0 < 2.0, "waited %.1f s", now_s() - t0);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims"), 0);
+    /* clear_stale removes stale claims and keeps live ones. */
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('aaaa', 1, 'another-host', 7, %lld)",
+             later);
+    CHECK_EQ(sql_on(path, sql), -1);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('bbbb', 1, 'another-host', 7, %lld)",
+             (long long)time(NULL) * 1000);
+    CHECK_EQ(sql_on(path, sql), -1);
+    int64_t removed = -1;
+    CHECK_OK(dc_cache_claims_clear_stale(c, &removed, err, sizeof err));
+    CHECK_EQ(removed, 1);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM claims WHERE key='bbbb'"), 1);
+    dc_cache_close(c);
+}
+
+TEST(verify_counts_malformed_keys_and_what_it_could_not_remove)
+{
+    const char *dir = test_dir();
+    char path[512], err[512];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    CHECK_EQ(forge_row(path, "v"), 0); /* a valid row (forged, but valid) */
+    CHECK_EQ(sql_on(path, "INSERT INTO entries SELECT 'not-a-key', kernel, "
+                          "fields, arch, nvrtc_version, lib_version, "
+                          "checksum, compile_ms, size, created, last_used, "
+                          "hits, cubin, ptx, source FROM entries"),
+             -1);
+    CHECK_EQ(chmod(path, 0400), 0);
+    dc_cache *c = open_cache(path, DC_CACHE_RO);
+    CHECK(c != NULL);
+    int64_t checked = 0, bad = 0, kept = 0;
+    CHECK_OK(dc_cache_verify(c, &checked, &bad, &kept, err, sizeof err));
+    CHECK_EQ(checked, 2);
+    CHECK_EQ(bad, 1);
+    CHECK_EQ(kept, 1);
+    dc_cache_close(c);
+    CHECK_EQ(chmod(path, 0600), 0);
     c = open_cache(path, DC_CACHE_RW);
     CHECK(c != NULL);
-    job cj = job_of("C");
-    CHECK_OK(get(c, &cj, &hit, &compiled));
-    CHECK_EQ(compiled, 0);
-    CHECK(hit_is(&hit, "C", 0));
-    dc_cache_hit_free(&hit);
-    CHECK_EQ(listed_hits(c, "C"), 2);
+    CHECK_OK(dc_cache_verify(c, &checked, &bad, &kept, err, sizeof err));
+    CHECK_EQ(bad, 1);
+    CHECK_EQ(kept, 0);
     dc_cache_close(c);
-    CHECK_EQ(sql_on(path, has_usage), 2);
+    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+}
+
+TEST(a_long_wait_on_a_claim_is_warned_once)
+{
+    /* A live claimant on another host that never finishes: the waiter
+     * says whom it waits for after 5 s, once, and takes the claim over at
+     * the timeout (8 s here). */
+    const char *dir = test_dir();
+    char path[512], sql[512], hex[33];
+    path_in(path, sizeof path, dir, "c.sqlite");
+    setenv("DCPTOPK_CACHE_CLAIM_TIMEOUT", "8", 1);
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_CLAIM_TIMEOUT");
+    CHECK(c != NULL);
+    dc_hash_hex(key_of("stuck"), hex);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%s', 4242, 'build-host-7', 9, %lld)",
+             hex, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    CHECK_EQ(sql_on(path, sql), -1);
+    capture_begin(dir);
+    job j = job_of("stuck");
+    dc_cache_hit hit;
+    int compiled = 0;
+    dcptopk_result r = get(c, &j, &hit, &compiled);
+    char text[4096];
+    int warnings = capture_end(text, sizeof text);
+    CHECK_OK(r);
+    dc_cache_hit_free(&hit);
+    CHECK_EQ(compiled, 1);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "pid 4242 on host build-host-7");
+    CHECK_CONTAINS(text, "cache claims");
+    dc_cache_close(c);
 }

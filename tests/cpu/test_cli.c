@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -768,5 +769,134 @@ TEST(selftest_checks_the_reference)
     CHECK(resc && resc < end);
     CHECK_MSG(strncmp(resc - 2, " 0", 2) != 0, "no rescued row: %.*s",
               (int)(end - line), line);
+    remove_dir(dir);
+}
+
+/* A new, empty cache file at `path`, made by the library. */
+static int new_cache_file(const char *path)
+{
+    dcptopk_cache *h = NULL;
+    if (dcptopk_cache_open(path, 0, &h) != DCPTOPK_SUCCESS)
+        return -1;
+    dcptopk_cache_close(h);
+    return 0;
+}
+
+static int sql_run(const char *path, const char *sql)
+{
+    sqlite3 *h = NULL;
+    int rc = sqlite3_open(path, &h);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+    sqlite3_close(h);
+    return rc;
+}
+
+TEST(cache_commands_fail_when_they_cannot_reach_the_file)
+{
+    char dir[4096], bad[4200], app[4200], out[4200], side[4300];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(bad, sizeof bad, "%s/bad.sqlite", dir);
+    snprintf(app, sizeof app, "%s/app.db", dir);
+    snprintf(out, sizeof out, "%s/out.sqlite", dir);
+
+    /* Not a regular file: refused, and no /dev/null-journal. */
+    struct stat st;
+    int had_journal = lstat("/dev/null-journal", &st) == 0;
+    CHECK_RUN(RUN(dir, "cache", "ls", "--json", "--cache", "/dev/null"), 1);
+    CHECK_CONTAINS(res.out, "\"error\":{\"exit_code\":1,");
+    CHECK_CONTAINS(res.out, "not a regular file");
+    CHECK_RUN(RUN(dir, "cache", "verify", "--cache", "/dev/null"), 1);
+    if (!had_journal)
+        CHECK(lstat("/dev/null-journal", &st) != 0);
+
+    /* A damaged file: every command says so and exits 1; nothing moves,
+     * no empty export is written. */
+    FILE *f = fopen(bad, "w");
+    CHECK(f != NULL);
+    fputs("this is not a database, it only sits where one should be\n", f);
+    fclose(f);
+    CHECK_RUN(RUN(dir, "cache", "stats", "--cache", bad), 1);
+    CHECK_CONTAINS(res.err, "damaged");
+    CHECK_RUN(RUN(dir, "cache", "stats", "--json", "--cache", bad), 1);
+    CHECK_CONTAINS(res.out, "\"error\"");
+    CHECK_RUN(RUN(dir, "cache", "ls", "--cache", bad), 1);
+    CHECK_RUN(RUN(dir, "cache", "export", out, "--cache", bad), 1);
+    CHECK(access(out, F_OK) != 0);
+    CHECK_RUN(RUN(dir, "cache", "verify", "--cache", bad), 1);
+    CHECK(access(bad, F_OK) == 0);
+    CHECK_EQ(count_substr(res.err, ".corrupt-"), 0);
+
+    /* Another program's database: refused, not switched to WAL, not
+     * renamed. */
+    CHECK_EQ(sql_run(app, "CREATE TABLE accounts(id INTEGER)"), SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "verify", "--cache", app), 1);
+    CHECK_CONTAINS(res.err, "not a dcptopk cache");
+    snprintf(side, sizeof side, "%s-wal", app);
+    CHECK(access(side, F_OK) != 0);
+    CHECK(access(app, F_OK) == 0);
+    CHECK_RUN(RUN(dir, "cache", "prune", "--max-bytes", "1K", "--cache", app),
+              1);
+
+    /* An unwritable place (even root cannot create files in /proc): the
+     * import fails instead of "importing" into memory. */
+    CHECK_RUN(RUN(dir, "cache", "import", bad, "--cache",
+                  "/proc/dcptopk-test.sqlite"),
+              1);
+    CHECK(strstr(res.out, "imported") == NULL);
+    remove_dir(dir);
+}
+
+TEST(cache_claims_lists_and_clears_stale_claims)
+{
+    char dir[4096], db[4200], sql[512];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(db, sizeof db, "%s/dcptopk.sqlite", dir);
+    CHECK_EQ(new_cache_file(db), 0);
+    long long now = (long long)time(NULL) * 1000;
+    /* One live (another host, just started), one dated an hour ahead. */
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%032d', 1, 'host-a', 5, %lld);"
+             "INSERT INTO claims VALUES('%031d1', 1, 'host-b', 6, %lld)",
+             0, now, 0, now + 3600 * 1000);
+    CHECK_EQ(sql_run(db, sql), SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "claims", "--json"), 0);
+    CHECK_EQ(count_substr(res.out, "\"key\":"), 2);
+    CHECK_EQ(count_substr(res.out, "\"stale\":true"), 1);
+    CHECK_RUN(RUN(dir, "cache", "claims"), 0);
+    CHECK_CONTAINS(res.out, "stale");
+    CHECK_CONTAINS(res.out, "2 claims");
+    CHECK_RUN(RUN(dir, "cache", "claims", "--clear-stale"), 0);
+    CHECK_CONTAINS(res.out, "removed 1 stale claim");
+    CHECK_CONTAINS(res.out, "1 claim in");
+    CHECK_RUN(RUN(dir, "cache", "stats", "--json"), 0);
+    CHECK_CONTAINS(res.out, "\"claims\":1");
+    remove_dir(dir);
+}
+
+TEST(cache_rm_removes_a_malformed_key_and_json_errors_go_to_stdout)
+{
+    char dir[4096], db[4200];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(db, sizeof db, "%s/dcptopk.sqlite", dir);
+    CHECK_EQ(new_cache_file(db), 0);
+    CHECK_EQ(sql_run(db, "INSERT INTO entries VALUES('weird key!', 'select',"
+                         " '', 'sm_90a', '13.0', '0.1.0', 'x', 0, 1, 0, 0, "
+                         "0, X'00', NULL, NULL)"),
+             SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "verify", "--json"), 3);
+    CHECK_CONTAINS(res.out, "\"bad\":1");
+    CHECK_EQ(sql_run(db, "INSERT INTO entries VALUES('weird key!', 'select',"
+                         " '', 'sm_90a', '13.0', '0.1.0', 'x', 0, 1, 0, 0, "
+                         "0, X'00', NULL, NULL)"),
+             SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "rm", "weird key!"), 2); /* not hex */
+    CHECK_RUN(RUN(dir, "cache", "rm", "--exact", "weird key!"), 0);
+    CHECK_RUN(RUN(dir, "cache", "stats", "--json"), 0);
+    CHECK_CONTAINS(res.out, "\"entries\":0,");
+    /* --json errors are JSON on stdout too. */
+    CHECK_RUN(RUN(dir, "cache", "show", "abcd1234", "--json"), 4);
+    CHECK_CONTAINS(res.out, "{\"error\":{\"exit_code\":4,\"message\":");
+    CHECK_CONTAINS(res.err, "abcd1234");
     remove_dir(dir);
 }

@@ -1,7 +1,7 @@
 /* cache_file.c - fuzz target: a cache database file made of fuzz bytes, or a
  * valid cache file (generated once, through the cache's own store path) with
  * fuzz bytes spliced in, opened through dcptopk_cache_open (list, stats,
- * find, read_blob, verify) and through the internal dc_cache_open +
+ * find, read_blob, verify, claims) and through the internal dc_cache_open +
  * dc_cache_get_or_compile with a dummy compile. Nothing may crash or hang; a
  * corrupt file is moved aside or reported. */
 #include <dirent.h>
@@ -175,6 +175,16 @@ static void public_api(dc_fuzz_in *in)
     free(blob);
     int64_t checked = 0, bad = 0;
     outcome("dcptopk_cache_verify", h, dcptopk_cache_verify(h, &checked, &bad));
+    dcptopk_cache_claim *claims = NULL;
+    size_t nclaims = 0;
+    outcome("dcptopk_cache_claims", h,
+            dcptopk_cache_claims(h, &claims, &nclaims));
+    free(claims);
+    if (!ro && fz_pick(in, 2) == 0) {
+        int64_t cleared = 0;
+        outcome("dcptopk_cache_clear_stale_claims", h,
+                dcptopk_cache_clear_stale_claims(h, &cleared));
+    }
     if (fz_pick(in, 4) == 0) {
         int64_t removed = 0;
         outcome("dcptopk_cache_prune", h,
