@@ -11,6 +11,7 @@
 
 #include "dist.h"
 #include "driver.h"
+#include "log.h"
 #include "nccl_table.h"
 #include "runtime.h"
 
@@ -53,7 +54,7 @@ static int64_t timeout_from(int32_t cfg_ms)
         long long v = strtoll(e, &end, 10);
         if (end && *end == '\0' && v > 0 && v <= 86400000LL)
             return v;
-        dc_warn("DCPTOPK_PEER_TIMEOUT_MS = \"%s\": not a number of "
+        dc_log_warn("DCPTOPK_PEER_TIMEOUT_MS = \"%s\": not a number of "
                 "milliseconds in 1..86400000, using %d",
                 e, DC_DEFAULT_PEER_TIMEOUT_MS);
     }
