@@ -1,0 +1,258 @@
+"""torch.ops.dcptopk.*: the merge calls as torch custom ops.
+
+Every op writes caller-provided outputs (declared as mutated arguments) and
+returns nothing, so it is capturable in a CUDA graph (it launches on
+torch.cuda.current_stream(), allocates nothing, never synchronises) and
+traceable by torch.compile(fullgraph=True): each op has a fake (meta)
+implementation that runs the same argument checks as the real one, so a shape
+error is a ValueError while tracing too.
+
+The config travels as its int list (MergeConfig.as_list()), a context and a
+rescue workspace as small handles (0 = the default context of the tensors'
+device). On CPU tensors the ops run the library's CPU reference (the oracle),
+on CUDA tensors the kernels.
+
+The functions below (pack, pack_indices, select, pair_pack, pair_select)
+allocate missing outputs and call the ops; they are plain torch code, so
+torch.compile traces through them.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _checks, _core
+from ._lib import MergeConfig
+
+LIB = "dcptopk"
+
+_cfg_cache = {}
+
+
+def _config(cfg):
+    """The MergeConfig of an op's int list (cached: one per distinct config)."""
+    key = tuple(cfg)
+    c = _cfg_cache.get(key)
+    if c is None:
+        c = MergeConfig.from_list(list(key))
+        _core.config_check(c)
+        _cfg_cache[key] = c
+    return c
+
+
+def _ws_info(ws_id):
+    if ws_id == 0:
+        return None
+    return _core.lookup(ws_id, _core.Workspace, "workspace").info()
+
+
+# ---------------------------------------------------------------- the ops
+
+@torch.library.custom_op(f"{LIB}::pack", mutates_args=("out",))
+def _pack(cfg: list[int], logits: Tensor, row_ends: Tensor, out: Tensor,
+          max_local_len: Optional[int], ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len)
+    _core.run_pack(ctx, c, logits, row_ends, out, plan)
+
+
+@_pack.register_fake
+def _pack_fake(cfg, logits, row_ends, out, max_local_len, ctx):
+    _checks.plan_pack(_config(cfg), logits, row_ends, out, max_local_len)
+
+
+@torch.library.custom_op(f"{LIB}::pack_indices", mutates_args=("out",))
+def _pack_indices(cfg: list[int], logits: Tensor, local_ids: Tensor, row_ends: Tensor,
+                  out: Tensor, max_local_len: Optional[int], ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len, local_ids, indices=True)
+    _core.run_pack(ctx, c, logits, row_ends, out, plan, local_ids, indices=True)
+
+
+@_pack_indices.register_fake
+def _pack_indices_fake(cfg, logits, local_ids, row_ends, out, max_local_len, ctx):
+    _checks.plan_pack(_config(cfg), logits, row_ends, out, max_local_len, local_ids, indices=True)
+
+
+@torch.library.custom_op(f"{LIB}::select", mutates_args=("ids_out", "rows_out", "counts_out"))
+def _select(cfg: list[int], gathered: Tensor, rank: int, ids_out: Optional[Tensor],
+            logits: Optional[Tensor], row_ends: Optional[Tensor], max_local_len: Optional[int],
+            req_id: Optional[Tensor], block_table: Optional[Tensor], rows_out: Optional[Tensor],
+            counts_out: Optional[Tensor], stride_rows: int, workspace: int, ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_select(c, gathered, rank, ids_out, logits, row_ends, max_local_len,
+                               _ws_info(workspace), req_id, block_table, rows_out, counts_out,
+                               stride_rows)
+    _core.run_select(ctx, workspace, c, gathered, ids_out, logits, row_ends, plan,
+                     (req_id, block_table, rows_out, counts_out))
+
+
+@_select.register_fake
+def _select_fake(cfg, gathered, rank, ids_out, logits, row_ends, max_local_len, req_id,
+                 block_table, rows_out, counts_out, stride_rows, workspace, ctx):
+    _checks.plan_select(_config(cfg), gathered, rank, ids_out, logits, row_ends, max_local_len,
+                        _ws_info(workspace), req_id, block_table, rows_out, counts_out,
+                        stride_rows)
+
+
+@torch.library.custom_op(f"{LIB}::pair_pack", mutates_args=("out",))
+def _pair_pack(cfg: list[int], logits: Tensor, local_ids: Tensor, rank: int,
+               row_starts: Optional[Tensor], row_ends: Optional[Tensor], out: Tensor,
+               ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out)
+    _core.run_pair_pack(ctx, c, logits, local_ids, row_starts, row_ends, out, plan)
+
+
+@_pair_pack.register_fake
+def _pair_pack_fake(cfg, logits, local_ids, rank, row_starts, row_ends, out, ctx):
+    _checks.plan_pair_pack(_config(cfg), logits, local_ids, rank, row_starts, row_ends, out)
+
+
+@torch.library.custom_op(f"{LIB}::pair_select",
+                         mutates_args=("ids_out", "rows_out", "counts_out"))
+def _pair_select(cfg: list[int], candidates: Tensor, rank: int, ids_out: Optional[Tensor],
+                 req_id: Optional[Tensor], block_table: Optional[Tensor],
+                 rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
+                 ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pair_select(c, candidates, rank, ids_out, req_id, block_table, rows_out,
+                                    counts_out, stride_rows)
+    _core.run_pair_select(ctx, c, candidates, ids_out, plan,
+                          (req_id, block_table, rows_out, counts_out))
+
+
+@_pair_select.register_fake
+def _pair_select_fake(cfg, candidates, rank, ids_out, req_id, block_table, rows_out, counts_out,
+                      stride_rows, ctx):
+    _checks.plan_pair_select(_config(cfg), candidates, rank, ids_out, req_id, block_table,
+                             rows_out, counts_out, stride_rows)
+
+
+# ------------------------------------------------------------ the functions
+
+def cfg_list(cfg):
+    """A config as the int list the ops take (a MergeConfig, a name, a list)."""
+    if isinstance(cfg, (list, tuple)):
+        return list(cfg)
+    return _core.as_config(cfg).as_list()
+
+
+def _ctx_id(ctx):
+    return 0 if ctx is None else ctx.id
+
+
+def _ws_id(ws):
+    return 0 if ws is None else ws.id
+
+
+def _tensor(t, name):
+    if not isinstance(t, Tensor):
+        raise ValueError(f"{name}: got {type(t).__name__}; expected a torch.Tensor")
+    return t
+
+
+def _rows_args(rows):
+    if rows is None:
+        return None, None, None, None, 0
+    return rows.req_id, rows.block_table, rows.rows_out, rows.counts_out, rows.stride_rows
+
+
+def pack(cfg, logits, row_ends, out=None, max_local_len=None, *, ctx=None):
+    """Fused local top-N + pack: bf16 logits [T, S] + int32 row_ends [T] ->
+    packed rows int32 [T, N + N/32] (into out when given)."""
+    c = cfg_list(cfg)
+    _tensor(logits, "logits")
+    if out is None:
+        out = torch.empty((logits.shape[0], _checks.packed_row_words(c[2])), dtype=torch.int32,
+                          device=logits.device)
+    torch.ops.dcptopk.pack(c, logits, row_ends, out, max_local_len, _ctx_id(ctx))
+    return out
+
+
+def pack_indices(cfg, logits, local_ids, out=None, row_ends=None, max_local_len=None, *,
+                 ctx=None):
+    """Pack given local ids int32 [T, N] (-1 = empty) of bf16 logits [T, S] into
+    out [T, N + N/32]; ids at or past row_ends (optional) or S, and NaN scores,
+    become empty slots."""
+    c = cfg_list(cfg)
+    _tensor(logits, "logits")
+    T = logits.shape[0]
+    if out is None:
+        out = torch.empty((T, _checks.packed_row_words(c[2])), dtype=torch.int32,
+                          device=logits.device)
+    if row_ends is None:
+        # The library bounds every row by row_ends; no row_ends = the whole row.
+        end = min(logits.shape[1], _checks.MAX_LOCAL_LEN) if max_local_len is None \
+            else max_local_len
+        row_ends = torch.full((T,), end, dtype=torch.int32, device=logits.device)
+    torch.ops.dcptopk.pack_indices(c, logits, local_ids, row_ends, out, max_local_len,
+                                   _ctx_id(ctx))
+    return out
+
+
+def select(cfg, gathered, *, rank, ids_out=None, workspace=None, logits=None, row_ends=None,
+           max_local_len=None, rows=None, ctx=None):
+    """Gathered packed rows int32 [W, T, N + N/32] -> global ids [T, K] (ids_out,
+    allocated when None and the config emits ids and no rows output is asked)
+    and/or this rank's physical rows (rows=RowsOutput). Returns ids_out."""
+    c = cfg_list(cfg)
+    _tensor(gathered, "gathered")
+    if ids_out is None and c[6] and rows is None:
+        if gathered.dim() != 3:
+            _checks.fail("gathered", gathered, "int32 [W, T, N + N/32]")
+        ids_out = torch.empty((gathered.shape[1], c[1]), dtype=torch.int32,
+                              device=gathered.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    torch.ops.dcptopk.select(c, gathered, rank, ids_out, logits, row_ends, max_local_len, req_id,
+                             bt, rows_out, counts_out, stride_rows, _ws_id(workspace),
+                             _ctx_id(ctx))
+    return ids_out
+
+
+def pair_pack(cfg, logits, local_ids, *, rank, row_starts=None, row_ends=None, out=None,
+              ctx=None):
+    """fp32 logits [T, S] + int32 local ids [T, K] -> int32 candidates [T, K, 2]
+    (fp32 score bits, int32 global id)."""
+    c = cfg_list(cfg)
+    _tensor(local_ids, "local_ids")
+    if out is None:
+        out = torch.empty((local_ids.shape[0], c[1], 2), dtype=torch.int32,
+                          device=local_ids.device)
+    torch.ops.dcptopk.pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out,
+                                _ctx_id(ctx))
+    return out
+
+
+def float_pairs_to_int(candidates):
+    """float32 (score, global id as a float value) pairs -> int32 (score bits,
+    global id) pairs, same shape (a copy). Ids must be exact in float32 (below
+    2^24); a negative or NaN id stays an invalid slot."""
+    _checks.pair_candidates_dtype(candidates, True)
+    score_bits = candidates[..., 0].view(torch.int32)
+    ids = candidates[..., 1]
+    ids = torch.where(torch.isnan(ids), torch.full_like(ids, -1.0), ids).to(torch.int32)
+    return torch.stack((score_bits, ids), dim=-1)
+
+
+def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=False,
+                ctx=None):
+    """int32 [W, T, K, 2] (rank-major, read in place) or [T, W*K, 2] (row-major)
+    candidates -> global ids [T, K] (ids_out, allocated when None and the
+    config emits ids and no rows output is asked) and/or physical rows.
+    ids_as_float=True accepts float32 pairs whose id is a float value (vLLM's
+    pair pack) by converting them (a copy); float32 without it is refused."""
+    c = cfg_list(cfg)
+    _checks.pair_candidates_dtype(_tensor(candidates, "candidates"), ids_as_float)
+    if ids_as_float:
+        candidates = float_pairs_to_int(candidates)
+    if ids_out is None and c[6] and rows is None:
+        T = candidates.shape[1] if candidates.dim() == 4 else candidates.shape[0]
+        ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=candidates.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    torch.ops.dcptopk.pair_select(c, candidates, rank, ids_out, req_id, bt, rows_out, counts_out,
+                                  stride_rows, _ctx_id(ctx))
+    return ids_out
+
+
+OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select")
