@@ -186,16 +186,19 @@ def bf16_logits(logits, rows, dev, max_local_len, name="logits"):
     S = logits.shape[1]
     if S > 1 and logits.stride(1) != 1:
         fail(name, logits, exp)
-    stride = logits.stride(0) if logits.shape[0] > 1 else S
-    if stride % 8:
-        if logits.shape[0] > 1 or S % 8:
+    if logits.shape[0] > 1:
+        stride = logits.stride(0)
+        if stride % 8:
             fail(name, logits, exp + " (pad the rows to a multiple of 8 columns and pass a view)")
+    else:
+        # One row: the stride only has to satisfy the library's rule.
+        stride = max(8, (S + 7) // 8 * 8)
     if max_local_len is None:
         max_local_len = min(S, MAX_LOCAL_LEN)
     integer(max_local_len, "max_local_len", 0, min(S, MAX_LOCAL_LEN),
             f"an int in 0..min(S = {S}, 2^17) (the columns considered)")
     aligned(logits, name, 16)
-    return max(stride, S, 8), max_local_len
+    return stride, max_local_len
 
 
 def row_ends(t, rows, dev, name="row_ends", optional=False):
