@@ -191,7 +191,7 @@ class Progress:
         if self.enabled:
             c = self.counts
             self.stream.write(f"\r{self.label}: {self.done} kernels ({c['compiled']} compiled, "
-                              f"{c['cache']} from the cache, {c['memory']} loaded)\033[K\n")
+                              f"{c['cache']} from the cache, {c['memory']} already loaded)\033[K\n")
             self.stream.flush()
 
 

@@ -152,6 +152,13 @@ def _tensor(t, name):
     return t
 
 
+def _rank_arg(rank, cfg):
+    """rank is required: a None never reaches the op's schema check."""
+    if rank is None:
+        _checks.rank(None, _config(cfg))
+    return rank
+
+
 def _rows_args(rows):
     if rows is None:
         return None, None, None, None, 0
@@ -204,7 +211,7 @@ def select(cfg, gathered, *, rank, ids_out=None, workspace=None, logits=None, ro
         ids_out = torch.empty((gathered.shape[1], c[1]), dtype=torch.int32,
                               device=gathered.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
-    torch.ops.dcptopk.select(c, gathered, rank, ids_out, logits, row_ends, max_local_len, req_id,
+    torch.ops.dcptopk.select(c, gathered, _rank_arg(rank, c), ids_out, logits, row_ends, max_local_len, req_id,
                              bt, rows_out, counts_out, stride_rows, _ws_id(workspace),
                              _ctx_id(ctx))
     return ids_out
@@ -219,7 +226,7 @@ def pair_pack(cfg, logits, local_ids, *, rank, row_starts=None, row_ends=None, o
     if out is None:
         out = torch.empty((local_ids.shape[0], c[1], 2), dtype=torch.int32,
                           device=local_ids.device)
-    torch.ops.dcptopk.pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out,
+    torch.ops.dcptopk.pair_pack(c, logits, local_ids, _rank_arg(rank, c), row_starts, row_ends, out,
                                 _ctx_id(ctx))
     return out
 
@@ -250,7 +257,7 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
         T = candidates.shape[1] if candidates.dim() == 4 else candidates.shape[0]
         ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=candidates.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
-    torch.ops.dcptopk.pair_select(c, candidates, rank, ids_out, req_id, bt, rows_out, counts_out,
+    torch.ops.dcptopk.pair_select(c, candidates, _rank_arg(rank, c), ids_out, req_id, bt, rows_out, counts_out,
                                   stride_rows, _ctx_id(ctx))
     return ids_out
 
