@@ -148,12 +148,23 @@ def test_log_routing_follows_the_library():
 
 
 def test_cli_module_help():
-    env = dict(os.environ, PYTHONPATH=os.path.join(harness.HERE, "..", "..", "bindings", "python"))
+    env = dict(os.environ)
+    if os.environ.get("DCPTOPK_TEST_INSTALLED") != "1":
+        env["PYTHONPATH"] = os.path.join(harness.HERE, "..", "..", "bindings", "python")
     r = subprocess.run([sys.executable, "-m", "dcptopk", "--version"], capture_output=True,
                        text=True, env=env)
     if r.returncode != 0 and "no dcptopk CLI" in r.stderr:
         raise harness.Skip("no CLI next to the library")
     assert r.returncode == 0 and dcptopk.versions()["library"] in r.stdout, (r.stdout, r.stderr)
+
+
+def test_pyproject_version_is_the_binding_version():
+    path = os.path.join(harness.HERE, "..", "..", "pyproject.toml")
+    if not os.path.exists(path):
+        raise harness.Skip("no pyproject.toml")
+    with open(path) as f:
+        lines = [ln for ln in f if ln.startswith("version = ")]
+    assert lines and lines[0].split('"')[1] == dcptopk.__version__, (lines, dcptopk.__version__)
 
 
 if __name__ == "__main__":

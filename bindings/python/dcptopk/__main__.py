@@ -29,6 +29,13 @@ def main(argv=None):
                          "project, or set DCPTOPK_CLI)\n")
         return 2
     argv = sys.argv[1:] if argv is None else argv
+    # The CLI links NVRTC: a pip-installed NVRTC (torch's) is found through
+    # LD_LIBRARY_PATH when the system has none.
+    from ._lib import nvrtc_candidates
+    dirs = sorted({os.path.dirname(p) for p in nvrtc_candidates("libnvrtc.so.*")})
+    if dirs:
+        old = os.environ.get("LD_LIBRARY_PATH")
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(([old] if old else []) + dirs)
     os.execv(cli, [cli] + list(argv))
 
 

@@ -250,6 +250,39 @@ def _find_library():
 _lib = None
 
 
+def nvrtc_candidates(soname):
+    """Where a pip wheel puts NVRTC: nvidia/cu13/lib (CUDA 13 wheels),
+    nvidia/cuda_nvrtc/lib (CUDA 12), in every sys.path entry."""
+    import glob
+    import sys
+    out = []
+    for base in sys.path:
+        if base and os.path.isdir(os.path.join(base, "nvidia")):
+            out += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", soname)))
+    return out
+
+
+def _load(path):
+    """Loads the library; when its NVRTC (or another NEEDED library of the
+    CUDA wheels) is not on the loader's path, preloads the pip package's copy
+    (RTLD_GLOBAL: the loader then resolves the library's NEEDED entry to it by
+    its soname) and retries."""
+    import re
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        m = re.search(r"(libnvrtc[^:\s]*\.so[.0-9]*)", str(e))
+        if not m:
+            raise
+        cands = nvrtc_candidates(m.group(1))
+        if not cands:
+            raise OSError(f"{e}; no pip NVRTC package found either (pip install "
+                          "nvidia-cuda-nvrtc, or put the CUDA toolkit's lib64 on "
+                          "LD_LIBRARY_PATH)") from None
+        ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
+        return ctypes.CDLL(path)
+
+
 def _declare(lib):
     for name, (res, args) in _SIGS.items():
         fn = getattr(lib, name)
@@ -276,7 +309,7 @@ def library():
     global _lib
     if _lib is None:
         path = _find_library()
-        lib = ctypes.CDLL(path)
+        lib = _load(path)
         missing = [n for n in _SIGS if not hasattr(lib, n)]
         if missing:
             raise ImportError(f"{path}: not a libdcptopk this binding can use (missing "
