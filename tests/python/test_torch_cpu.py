@@ -304,6 +304,26 @@ def test_pair_select_both_layouts_rows_and_float_ids():
         assert torch.equal(ids_f, refs.pair_select(row_major, K, W)), fam
 
 
+def test_direct_and_dispatched_calls_agree():
+    """An eager call on plain tensors skips the dispatcher; the op itself must
+    give the same result."""
+    K, W = 64, 2
+    cfg = pair_cfg(K=K, W=W)
+    g = gen(15)
+    lg = torch.randn(4, 100, generator=g)
+    ids = torch.randint(-1, 100, (4, K), generator=g, dtype=torch.int32)
+    assert ops._direct(lg, ids) and not ops._direct(lg.to("meta"))
+    direct = ops.pair_pack(cfg, lg, ids, rank=1)
+    via_op = torch.empty_like(direct)
+    torch.ops.dcptopk.pair_pack(cfg.as_list(), lg, ids, 1, None, None, via_op, 0)
+    assert torch.equal(direct, via_op)
+    cands = torch.stack((direct, direct))
+    a = ops.pair_select(cfg, cands, rank=0)
+    b = torch.empty_like(a)
+    torch.ops.dcptopk.pair_select(cfg.as_list(), cands, 0, b, None, None, None, None, 0, 0)
+    assert torch.equal(a, b)
+
+
 # ----------------------------------------------- tracing: fake and compile
 
 def _pair_step(cfg, W):
