@@ -406,5 +406,17 @@ def test_host_overhead_of_one_drop_in_merge():
     print(f"HOST graph replay of one merge: {replay_host * 1e6:.1f} us host per replay")
 
 
+def test_example_indexer_step_runs():
+    import subprocess
+    path = os.path.join(harness.HERE, "..", "..", "examples", "python", "indexer_step.py")
+    env = dict(os.environ, PYTHONPATH=os.path.join(harness.HERE, "..", "..", "bindings", "python"))
+    r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env,
+                       timeout=600)
+    print(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert "graph replay equals eager: True" in r.stdout, r.stdout
+    assert "compiled equals eager: True" in r.stdout, r.stdout
+
+
 if __name__ == "__main__":
     sys.exit(harness.run(globals()))
