@@ -7,6 +7,7 @@ import itertools
 import os
 import sys
 import threading
+import time
 
 from . import _checks
 from ._lib import (ContextConfig, ContextStats, DcptopkError, Key, MergeConfig, PackArgs,
@@ -161,7 +162,11 @@ _ORIGINS = ("memory", "cache", "compiled")
 
 class Progress:
     """Warmup progress: a bar on a terminal (stderr), quiet otherwise. Each key
-    is also logged at DEBUG on the `dcptopk` logger."""
+    is also logged at DEBUG on the `dcptopk` logger. While no key is ready
+    (the library compiles missing keys side by side before it reports them in
+    order) a ticker redraws the bar with the elapsed time every half second."""
+
+    TICK_S = 0.5
 
     def __init__(self, total, stream=None, enabled=None, label="dcptopk warmup"):
         self.total, self.done, self.label = total, 0, label
@@ -171,26 +176,49 @@ class Progress:
                 os.environ.get("DCPTOPK_PROGRESS", "1") != "0"
         self.enabled = enabled
         self.counts = {o: 0 for o in _ORIGINS}
+        self.last = ""
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker = None
+        if self.enabled:
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+
+    def _draw(self):
+        width = 30
+        fill = width * self.done // max(self.total, 1)
+        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
+                          f"{self.done}/{self.total} {time.monotonic() - self._t0:.1f} s "
+                          f"{self.last}\033[K")
+        self.stream.flush()
+
+    def _tick(self):
+        while not self._stop.wait(self.TICK_S):
+            with self._lock:
+                self._draw()
 
     def key_ready(self, key, origin, ms):
         import logging
-        self.done += 1
         name = _ORIGINS[origin] if 0 <= origin < 3 else str(origin)
-        self.counts[name] = self.counts.get(name, 0) + 1
-        logging.getLogger("dcptopk").debug("warmup %d/%d %s: %s in %.1f ms", self.done,
+        logging.getLogger("dcptopk").debug("warmup %d/%d %s: %s in %.1f ms", self.done + 1,
                                            self.total, key, name, ms)
-        if self.enabled:
-            width = 30
-            fill = width * self.done // max(self.total, 1)
+        with self._lock:
+            self.done += 1
+            self.counts[name] = self.counts.get(name, 0) + 1
             short = key if len(key) <= 60 else key[:57] + "..."
-            self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] "
-                              f"{self.done}/{self.total} {short} ({name}, {ms:.0f} ms)\033[K")
-            self.stream.flush()
+            self.last = f"{short} ({name}, {ms:.0f} ms)"
+            if self.enabled:
+                self._draw()
 
     def close(self):
+        self._stop.set()
+        if self._ticker:
+            self._ticker.join()
         if self.enabled:
             c = self.counts
-            self.stream.write(f"\r{self.label}: {self.done} kernels ({c['compiled']} compiled, "
+            self.stream.write(f"\r{self.label}: {self.done} kernels in "
+                              f"{time.monotonic() - self._t0:.1f} s ({c['compiled']} compiled, "
                               f"{c['cache']} from the cache, {c['memory']} already loaded)\033[K\n")
             self.stream.flush()
 
