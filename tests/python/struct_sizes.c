@@ -127,5 +127,35 @@ int main(void)
     FIELD(dcptopk_selftest_report, mismatches);
     FIELD(dcptopk_selftest_report, gpu_ms);
     FIELD(dcptopk_selftest_report, summary);
+#ifdef DCPTOPK_GROUP_CONFIG_VERSION /* the distributed runtime's structs */
+    SIZE(dcptopk_group_config);
+    FIELD(dcptopk_group_config, struct_size);
+    FIELD(dcptopk_group_config, version);
+    FIELD(dcptopk_group_config, rank);
+    FIELD(dcptopk_group_config, world_size);
+    FIELD(dcptopk_group_config, nccl_comm);
+    FIELD(dcptopk_group_config, unique_id);
+    FIELD(dcptopk_group_config, store_dir);
+    FIELD(dcptopk_group_config, store_prefix);
+    FIELD(dcptopk_group_config, path);
+    FIELD(dcptopk_group_config, timeout_ms);
+    SIZE(dcptopk_group_merge_args);
+    FIELD(dcptopk_group_merge_args, struct_size);
+    FIELD(dcptopk_group_merge_args, rows);
+    FIELD(dcptopk_group_merge_args, logits);
+    FIELD(dcptopk_group_merge_args, logits_stride);
+    FIELD(dcptopk_group_merge_args, max_local_len);
+    FIELD(dcptopk_group_merge_args, row_ends);
+    FIELD(dcptopk_group_merge_args, local_ids);
+    FIELD(dcptopk_group_merge_args, local_ids_stride);
+    FIELD(dcptopk_group_merge_args, candidates);
+    FIELD(dcptopk_group_merge_args, pair_logits);
+    FIELD(dcptopk_group_merge_args, pair_logits_stride);
+    FIELD(dcptopk_group_merge_args, row_starts);
+    FIELD(dcptopk_group_merge_args, ids_out);
+    FIELD(dcptopk_group_merge_args, ids_out_stride);
+    FIELD(dcptopk_group_merge_args, rows_map);
+    FIELD(dcptopk_group_merge_args, stream);
+#endif
     return 0;
 }

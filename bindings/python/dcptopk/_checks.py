@@ -165,9 +165,11 @@ def rows_map(cfg, rows, dev, req_id, block_table, rows_out, counts_out, stride_r
     exp = f"int32 [{rows}, >= {K}] (T rows, at least K = topk = {K} columns)"
     tensor(rows_out, "rows_out", torch.int32, (rows, (">=", K)), exp, dev)
     rs = _rows_stride(rows_out, "rows_out", K, exp)
-    tensor(counts_out, "counts_out", torch.int32, (rows,), f"int32 [{rows}] (one count per row)", dev)
+    tensor(counts_out, "counts_out", torch.int32, (rows,), f"int32 [{rows}] (one count per row)",
+           dev)
     contiguous_1d(counts_out, "counts_out", f"int32 [{rows}]")
-    tensor(req_id, "req_id", torch.int32, ((">=", rows),), f"int32 [>= {rows}] (a request per row)", dev)
+    tensor(req_id, "req_id", torch.int32, ((">=", rows),),
+           f"int32 [>= {rows}] (a request per row)", dev)
     contiguous_1d(req_id, "req_id", f"int32 [>= {rows}]")
     exp_bt = "int32 [num_reqs, max_blocks] with contiguous columns"
     tensor(block_table, "block_table", torch.int32, (None, None), exp_bt, dev)
@@ -232,7 +234,8 @@ def plan_pack(cfg, logits, rows_ends_t, out, max_local_len, local_ids=None, indi
     row_ends(rows_ends_t, T, dev)
     N = cfg.local_topk
     words = packed_row_words(N)
-    exp_o = f"int32 [{T}, {words}] (T rows of N + N/32 = {words} words, N = local_topk = {N}), contiguous"
+    exp_o = (f"int32 [{T}, {words}] (T rows of N + N/32 = {words} words, N = local_topk = {N}), "
+             "contiguous")
     tensor(out, "out", torch.int32, (T, words), exp_o, dev)
     if T > 1 and (out.stride(0) != words or out.stride(1) != 1):
         fail("out", out, exp_o)
@@ -393,3 +396,37 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
         raise ValueError("ids_out and rows_out: both None; the select would output nothing")
     return dict(rows=T, layout=layout, rank_stride_rows=rank_stride, rank=r,
                 ids_out_stride=ids_stride, rows_map=rm)
+
+
+def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_info,
+                     req_id=None, block_table=None, rows_out=None, counts_out=None,
+                     stride_rows=0):
+    """One step of the library's one-call merge on a group workspace whose
+    config is cfg; ws_info as for plan_select."""
+    import torch
+    config_kind(cfg, PACKED, "group_merge")
+    exp_l = "a bf16 [T, S] tensor"
+    tensor(logits, "logits", torch.bfloat16, (None, None), exp_l)
+    dev = logits.device
+    T = logits.shape[0]
+    stride, mll = bf16_logits(logits, T, dev, max_local_len)
+    row_ends(row_ends_t, T, dev)
+    k, n, w, r, max_rows = ws_info
+    if (k, n, w) != (cfg.topk, cfg.local_topk, cfg.world_size):
+        raise ValueError(f"workspace: built for K={k}, N={n}, W={w}; the call has "
+                         f"K={cfg.topk}, N={cfg.local_topk}, W={cfg.world_size}")
+    if T > max_rows:
+        raise ValueError(f"logits: {T} rows; the group workspace holds at most {max_rows}")
+    N = cfg.local_topk
+    ids_stride = 0
+    if local_ids is not None:
+        exp_i = f"int32 [{T}, {N}] (T rows of N = local_topk = {N} local ids)"
+        tensor(local_ids, "local_ids", torch.int32, (T, N), exp_i, dev)
+        ids_stride = _rows_stride(local_ids, "local_ids", N, exp_i)
+        aligned(local_ids, "local_ids", 4)
+    out_stride = ids_out(cfg, ids, T, dev)
+    rm = rows_map(cfg, T, dev, req_id, block_table, rows_out, counts_out, stride_rows)
+    if ids is None and rm is None:
+        raise ValueError("ids_out and rows_out: both None; the merge would output nothing")
+    return dict(rows=T, logits_stride=stride, max_local_len=mll, local_ids_stride=ids_stride,
+                ids_out_stride=out_stride, rows_map=rm, rank=r)

@@ -143,6 +143,29 @@ class SelftestReport(ctypes.Structure):
                 ("summary", ctypes.c_char * 512)]
 
 
+# The distributed runtime (dist/ in the library: dcptopk_group_*). Used only
+# when the loaded library exports every symbol of DIST_SYMBOLS.
+
+class GroupConfig(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("version", _c_u32), ("rank", _c_i32),
+                ("world_size", _c_i32), ("nccl_comm", _vp), ("unique_id", _vp),
+                ("store_dir", ctypes.c_char_p), ("store_prefix", ctypes.c_char_p),
+                ("path", _c_i32), ("timeout_ms", _c_i32)]
+
+
+class GroupMergeArgs(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("rows", _c_i64), ("logits", _vp),
+                ("logits_stride", _c_i64), ("max_local_len", _c_i64), ("row_ends", _vp),
+                ("local_ids", _vp), ("local_ids_stride", _c_i64), ("candidates", _vp),
+                ("pair_logits", _vp), ("pair_logits_stride", _c_i64), ("row_starts", _vp),
+                ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
+                ("stream", _vp)]
+
+
+GROUP_UNIQUE_ID_BYTES = 128
+PATH_NAMES = {0: "auto", 1: "nccl", 2: "push", 3: "loopback", 4: "staged"}
+
+
 def new(cls):
     """An args struct as its C _INIT macro makes it: zeroed, struct_size set."""
     s = cls()
@@ -158,10 +181,14 @@ STRUCTS = {"dcptopk_merge_config": MergeConfig, "dcptopk_context_config": Contex
            "dcptopk_pack_args": PackArgs, "dcptopk_select_args": SelectArgs,
            "dcptopk_workspace_layout": WorkspaceLayout,
            "dcptopk_selftest_report": SelftestReport}
+# Checked when the header has them (struct_sizes.c prints them then).
+DIST_STRUCTS = {"dcptopk_group_config": GroupConfig,
+                "dcptopk_group_merge_args": GroupMergeArgs}
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, _vp, ctypes.POINTER(Key), _c_i32, ctypes.c_double)
-# Assumed shape of the library's log callback (dcptopk_log_set_callback):
-# (user, level, one whole line). Used only when the symbol exists.
+# The library's log callback (dcptopk_log_fn): (user, dcptopk_log_level, one
+# whole line without a newline). Used only when the library has
+# dcptopk_log_set_callback.
 LOG_FN = ctypes.CFUNCTYPE(None, _vp, _c_i32, ctypes.c_char_p)
 
 _P = ctypes.POINTER
@@ -224,9 +251,23 @@ _SIGS = {
     "dcptopk_cache_default_path": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
 }
 
-# Symbols of the multi-rank runtime (include/dcptopk.h, the group API). The
-# binding uses them only when the loaded library exports all of them.
-DIST_SYMBOLS = ("dcptopk_group_create", "dcptopk_group_destroy", "dcptopk_nccl_unique_id")
+# Symbols of the multi-rank runtime (include/dcptopk.h, the group API).
+_DIST_SIGS = {
+    "dcptopk_group_unique_id": (_R, [_vp]),
+    "dcptopk_group_create": (_R, [_vp, _P(GroupConfig), _P(_vp)]),
+    "dcptopk_group_destroy": (None, [_vp]),
+    "dcptopk_group_rank": (_c_i32, [_vp]),
+    "dcptopk_group_world_size": (_c_i32, [_vp]),
+    "dcptopk_group_path": (_R, [_vp, _P(_c_i32), ctypes.c_char_p, ctypes.c_size_t]),
+    "dcptopk_group_check": (_R, [_vp, _vp]),
+    "dcptopk_group_last_error": (ctypes.c_char_p, [_vp]),
+    "dcptopk_group_workspace_create": (_R, [_vp, _MC, _c_i64, _P(_vp)]),
+    "dcptopk_group_workspace_destroy": (None, [_vp]),
+    "dcptopk_group_warmup": (_R, [_vp, PROGRESS_FN, _vp, _P(WarmupStats)]),
+    "dcptopk_group_workspace_saturation": (_c_u64, [_vp]),
+    "dcptopk_group_merge": (_R, [_vp, _P(GroupMergeArgs)]),
+}
+DIST_SYMBOLS = tuple(_DIST_SIGS)
 
 
 def _find_library():
@@ -288,8 +329,12 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     if hasattr(lib, "dcptopk_log_set_callback"):
-        lib.dcptopk_log_set_callback.restype = ctypes.c_int
+        lib.dcptopk_log_set_callback.restype = None
         lib.dcptopk_log_set_callback.argtypes = [LOG_FN, _vp]
+    if all(hasattr(lib, n) for n in _DIST_SIGS):
+        for name, (res, args) in _DIST_SIGS.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
 
 
 def check_version(number, binding=BINDING_VERSION):
@@ -328,7 +373,8 @@ def has_dist_runtime(lib=None):
 
 # ---------------------------------------------------------------- the log
 
-_LOG_LEVELS = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR}
+# dcptopk_log_level: 1 error, 2 warn, 3 info, 4 debug.
+_LOG_LEVELS = {1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 _log_cb = None  # kept alive as long as the library may call it
 
 

@@ -120,7 +120,16 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     elif world == 1:
         ws = _core.default_context(dev.index).local_workspace(cfg, max_rows)
     else:
-        ws = _dist.runtime(device_group, dev.index, backend).workspace(cfg, max_rows)
+        rt = _dist.runtime(device_group, dev.index, backend)
+        if isinstance(rt, _dist.LibraryRuntime):
+            # The library's one-call merge takes its config (block_size,
+            # emit_ids) from its workspace: one per registered variant.
+            cfgs = [cfg] + [c for c in _WARMUP_CONFIGS
+                            if (c.topk, c.local_topk, c.world_size) == (topk, local_topk, world)
+                            and c != cfg]
+            ws = rt.workspaces(cfgs, max_rows)
+        else:
+            ws = rt.workspace(cfg, max_rows)
     ws.device_group = device_group
     ws.device = dev
     old = _RESCUE_WORKSPACES.get(key)
@@ -243,6 +252,10 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
     _check_kn(topk, local_topk)
     mll = _bound(logits, max_local_len)
     exact = _exact_args_for(topk, local_topk, logits, row_ends, max_local_len=mll)
+    if getattr(exact.workspace, "one_call", False):
+        ops.group_merge(logits, row_ends, workspace=exact.workspace.variant(0, True),
+                        ids_out=topk_indices, max_local_len=mll)
+        return
     packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
     dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, topk_indices,
                     exact=exact)
@@ -266,6 +279,19 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
         raise ValueError("dcp_topk_merge_rows needs logits= and row_ends= (also with packed=)")
     _check_kn(topk, local_topk)
     mll = _bound(logits, max_local_len)
+    ws = get_dcp_topk_rescue_workspace(topk, local_topk)
+    if getattr(ws, "one_call", False):
+        if packed is not None:
+            raise ValueError("packed: the library's group runtime packs inside its one-call "
+                             "merge; pass packed=None, or use DCPTOPK_DIST_BACKEND=torch")
+        exact = _exact_args_for(topk, local_topk, logits, row_ends, group, mll)
+        if dcp_rank != ws.rank:
+            raise ValueError(f"dcp_rank {dcp_rank} is not the rescue workspace's rank {ws.rank}")
+        ops.group_merge(logits, row_ends, workspace=ws.variant(block_size, ids_out is not None),
+                        ids_out=ids_out, max_local_len=mll,
+                        rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
+                                              stride_rows))
+        return
     if packed is None:
         packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
     else:

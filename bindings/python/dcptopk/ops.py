@@ -145,6 +145,37 @@ def _pair_select_fake(cfg, candidates, rank, ids_out, req_id, block_table, rows_
                              rows_out, counts_out, stride_rows)
 
 
+def _group_ws(ws_id):
+    from . import _dist
+    return _core.lookup(ws_id, _dist.GroupWorkspace, "workspace")
+
+
+def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
+                      local_ids: Optional[Tensor], ids_out: Optional[Tensor],
+                      req_id: Optional[Tensor], block_table: Optional[Tensor],
+                      rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
+                      max_local_len: Optional[int], workspace: int) -> None:
+    c = _config(cfg)
+    ws = _group_ws(workspace)
+    plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
+                                    ws.info(), req_id, block_table, rows_out, counts_out,
+                                    stride_rows)
+    ws.merge(c, logits, row_ends, ids_out, plan, (req_id, block_table, rows_out, counts_out),
+             local_ids)
+
+
+_group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
+                                       mutates_args=("ids_out", "rows_out", "counts_out"))
+
+
+@_group_merge.register_fake
+def _group_merge_fake(cfg, logits, row_ends, local_ids, ids_out, req_id, block_table, rows_out,
+                      counts_out, stride_rows, max_local_len, workspace):
+    _checks.plan_group_merge(_config(cfg), logits, row_ends, local_ids, ids_out, max_local_len,
+                             _group_ws(workspace).info(), req_id, block_table, rows_out,
+                             counts_out, stride_rows)
+
+
 # ------------------------------------------------------------ the functions
 
 _DISPATCH = os.environ.get("DCPTOPK_OPS_DISPATCH") == "1"
@@ -313,4 +344,23 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
     return ids_out
 
 
-OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select")
+def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_ids=None,
+                max_local_len=None):
+    """One step of the library's one-call merge (local top-N or the given
+    local_ids, pack, exchange, select, rescue) on a group workspace
+    (dcptopk._dist.GroupWorkspace, whose config it is). Collective."""
+    c = workspace.cfg.as_list()
+    _tensor(logits, "logits")
+    if ids_out is None and c[6] and rows is None:
+        ids_out = torch.empty((logits.shape[0], c[1]), dtype=torch.int32, device=logits.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    args = (c, logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out,
+            stride_rows, max_local_len, workspace.id)
+    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out):
+        _group_merge_impl(*args)
+    else:
+        torch.ops.dcptopk.group_merge(*args)
+    return ids_out
+
+
+OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge")
