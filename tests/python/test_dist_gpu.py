@@ -4,9 +4,8 @@ every rank's dcp_topk_merge and dcp_topk_merge_rows bit-exact against the
 oracle (ref_packed_merge of all ranks' logits, which every rank can
 regenerate from the seed), saturated rows included, over consecutive calls.
 
-The exchange backend comes from DCPTOPK_DIST_BACKEND (default here: torch,
-i.e. torch all-gather + symmetric memory; "dcptopk" needs the library's
-distributed runtime). Skips (77) with fewer than 2 GPUs or without torch.
+Both exchange backends: torch (all-gather + symmetric memory) and the
+library's group runtime (skipped when the library lacks it). Skips (77) with fewer than 2 GPUs or without torch.
 """
 import os
 import sys
@@ -37,9 +36,9 @@ def inputs(W, call):
     return lg, re
 
 
-def worker(rank, W, init_file, failures):
+def worker(rank, W, init_file, failures, backend):
     sys.path.insert(0, harness.HERE)
-    os.environ.setdefault("DCPTOPK_DIST_BACKEND", "torch")
+    os.environ["DCPTOPK_DIST_BACKEND"] = backend
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", init_method=f"file://{init_file}", world_size=W, rank=rank,
@@ -48,6 +47,7 @@ def worker(rank, W, init_file, failures):
     from dcptopk import merge as M
     try:
         group = dist.group.WORLD
+        M.register_dcp_topk_merge_warmup(K, N, W, block_size=B, emit_ids=True)
         M.init_dcp_topk_rescue_workspace(T, K, N, group=group)
         cfg = dcptopk.make_config("packed", topk=K, local_topk=N, world_size=W, block_size=B)
         bt = torch.randint(0, 1000, (T, S // B + 1), generator=torch.Generator().manual_seed(5),
@@ -82,18 +82,31 @@ def worker(rank, W, init_file, failures):
         dist.destroy_process_group()
 
 
-def test_drop_in_merge_over_a_torch_group():
+def _run(backend):
     W = min(torch.cuda.device_count(), 8)
     with tempfile.TemporaryDirectory() as d:
         ctx = mp.get_context("spawn")
         failures = ctx.Queue()
-        mp.start_processes(worker, args=(W, os.path.join(d, "init"), failures), nprocs=W,
-                           join=True, start_method="spawn")
+        mp.start_processes(worker, args=(W, os.path.join(d, "init"), failures, backend),
+                           nprocs=W, join=True, start_method="spawn")
         errs = []
         while not failures.empty():
             errs.append(failures.get())
         assert not errs, errs
-    print(f"{W} ranks, {CALLS} calls each, bit-exact")
+    print(f"{backend}: {W} ranks, {CALLS} calls each, bit-exact")
+
+
+def test_drop_in_merge_over_a_torch_group():
+    """torch all-gather + symmetric memory for the rescue."""
+    _run("torch")
+
+
+def test_drop_in_merge_over_the_library_group():
+    """The library's group runtime (one-call merge), when the library has it."""
+    import dcptopk
+    if not dcptopk.has_dist_runtime():
+        raise harness.Skip("the library lacks the distributed runtime")
+    _run("dcptopk")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ def test_op_schemas_declare_mutated_outputs():
             "select": ["Tensor(a3!)? ids_out", "Tensor(a9!)? rows_out", "Tensor(a10!)? counts_out"],
             "pair_pack": ["Tensor(a6!) out"],
             "pair_select": ["Tensor(a3!)? ids_out", "Tensor(a6!)? rows_out",
-                            "Tensor(a7!)? counts_out"]}
+                            "Tensor(a7!)? counts_out"],
+            "group_merge": ["Tensor(a4!)? ids_out", "Tensor(a7!)? rows_out",
+                            "Tensor(a8!)? counts_out"]}
     for name, muts in want.items():
         schema = str(getattr(torch.ops.dcptopk, name).default._schema)
         assert schema.startswith(f"dcptopk::{name}("), schema
