@@ -160,6 +160,25 @@ def test_log_routing_follows_the_library():
                                     os.environ.get("DCPTOPK_PYTHON_LOG") != "0")
 
 
+def test_log_lines_reach_python_logging():
+    lib = dcptopk.library()
+    if not (hasattr(lib, "dcptopk_log_set_callback") and hasattr(lib, "dcptopk_log_get_level")):
+        raise harness.Skip("the library has no log callback")
+    # A bad DCPTOPK_LOG is reported through the log itself, on the first level query.
+    code = ("import logging, ctypes\n"
+            "logging.basicConfig(level=logging.DEBUG, format='PY %(name)s %(levelname)s "
+            "%(message)s')\n"
+            "import dcptopk\n"
+            "dcptopk.library().dcptopk_log_get_level()\n")
+    env = dict(os.environ, DCPTOPK_LOG="bogus")
+    if os.environ.get("DCPTOPK_TEST_INSTALLED") != "1":
+        env["PYTHONPATH"] = os.path.join(harness.HERE, "..", "..", "bindings", "python")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "PY dcptopk WARNING ignoring DCPTOPK_LOG" in r.stderr, r.stderr
+    assert "dcptopk: warning:" not in r.stderr, r.stderr  # not the library's own stderr line
+
+
 def test_cli_module_help():
     env = dict(os.environ)
     if os.environ.get("DCPTOPK_TEST_INSTALLED") != "1":
