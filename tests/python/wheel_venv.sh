@@ -10,7 +10,10 @@
 set -eu
 src=$(cd "$1" && pwd)
 work=$2
-sizes=${3:-}
+sizes=""
+if [ -n "${3:-}" ]; then
+    sizes="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"  # the script changes folder
+fi
 py=${PYTHON:-python3}
 rm -rf "$work"
 mkdir -p "$work"
