@@ -1,0 +1,381 @@
+"""The seed's DCP top-k merge API, drop-in, on dcptopk.
+
+Same names, signatures and semantics as the indexer's dcp_topk_merge module:
+the packed format (N + N/32 int32 words per row), the exact two-round merge
+(the rescue workspace is built once per (K, N) by
+init_dcp_topk_rescue_workspace; the entry points refuse to run without it),
+ids and physical rows outputs, the contract checker and the warmup hook.
+
+Differences, all explicit:
+- group=None means a world of one rank (this process alone); a
+  torch.distributed group of more than one rank goes through dcptopk._dist
+  (the library's runtime, or torch all-gather + symmetric memory with
+  DCPTOPK_DIST_BACKEND=torch).
+- The local top-N of dcp_topk_pack is the library's fused top-N + pack (same
+  contract: a top-N by (bf16 score desc, local id asc), ids < min(row_end,
+  S, 2^17), NaN dropped).
+- register_dcp_topk_merge_warmup records the configs; warmup_dcp_topk_merge()
+  (at model load) compiles or loads them all with a progress bar.
+- On CPU tensors every call runs the library's CPU reference (the oracle).
+"""
+import dataclasses
+from typing import Any
+
+import torch
+
+from . import _checks, _core, _dist, ops
+
+__all__ = ["dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
+           "dcp_topk_select", "init_dcp_topk_rescue_workspace", "get_dcp_topk_rescue_workspace",
+           "register_dcp_topk_merge_warmup", "warmup_dcp_topk_merge",
+           "assert_packed_merge_contract", "packed_row_words", "rescue_slots",
+           "RowsOutput", "ExactArgs"]
+
+WARP = 32
+LOCAL_INDEX_BITS = 17
+
+
+def packed_row_words(local_topk: int) -> int:
+    """int32 words of a packed row: N candidate words + N/32 bit-plane words."""
+    return local_topk + local_topk // WARP
+
+
+def rescue_slots(topk: int, local_topk: int) -> int:
+    """Pushed local top-K lists a rank can receive per row: (K - 1) // N."""
+    return (topk - 1) // local_topk
+
+
+# ------------------------------------------------------------------- configs
+
+def _check_kn(topk, local_topk):
+    _checks.integer(local_topk, "local_topk", 32, 4064, "a multiple of 32 in 32..4064")
+    if local_topk % WARP:
+        raise ValueError(f"local_topk: got {local_topk}; expected a multiple of 32")
+    if topk is not None:
+        _checks.integer(topk, "topk", 64, 4096, "a multiple of 32 in 64..4096")
+        if topk % WARP or topk <= local_topk:
+            raise ValueError(f"topk: got {topk}; expected a multiple of 32 above local_topk = "
+                             f"{local_topk} (the packed merge sends N < K candidates per rank)")
+
+
+def _cfg(topk, local_topk, world_size, block_size=0, emit_ids=True, exact=True):
+    """The packed config (as the ops' int list) of one call."""
+    _check_kn(topk, local_topk)
+    _checks.integer(world_size, "world_size", 1, 16, "an int in 1..16 (DCP ranks)")
+    return [0, topk, local_topk, world_size, block_size, 1, int(bool(emit_ids)), int(bool(exact))]
+
+
+def _pack_cfg(local_topk):
+    # The pack's kernels depend on N only; K is any valid value above it.
+    _check_kn(None, local_topk)
+    return _cfg(local_topk + WARP, local_topk, 1, exact=False)
+
+
+def _bound(logits, max_local_len):
+    """The seed cuts the logits to max_local_len columns: here it is the
+    columns-considered bound of the library call (no copy, no view)."""
+    if max_local_len is None:
+        return None
+    return _checks.integer(max_local_len, "max_local_len", 0, 1 << 62, "a non-negative int")
+
+
+# ------------------------------------------------------------- workspaces
+
+_RESCUE_WORKSPACES: dict = {}
+
+
+def get_dcp_topk_rescue_workspace(topk: int, local_topk: int):
+    """The rescue workspace of (K, N), or None."""
+    return _RESCUE_WORKSPACES.get((topk, local_topk))
+
+
+def _device():
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, group: Any = None,
+                                   *, device=None, backend=None):
+    """Allocate (once) the exact merge's rescue workspace for (K, N) on the
+    DCP group. Must run on every DCP rank, outside CUDA-graph capture.
+
+    group=None: a world of one rank. A torch.distributed group: its ranks
+    (collective). device: the CUDA device (default: the current one; CPU
+    when CUDA is absent, for the reference path)."""
+    _check_kn(topk, local_topk)
+    _checks.integer(max_rows, "max_rows", 1, _checks.MAX_ROWS, "a positive int")
+    key = (topk, local_topk)
+    ws = _RESCUE_WORKSPACES.get(key)
+    device_group = getattr(group, "device_group", group)
+    if ws is not None and ws.max_rows >= max_rows and ws.device_group is device_group:
+        return ws
+    dev = torch.device(device) if device is not None else _device()
+    world, rank = _dist.group_info(device_group)
+    cfg = _core.as_config(_cfg(topk, local_topk, world))
+    if dev.type == "cpu":
+        if world != 1:
+            raise ValueError("device: the CPU reference path serves a world of 1 rank only")
+        ws = _core.Workspace.host(cfg, max_rows, rank)
+    elif world == 1:
+        ws = _core.default_context(dev.index).local_workspace(cfg, max_rows)
+    else:
+        rt = _dist.runtime(device_group, dev.index, backend)
+        if isinstance(rt, _dist.LibraryRuntime):
+            # The library's one-call merge takes its config (block_size,
+            # emit_ids) from its workspace: one per registered variant.
+            cfgs = [cfg] + [c for c in _WARMUP_CONFIGS
+                            if (c.topk, c.local_topk, c.world_size) == (topk, local_topk, world)
+                            and c != cfg]
+            ws = rt.workspaces(cfgs, max_rows)
+        else:
+            ws = rt.workspace(cfg, max_rows)
+    ws.device_group = device_group
+    ws.device = dev
+    old = _RESCUE_WORKSPACES.get(key)
+    _RESCUE_WORKSPACES[key] = ws
+    if old is not None:
+        old.close()
+    return ws
+
+
+@dataclasses.dataclass(frozen=True)
+class ExactArgs:
+    """Rescue state for one exact merge call (the seed's _ExactArgs)."""
+    workspace: Any
+    logits: torch.Tensor
+    row_ends: torch.Tensor
+    max_local_len: Any = None
+
+    @property
+    def rank(self):
+        return self.workspace.rank
+
+
+@dataclasses.dataclass(frozen=True)
+class RowsOutput:
+    """This rank's physical KV rows output (the seed's _RowsOutput)."""
+    req_id: torch.Tensor
+    block_table: torch.Tensor
+    rows_out: torch.Tensor
+    valid_out: torch.Tensor
+    dcp_rank: int
+    block_size: int
+    stride_rows: int
+
+
+def _exact_args_for(topk, local_topk, logits, row_ends, group=None, max_local_len=None):
+    ws = get_dcp_topk_rescue_workspace(topk, local_topk)
+    if ws is None:
+        raise RuntimeError(
+            f"DCP top-k merge (K={topk}, N={local_topk}) has no rescue workspace; call "
+            "init_dcp_topk_rescue_workspace at model construction")
+    if logits is None or row_ends is None:
+        raise ValueError("the exact DCP top-k merge needs this rank's bf16 logits and row_ends "
+                         "(a saturated rank re-reads its row)")
+    device_group = getattr(group, "device_group", group)
+    if device_group is not None and device_group is not ws.device_group:
+        raise ValueError("the DCP top-k merge's group is not the one its rescue workspace was "
+                         "built on")
+    return ExactArgs(ws, logits, row_ends, max_local_len)
+
+
+def _all_gather_packed(packed, ws):
+    """The rank-major [W, T, N + N/32] rows of every rank (a view for one rank)."""
+    if ws.world_size == 1:
+        return packed.unsqueeze(0)
+    return _dist.runtime(ws.device_group, ws.device.index).all_gather(packed)
+
+
+# ---------------------------------------------------------------- the API
+
+def dcp_topk_pack_indices(logits: torch.Tensor, local_idx: torch.Tensor, out: torch.Tensor,
+                          row_ends: torch.Tensor | None = None) -> torch.Tensor:
+    """Pack a local top-N (local_idx [T, N] int32, -1 padded, N a multiple of
+    32) of the bf16 logits [T, S] into out [T, N + N/32] int32. Indices at or
+    past row_ends ([T] int32, optional) or S and NaN scores become empty slots."""
+    ops._tensor(local_idx, "local_idx")
+    if local_idx.dim() != 2:
+        _checks.fail("local_idx", local_idx, "int32 [T, N]")
+    return ops.pack_indices(_pack_cfg(local_idx.shape[1]), logits, local_idx, out, row_ends)
+
+
+def dcp_topk_pack(logits: torch.Tensor, row_ends: torch.Tensor, local_topk: int,
+                  out: torch.Tensor | None = None,
+                  max_local_len: int | None = None) -> torch.Tensor:
+    """Local top-N of the bf16 logits as packed [T, N + N/32] rows (into out
+    when given). max_local_len bounds every row_ends entry (the columns
+    considered)."""
+    return ops.pack(_pack_cfg(local_topk), logits, row_ends, out, _bound(logits, max_local_len))
+
+
+def dcp_topk_select(gathered: torch.Tensor, local_topk: int,
+                    topk_indices: torch.Tensor | None, *, topk: int | None = None,
+                    rows: RowsOutput | None = None, exact: ExactArgs | None = None) -> None:
+    """Exact global top-K of the gathered [W, T, N + N/32] rows: the select,
+    then the rescue (second round) of saturated rows."""
+    if topk is None:
+        if topk_indices is None:
+            raise ValueError("topk: got None with topk_indices None; pass topk=")
+        topk = topk_indices.shape[1]
+    if exact is None and local_topk < topk:
+        raise ValueError("the DCP top-k select needs its rescue state (exact)")
+    _check_kn(topk, local_topk)
+    ops._tensor(gathered, "gathered")
+    if gathered.dim() != 3:
+        _checks.fail("gathered", gathered, "int32 [W, T, N + N/32]")
+    ws = exact.workspace
+    if rows is not None and rows.dcp_rank != ws.rank:
+        raise ValueError(f"dcp_rank {rows.dcp_rank} is not the rescue workspace's rank {ws.rank}")
+    cfg = _cfg(topk, local_topk, gathered.shape[0],
+               block_size=rows.block_size if rows is not None else 0,
+               emit_ids=topk_indices is not None)
+    out_rows = None
+    if rows is not None:
+        _checks.integer(rows.block_size, "block_size", 1, 1 << 20, "a positive int")
+        out_rows = _core.RowsOutput(rows.req_id, rows.block_table, rows.rows_out, rows.valid_out,
+                                    rows.stride_rows)
+    ops.select(cfg, gathered, rank=ws.rank, ids_out=topk_indices, workspace=ws,
+               logits=exact.logits, row_ends=exact.row_ends, max_local_len=exact.max_local_len,
+               rows=out_rows, ctx=None)
+
+
+def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: torch.Tensor,
+                   local_topk: int, max_local_len: int | None = None) -> None:
+    """Exact global top-K ids over the DCP group from this rank's bf16 logits
+    (the stock indexer hook). Collective over the group of the (K, N) rescue
+    workspace. topk_indices: the [T, K] int32 output (global ids, -1 padded)."""
+    ops._tensor(topk_indices, "topk_indices")
+    if topk_indices.dim() != 2:
+        _checks.fail("topk_indices", topk_indices, "int32 [T, K]")
+    topk = topk_indices.shape[1]
+    _check_kn(topk, local_topk)
+    mll = _bound(logits, max_local_len)
+    exact = _exact_args_for(topk, local_topk, logits, row_ends, max_local_len=mll)
+    if getattr(exact.workspace, "one_call", False):
+        ops.group_merge(logits, row_ends, workspace=exact.workspace.variant(0, True),
+                        ids_out=topk_indices, max_local_len=mll)
+        return
+    packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
+    dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, topk_indices,
+                    exact=exact)
+
+
+def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
+                        row_ends: torch.Tensor | None = None,
+                        packed: torch.Tensor | None = None, local_topk: int, topk: int,
+                        req_id: torch.Tensor, block_table: torch.Tensor, block_size: int,
+                        stride_rows: int, dcp_rank: int, rows_out: torch.Tensor,
+                        valid_out: torch.Tensor, ids_out: torch.Tensor | None = None,
+                        group: Any = None, max_local_len: int | None = None) -> None:
+    """Exact DCP top-K merge straight to this rank's physical KV rows.
+
+    logits [T, S] bf16 and row_ends [T] int32, plus optionally packed
+    [T, N + N/32] int32 (this rank's local top-N already packed; the contract
+    of assert_packed_merge_contract). Outputs (caller buffers): rows_out
+    [T, >= topk] int32 owned physical rows (compacted, -1 after), valid_out
+    [T] their count, ids_out [T, topk] the global ids (optional)."""
+    if logits is None or row_ends is None:
+        raise ValueError("dcp_topk_merge_rows needs logits= and row_ends= (also with packed=)")
+    _check_kn(topk, local_topk)
+    mll = _bound(logits, max_local_len)
+    ws = get_dcp_topk_rescue_workspace(topk, local_topk)
+    if getattr(ws, "one_call", False):
+        if packed is not None:
+            raise ValueError("packed: the library's group runtime packs inside its one-call "
+                             "merge; pass packed=None, or use DCPTOPK_DIST_BACKEND=torch")
+        exact = _exact_args_for(topk, local_topk, logits, row_ends, group, mll)
+        if dcp_rank != ws.rank:
+            raise ValueError(f"dcp_rank {dcp_rank} is not the rescue workspace's rank {ws.rank}")
+        ops.group_merge(logits, row_ends, workspace=ws.variant(block_size, ids_out is not None),
+                        ids_out=ids_out, max_local_len=mll,
+                        rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
+                                              stride_rows))
+        return
+    if packed is None:
+        packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
+    else:
+        words = packed_row_words(local_topk)
+        if not isinstance(packed, torch.Tensor) or packed.dtype != torch.int32 or \
+                packed.dim() != 2 or packed.shape[1] != words:
+            raise ValueError(f"packed must be int32 [T, {words}], got "
+                             f"{getattr(packed, 'dtype', type(packed).__name__)} "
+                             f"{tuple(getattr(packed, 'shape', ()))}")
+        if packed.shape[0] > 1 and packed.stride() != (words, 1):
+            _checks.fail("packed", packed, f"int32 [T, {words}] with contiguous rows")
+    num_rows = packed.shape[0]
+    exact = _exact_args_for(topk, local_topk, logits, row_ends, group, mll)
+    for name, t in (("rows_out", rows_out), ("valid_out", valid_out), ("req_id", req_id)):
+        ops._tensor(t, name)
+    if rows_out.dim() != 2 or rows_out.shape[0] != num_rows or rows_out.shape[1] < topk:
+        raise ValueError(f"rows_out must be [{num_rows}, >= {topk}], got "
+                         f"{tuple(rows_out.shape)}")
+    if valid_out.dim() != 1 or valid_out.shape[0] != num_rows or req_id.dim() != 1 or \
+            req_id.shape[0] < num_rows:
+        raise ValueError(f"valid_out must have T = {num_rows} rows and req_id at least T, got "
+                         f"valid_out {tuple(valid_out.shape)}, req_id {tuple(req_id.shape)}")
+    if ids_out is not None and tuple(ids_out.shape) != (num_rows, topk):
+        raise ValueError(f"ids_out must be [{num_rows}, {topk}], got {tuple(ids_out.shape)}")
+    if block_table.dim() != 2 or (block_table.shape[1] > 1 and block_table.stride(1) != 1):
+        raise ValueError("block_table rows must be contiguous")
+    rows = RowsOutput(req_id=req_id, block_table=block_table, rows_out=rows_out,
+                      valid_out=valid_out, dcp_rank=dcp_rank, block_size=block_size,
+                      stride_rows=stride_rows)
+    dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, ids_out, topk=topk,
+                    rows=rows, exact=exact)
+
+
+def assert_packed_merge_contract(packed: torch.Tensor, logits: torch.Tensor,
+                                 row_ends: torch.Tensor, local_topk: int) -> None:
+    """Check a packed-mode producer against the contract of
+    dcp_topk_merge_rows (raises AssertionError; synchronises, for tests and
+    debugging): per row, exactly min(N, v) words (v the non-NaN tokens below
+    row_ends) of distinct local ids below row_ends, each word's score the
+    logit's bf16 bits, and no unsent non-NaN token scoring above the lowest
+    sent one. The library's checker decides."""
+    assert packed.dtype == torch.int32, packed.dtype
+    assert packed.dim() == 2 and packed.shape[1] == packed_row_words(local_topk), packed.shape
+    T, S = packed.shape[0], logits.shape[1]
+    host = logits[:T].detach().to("cpu")
+    pad = (-S) % 8
+    if pad or host.stride(-1) != 1 or (T > 1 and host.stride(0) != S):
+        # The checker reads 16-byte rows: a padded copy (the pad is never read).
+        padded = torch.zeros((T, S + pad), dtype=torch.bfloat16)
+        padded[:, :S] = host
+        host = padded
+    try:
+        _core.check_contract(_core.as_config(_pack_cfg(local_topk)), packed, host,
+                             row_ends[:T], min(S, 1 << LOCAL_INDEX_BITS))
+    except _core.DcptopkError as e:
+        if e.name == "DCPTOPK_CONTRACT_VIOLATION":
+            raise AssertionError(str(e)) from None
+        raise
+
+
+# ------------------------------------------------------------------ warmup
+
+_WARMUP_CONFIGS: list = []
+
+
+def register_dcp_topk_merge_warmup(topk: int, local_topk: int, world_size: int, *,
+                                   emit_ids: bool = True, block_size: int = 0,
+                                   exact: bool = True) -> None:
+    """Record the pack kernel and one select (+ rescue) variant for the warmup
+    at model load (warmup_dcp_topk_merge). The stock indexer uses the
+    defaults (global ids); a caller of dcp_topk_merge_rows passes its
+    block_size and whether it also wants the global ids."""
+    cfg = _core.as_config(_cfg(topk, local_topk, world_size, block_size, emit_ids, exact))
+    _core.config_check(cfg)
+    if cfg not in _WARMUP_CONFIGS:
+        _WARMUP_CONFIGS.append(cfg)
+
+
+def warmup_dcp_topk_merge(device=None, progress=None):
+    """Compile or load every registered config's kernels (a bar on a
+    terminal, quiet otherwise). Returns their stats."""
+    if not _WARMUP_CONFIGS:
+        return []
+    dev = torch.device(device) if device is not None else _device()
+    if dev.type == "cpu":
+        return []
+    return _core.default_context(dev.index).warmup(list(_WARMUP_CONFIGS), progress)

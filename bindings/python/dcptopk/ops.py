@@ -1,0 +1,366 @@
+"""torch.ops.dcptopk.*: the merge calls as torch custom ops.
+
+Every op writes caller-provided outputs (declared as mutated arguments) and
+returns nothing, so it is capturable in a CUDA graph (it launches on
+torch.cuda.current_stream(), allocates nothing, never synchronises) and
+traceable by torch.compile(fullgraph=True): each op has a fake (meta)
+implementation that runs the same argument checks as the real one, so a shape
+error is a ValueError while tracing too.
+
+The config travels as its int list (MergeConfig.as_list()), a context and a
+rescue workspace as small handles (0 = the default context of the tensors'
+device). On CPU tensors the ops run the library's CPU reference (the oracle),
+on CUDA tensors the kernels.
+
+The functions below (pack, pack_indices, select, pair_pack, pair_select)
+allocate missing outputs and call the ops; they are plain torch code, so
+torch.compile traces through them. An eager call on plain tensors runs the
+op's body directly (see _direct): the dispatcher adds tens of microseconds to
+a call whose kernels take a few.
+"""
+import os
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _checks, _core
+from ._lib import MergeConfig
+
+LIB = "dcptopk"
+
+_cfg_cache = {}
+
+
+def _config(cfg):
+    """The MergeConfig of an op's int list (cached: one per distinct config)."""
+    key = tuple(cfg)
+    c = _cfg_cache.get(key)
+    if c is None:
+        c = MergeConfig.from_list(list(key))
+        _core.config_check(c)
+        _cfg_cache[key] = c
+    return c
+
+
+def _ws_info(ws_id):
+    if ws_id == 0:
+        return None
+    return _core.lookup(ws_id, _core.Workspace, "workspace").info()
+
+
+# ---------------------------------------------------------------- the ops
+
+def _pack_impl(cfg: list[int], logits: Tensor, row_ends: Tensor, out: Tensor,
+          max_local_len: Optional[int], ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len)
+    _core.run_pack(ctx, c, logits, row_ends, out, plan)
+
+
+_pack = torch.library.custom_op(f"{LIB}::pack", _pack_impl, mutates_args=("out",))
+
+
+@_pack.register_fake
+def _pack_fake(cfg, logits, row_ends, out, max_local_len, ctx):
+    _checks.plan_pack(_config(cfg), logits, row_ends, out, max_local_len)
+
+
+def _pack_indices_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, row_ends: Tensor,
+                  out: Tensor, max_local_len: Optional[int], ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len, local_ids, indices=True)
+    _core.run_pack(ctx, c, logits, row_ends, out, plan, local_ids, indices=True)
+
+
+_pack_indices = torch.library.custom_op(f"{LIB}::pack_indices", _pack_indices_impl,
+                                        mutates_args=("out",))
+
+
+@_pack_indices.register_fake
+def _pack_indices_fake(cfg, logits, local_ids, row_ends, out, max_local_len, ctx):
+    _checks.plan_pack(_config(cfg), logits, row_ends, out, max_local_len, local_ids, indices=True)
+
+
+def _select_impl(cfg: list[int], gathered: Tensor, rank: int, ids_out: Optional[Tensor],
+            logits: Optional[Tensor], row_ends: Optional[Tensor], max_local_len: Optional[int],
+            req_id: Optional[Tensor], block_table: Optional[Tensor], rows_out: Optional[Tensor],
+            counts_out: Optional[Tensor], stride_rows: int, workspace: int, ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_select(c, gathered, rank, ids_out, logits, row_ends, max_local_len,
+                               _ws_info(workspace), req_id, block_table, rows_out, counts_out,
+                               stride_rows)
+    _core.run_select(ctx, workspace, c, gathered, ids_out, logits, row_ends, plan,
+                     (req_id, block_table, rows_out, counts_out))
+
+
+_select = torch.library.custom_op(f"{LIB}::select", _select_impl,
+                                  mutates_args=("ids_out", "rows_out", "counts_out"))
+
+
+@_select.register_fake
+def _select_fake(cfg, gathered, rank, ids_out, logits, row_ends, max_local_len, req_id,
+                 block_table, rows_out, counts_out, stride_rows, workspace, ctx):
+    _checks.plan_select(_config(cfg), gathered, rank, ids_out, logits, row_ends, max_local_len,
+                        _ws_info(workspace), req_id, block_table, rows_out, counts_out,
+                        stride_rows)
+
+
+def _pair_pack_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, rank: int,
+               row_starts: Optional[Tensor], row_ends: Optional[Tensor], out: Tensor,
+               ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out)
+    _core.run_pair_pack(ctx, c, logits, local_ids, row_starts, row_ends, out, plan)
+
+
+_pair_pack = torch.library.custom_op(f"{LIB}::pair_pack", _pair_pack_impl,
+                                     mutates_args=("out",))
+
+
+@_pair_pack.register_fake
+def _pair_pack_fake(cfg, logits, local_ids, rank, row_starts, row_ends, out, ctx):
+    _checks.plan_pair_pack(_config(cfg), logits, local_ids, rank, row_starts, row_ends, out)
+
+
+def _pair_select_impl(cfg: list[int], candidates: Tensor, rank: int, ids_out: Optional[Tensor],
+                 req_id: Optional[Tensor], block_table: Optional[Tensor],
+                 rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
+                 ctx: int) -> None:
+    c = _config(cfg)
+    plan = _checks.plan_pair_select(c, candidates, rank, ids_out, req_id, block_table, rows_out,
+                                    counts_out, stride_rows)
+    _core.run_pair_select(ctx, c, candidates, ids_out, plan,
+                          (req_id, block_table, rows_out, counts_out))
+
+
+_pair_select = torch.library.custom_op(f"{LIB}::pair_select", _pair_select_impl,
+                                       mutates_args=("ids_out", "rows_out", "counts_out"))
+
+
+@_pair_select.register_fake
+def _pair_select_fake(cfg, candidates, rank, ids_out, req_id, block_table, rows_out, counts_out,
+                      stride_rows, ctx):
+    _checks.plan_pair_select(_config(cfg), candidates, rank, ids_out, req_id, block_table,
+                             rows_out, counts_out, stride_rows)
+
+
+def _group_ws(ws_id):
+    from . import _dist
+    return _core.lookup(ws_id, _dist.GroupWorkspace, "workspace")
+
+
+def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
+                      local_ids: Optional[Tensor], ids_out: Optional[Tensor],
+                      req_id: Optional[Tensor], block_table: Optional[Tensor],
+                      rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
+                      max_local_len: Optional[int], workspace: int) -> None:
+    c = _config(cfg)
+    ws = _group_ws(workspace)
+    plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
+                                    ws.info(), req_id, block_table, rows_out, counts_out,
+                                    stride_rows)
+    ws.merge(c, logits, row_ends, ids_out, plan, (req_id, block_table, rows_out, counts_out),
+             local_ids)
+
+
+_group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
+                                       mutates_args=("ids_out", "rows_out", "counts_out"))
+
+
+@_group_merge.register_fake
+def _group_merge_fake(cfg, logits, row_ends, local_ids, ids_out, req_id, block_table, rows_out,
+                      counts_out, stride_rows, max_local_len, workspace):
+    _checks.plan_group_merge(_config(cfg), logits, row_ends, local_ids, ids_out, max_local_len,
+                             _group_ws(workspace).info(), req_id, block_table, rows_out,
+                             counts_out, stride_rows)
+
+
+# ------------------------------------------------------------ the functions
+
+_DISPATCH = os.environ.get("DCPTOPK_OPS_DISPATCH") == "1"
+
+
+def _direct(*tensors):
+    """True for an eager call on plain tensors: it runs the op's body without
+    the dispatcher (same checks, same launch, tens of microseconds less).
+    Traced calls (torch.compile), fake or meta tensors, tensor subclasses and
+    active dispatch modes go through torch.ops.dcptopk.*. DCPTOPK_OPS_DISPATCH=1
+    always takes the op."""
+    if _DISPATCH or torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or t.is_meta):
+            return False
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode() is None
+
+
+def cfg_list(cfg):
+    """A config as the int list the ops take (a MergeConfig, a name, a list)."""
+    if isinstance(cfg, (list, tuple)):
+        return list(cfg)
+    return _core.as_config(cfg).as_list()
+
+
+def _ctx_id(ctx):
+    return 0 if ctx is None else ctx.id
+
+
+def _ws_id(ws):
+    return 0 if ws is None else ws.id
+
+
+def _tensor(t, name):
+    if not isinstance(t, Tensor):
+        raise ValueError(f"{name}: got {type(t).__name__}; expected a torch.Tensor")
+    return t
+
+
+def _rank_arg(rank, cfg):
+    """rank is required: a None never reaches the op's schema check."""
+    if rank is None:
+        _checks.rank(None, _config(cfg))
+    return rank
+
+
+def _rows_args(rows):
+    if rows is None:
+        return None, None, None, None, 0
+    return rows.req_id, rows.block_table, rows.rows_out, rows.counts_out, rows.stride_rows
+
+
+def pack(cfg, logits, row_ends, out=None, max_local_len=None, *, ctx=None):
+    """Fused local top-N + pack: bf16 logits [T, S] + int32 row_ends [T] ->
+    packed rows int32 [T, N + N/32] (into out when given)."""
+    c = cfg_list(cfg)
+    _tensor(logits, "logits")
+    if out is None:
+        out = torch.empty((logits.shape[0], _checks.packed_row_words(c[2])), dtype=torch.int32,
+                          device=logits.device)
+    args = (c, logits, row_ends, out, max_local_len, _ctx_id(ctx))
+    if _direct(logits, row_ends, out):
+        _pack_impl(*args)
+    else:
+        torch.ops.dcptopk.pack(*args)
+    return out
+
+
+def pack_indices(cfg, logits, local_ids, out=None, row_ends=None, max_local_len=None, *,
+                 ctx=None):
+    """Pack given local ids int32 [T, N] (-1 = empty) of bf16 logits [T, S] into
+    out [T, N + N/32]; ids at or past row_ends (optional) or S, and NaN scores,
+    become empty slots."""
+    c = cfg_list(cfg)
+    _tensor(logits, "logits")
+    T = logits.shape[0]
+    if out is None:
+        out = torch.empty((T, _checks.packed_row_words(c[2])), dtype=torch.int32,
+                          device=logits.device)
+    if row_ends is None:
+        # The library bounds every row by row_ends; no row_ends = the whole row.
+        end = min(logits.shape[1], _checks.MAX_LOCAL_LEN) if max_local_len is None \
+            else max_local_len
+        row_ends = torch.full((T,), end, dtype=torch.int32, device=logits.device)
+    args = (c, logits, local_ids, row_ends, out, max_local_len, _ctx_id(ctx))
+    if _direct(logits, local_ids, row_ends, out):
+        _pack_indices_impl(*args)
+    else:
+        torch.ops.dcptopk.pack_indices(*args)
+    return out
+
+
+def select(cfg, gathered, *, rank, ids_out=None, workspace=None, logits=None, row_ends=None,
+           max_local_len=None, rows=None, ctx=None):
+    """Gathered packed rows int32 [W, T, N + N/32] -> global ids [T, K] (ids_out,
+    allocated when None and the config emits ids and no rows output is asked)
+    and/or this rank's physical rows (rows=RowsOutput). Returns ids_out."""
+    c = cfg_list(cfg)
+    _tensor(gathered, "gathered")
+    if ids_out is None and c[6] and rows is None:
+        if gathered.dim() != 3:
+            _checks.fail("gathered", gathered, "int32 [W, T, N + N/32]")
+        ids_out = torch.empty((gathered.shape[1], c[1]), dtype=torch.int32,
+                              device=gathered.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    args = (c, gathered, _rank_arg(rank, c), ids_out, logits, row_ends, max_local_len, req_id,
+            bt, rows_out, counts_out, stride_rows, _ws_id(workspace), _ctx_id(ctx))
+    if _direct(gathered, ids_out, logits, row_ends, req_id, bt, rows_out, counts_out):
+        _select_impl(*args)
+    else:
+        torch.ops.dcptopk.select(*args)
+    return ids_out
+
+
+def pair_pack(cfg, logits, local_ids, *, rank, row_starts=None, row_ends=None, out=None,
+              ctx=None):
+    """fp32 logits [T, S] + int32 local ids [T, K] -> int32 candidates [T, K, 2]
+    (fp32 score bits, int32 global id)."""
+    c = cfg_list(cfg)
+    _tensor(local_ids, "local_ids")
+    if out is None:
+        out = torch.empty((local_ids.shape[0], c[1], 2), dtype=torch.int32,
+                          device=local_ids.device)
+    args = (c, logits, local_ids, _rank_arg(rank, c), row_starts, row_ends, out, _ctx_id(ctx))
+    if _direct(logits, local_ids, row_starts, row_ends, out):
+        _pair_pack_impl(*args)
+    else:
+        torch.ops.dcptopk.pair_pack(*args)
+    return out
+
+
+def float_pairs_to_int(candidates):
+    """float32 (score, global id as a float value) pairs -> int32 (score bits,
+    global id) pairs, same shape (a copy). Ids must be exact in float32 (below
+    2^24); a negative or NaN id stays an invalid slot."""
+    _checks.pair_candidates_dtype(candidates, True)
+    score_bits = candidates[..., 0].view(torch.int32)
+    ids = candidates[..., 1]
+    ids = torch.where(torch.isnan(ids), torch.full_like(ids, -1.0), ids).to(torch.int32)
+    return torch.stack((score_bits, ids), dim=-1)
+
+
+def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=False,
+                ctx=None):
+    """int32 [W, T, K, 2] (rank-major, read in place) or [T, W*K, 2] (row-major)
+    candidates -> global ids [T, K] (ids_out, allocated when None and the
+    config emits ids and no rows output is asked) and/or physical rows.
+    ids_as_float=True accepts float32 pairs whose id is a float value (vLLM's
+    pair pack) by converting them (a copy); float32 without it is refused."""
+    c = cfg_list(cfg)
+    _checks.pair_candidates_dtype(_tensor(candidates, "candidates"), ids_as_float)
+    if ids_as_float:
+        candidates = float_pairs_to_int(candidates)
+    if ids_out is None and c[6] and rows is None:
+        T = candidates.shape[1] if candidates.dim() == 4 else candidates.shape[0]
+        ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=candidates.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    args = (c, candidates, _rank_arg(rank, c), ids_out, req_id, bt, rows_out, counts_out,
+            stride_rows, _ctx_id(ctx))
+    if _direct(candidates, ids_out, req_id, bt, rows_out, counts_out):
+        _pair_select_impl(*args)
+    else:
+        torch.ops.dcptopk.pair_select(*args)
+    return ids_out
+
+
+def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_ids=None,
+                max_local_len=None):
+    """One step of the library's one-call merge (local top-N or the given
+    local_ids, pack, exchange, select, rescue) on a group workspace
+    (dcptopk._dist.GroupWorkspace, whose config it is). Collective."""
+    c = workspace.cfg.as_list()
+    _tensor(logits, "logits")
+    if ids_out is None and c[6] and rows is None:
+        ids_out = torch.empty((logits.shape[0], c[1]), dtype=torch.int32, device=logits.device)
+    req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
+    args = (c, logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out,
+            stride_rows, max_local_len, workspace.id)
+    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out):
+        _group_merge_impl(*args)
+    else:
+        torch.ops.dcptopk.group_merge(*args)
+    return ids_out
+
+
+OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge")
