@@ -861,6 +861,10 @@ dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
 {
     DC_NEED_DEVICE(ctx);
     DC_CU(ctx, ctx->rt->cu->cuMemcpyHtoD((CUdeviceptr)dst, src, bytes));
+    /* From pageable memory the copy may return before its DMA landed, and
+     * non-blocking streams do not wait for the legacy stream: finish it, so
+     * the bytes are there for any stream once this returns. */
+    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize(NULL));
     return DCPTOPK_SUCCESS;
 }
 
