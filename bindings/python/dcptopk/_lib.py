@@ -49,10 +49,21 @@ class MergeConfig(ctypes.Structure):
             if k not in self.FIELDS:
                 raise TypeError(f"MergeConfig: no field {k!r} (fields: {', '.join(self.FIELDS)})")
             setattr(self, k, int(v))
+        self._sync_list()
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in MergeConfig.FIELDS:
+            self._sync_list()
+
+    def _sync_list(self):
+        # torch.compile cannot read ctypes fields (CField); it can read a
+        # plain attribute, so the op arguments are kept beside the fields.
+        self._dc_list = tuple(int(getattr(self, n)) for n in MergeConfig.FIELDS)
 
     def as_list(self):
         """The config as the int list the torch ops take."""
-        return [int(getattr(self, n)) for n in self.FIELDS]
+        return list(self._dc_list)
 
     @classmethod
     def from_list(cls, values):
