@@ -118,7 +118,7 @@ typedef void (*dc_release_fn)(void *user, dc_cache_blobs *blobs);
  * DCPTOPK_CACHE_SHARED=1), no symbolic links; a new file is created
  * exclusively. Never fails for an untrusted, unwritable or damaged file: it
  * falls back (read-only use of an existing file, else memory) with one
- * warning on stderr. A damaged file, or a cache of another file version, is
+ * warning (dc_log_warn). A damaged file, or a cache of another file version, is
  * moved aside to "<path>.corrupt-<time>" / "<path>.old-<time>" (only if the
  * path still names that file; the 3 newest are kept) and a new one started.
  * Another program's database is never changed. With DC_CACHE_STRICT, no

@@ -182,6 +182,9 @@ static dc_module *table_find(const struct dc_runtime *rt,
     return NULL;
 }
 
+/* A compile through the cache. The job owns its output until its caller
+ * frees it (dc_compiled_free), after the cache has stored it and the module
+ * is loaded, so the cache needs no release callback. */
 typedef struct compile_job {
     const dc_unit *u;
     dc_compiled out;
@@ -203,13 +206,6 @@ static dcptopk_result job_compile(void *user, dc_cache_blobs *b, char *err,
     b->source_size = job->u->source_size;
     b->compile_ms = job->out.compile_ms;
     return DCPTOPK_SUCCESS;
-}
-
-static void job_release(void *user, dc_cache_blobs *b)
-{
-    /* The job keeps its buffers until dc_rt_prepare is done with them. */
-    (void)user;
-    (void)b;
 }
 
 static dcptopk_result load_module(dcptopk_context *ctx, const void *image,
@@ -252,7 +248,7 @@ static dcptopk_result fetch_and_load(dcptopk_context *ctx, const dc_unit *up,
         int compiled = 0;
         err[0] = '\0';
         r = dc_cache_get_or_compile(rt->cache, up->hash, &meta, job_compile,
-                                    job_release, job, hit, &compiled, err,
+                                    NULL, job, hit, &compiled, err,
                                     DC_ERR_LEN);
         if (r)
             return dc_fail(ctx, r, "%s",
@@ -457,7 +453,7 @@ static void *pre_worker(void *arg)
             int compiled = 0;
             err[0] = '\0';
             if (dc_cache_get_or_compile(cache, it->u->hash, &it->meta,
-                                        job_compile, job_release, &job, &hit,
+                                        job_compile, NULL, &job, &hit,
                                         &compiled, err,
                                         DC_ERR_LEN) == DCPTOPK_SUCCESS &&
                 compiled) {
