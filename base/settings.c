@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "settings.h"
@@ -33,8 +34,21 @@ int dc_setting_parse_int(dc_setting_id id, const char *text, int64_t *out)
 {
     const dc_setting *s = &settings[id];
     if (s->kind == DC_SETTING_FLAG) {
-        *out = strcmp(text, "0") != 0;
-        return 0;
+        /* Strict, so that "false" or "no" never switches a flag on (one of
+         * them relaxes the cache's trust check). */
+        static const char *const off[] = {"0", "off", "no", "false"};
+        static const char *const on[] = {"1", "on", "yes", "true"};
+        for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+            if (strcasecmp(text, off[i]) == 0) {
+                *out = 0;
+                return 0;
+            }
+            if (strcasecmp(text, on[i]) == 0) {
+                *out = 1;
+                return 0;
+            }
+        }
+        return -1;
     }
     char *end = NULL;
     errno = 0;
@@ -91,9 +105,13 @@ int dc_setting_parse_bytes(dc_setting_id id, const char *text, int64_t *out)
 static void ignored(dc_setting_id id, const char *text, const char *expected)
 {
     const dc_setting *s = &settings[id];
-    dc_log_warn("ignoring %s=\"%s\" (expected %s, %.17g..%.17g): using the "
-            "default, %.17g", s->name, text, expected, s->min, s->max,
-            s->dflt);
+    if (s->kind == DC_SETTING_FLAG)
+        dc_log_warn("ignoring %s=\"%s\" (expected 0 or 1): using the "
+                    "default, %.17g", s->name, text, s->dflt);
+    else
+        dc_log_warn("ignoring %s=\"%s\" (expected %s, %.17g..%.17g): using "
+                    "the default, %.17g", s->name, text, expected, s->min,
+                    s->max, s->dflt);
 }
 
 int64_t dc_setting_int(dc_setting_id id)

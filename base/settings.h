@@ -23,10 +23,13 @@ typedef enum dc_setting_kind {
     DC_SETTING_SECONDS, /* a decimal number of seconds in [min, max]      */
     DC_SETTING_BYTES,   /* an integer with an optional K/M/G/T[B|iB]
                          * suffix (powers of 1024), in [min, max]         */
-    DC_SETTING_FLAG,    /* "0" = off, anything else = on; unset = default */
-    DC_SETTING_FOREIGN  /* read by another program (the Python binding,
-                         * scripts, SQLite's folder rules), listed so the
-                         * table is the whole list                         */
+    DC_SETTING_FLAG,    /* 0/1, off/on, no/yes, false/true (any case);
+                         * unset = default                                */
+    DC_SETTING_FOREIGN  /* owned by another program: set by a launcher or
+                         * the system (the library reads it as text and
+                         * checks it where it is used), or read only by
+                         * the Python binding, the CLI or scripts; listed
+                         * so that the table is the whole list            */
 } dc_setting_kind;
 
 /* X(id, name, kind, default, min, max, doc). `default` is the value a getter
@@ -48,6 +51,11 @@ typedef enum dc_setting_kind {
       "compile threads of warmup (0 = the online CPUs, at most 8)")             \
     X(CACHE_WAL, "DCPTOPK_CACHE_WAL", DC_SETTING_FLAG, -1, 0, 1,                \
       "force the WAL journal on or off (-1 = WAL except on network FS)")        \
+    X(CACHE_SHARED, "DCPTOPK_CACHE_SHARED", DC_SETTING_FLAG, 0, 0, 1,           \
+      "trust a cache folder and file writable by their group")                 \
+    X(CACHE_IMPORT_MAX_BYTES, "DCPTOPK_CACHE_IMPORT_MAX_BYTES",                 \
+      DC_SETTING_BYTES, (int64_t)64 << 20, 1, INT64_MAX,                        \
+      "largest entry cache import accepts (default 64M)")                       \
     X(TEMPLATE_DIR, "DCPTOPK_TEMPLATE_DIR", DC_SETTING_TEXT, 0, 0, 0,           \
       "read the kernel templates from this folder, not the embedded copies")   \
     X(RESCUE_TIMEOUT_MS, "DCPTOPK_RESCUE_TIMEOUT_MS", DC_SETTING_INT, 10000, 1, \
@@ -56,10 +64,68 @@ typedef enum dc_setting_kind {
       "behave as if there were no CUDA driver (compile and cache only)")        \
     X(LOG, "DCPTOPK_LOG", DC_SETTING_TEXT, 0, 0, 0,                             \
       "log level: quiet, error, warn (default), info, debug")                  \
+    X(PEER_TIMEOUT_MS, "DCPTOPK_PEER_TIMEOUT_MS", DC_SETTING_INT, 10000, 1,    \
+      86400000, "bound of every wait of a group, in ms (config first)")        \
+    X(EXCHANGE, "DCPTOPK_EXCHANGE", DC_SETTING_TEXT, 0, 0, 0,                   \
+      "force a group's path: auto, nccl, push, staged or loopback")            \
+    X(NCCL, "DCPTOPK_NCCL", DC_SETTING_FLAG, 1, 0, 1,                           \
+      "0: groups from the environment never create a communicator")            \
+    X(NCCL_LIBRARY, "DCPTOPK_NCCL_LIBRARY", DC_SETTING_TEXT, 0, 0, 0,           \
+      "the NCCL library to dlopen (default libnccl.so.2)")                      \
+    X(STORE_DIR, "DCPTOPK_STORE_DIR", DC_SETTING_TEXT, 0, 0, 0,                 \
+      "store folder of a group from the environment when dir is NULL")         \
+    X(JOB_ID, "DCPTOPK_JOB_ID", DC_SETTING_TEXT, 0, 0, 0,                       \
+      "names a group's store files when the launcher gives no job id")         \
+    DC_SETTINGS_LAUNCHER(X)                                                     \
     X(LIBRARY, "DCPTOPK_LIBRARY", DC_SETTING_FOREIGN, 0, 0, 0,                  \
       "Python binding: path of libdcptopk.so")                                  \
+    X(PYTHON_LOG, "DCPTOPK_PYTHON_LOG", DC_SETTING_FOREIGN, 0, 0, 0,            \
+      "Python binding: 0 keeps the library's own log lines on stderr")         \
+    X(PROGRESS, "DCPTOPK_PROGRESS", DC_SETTING_FOREIGN, 0, 0, 0,                \
+      "Python binding: 0 hides the warmup progress line on a terminal")        \
+    X(OPS_DISPATCH, "DCPTOPK_OPS_DISPATCH", DC_SETTING_FOREIGN, 0, 0, 0,        \
+      "Python binding: 1 always calls the registered torch op")                \
+    X(DIST_BACKEND, "DCPTOPK_DIST_BACKEND", DC_SETTING_FOREIGN, 0, 0, 0,        \
+      "Python binding: dcptopk (default) or torch for a torch group")          \
+    X(CLI, "DCPTOPK_CLI", DC_SETTING_FOREIGN, 0, 0, 0,                          \
+      "python -m dcptopk: path of the dcptopk executable")                      \
+    X(TMPDIR, "TMPDIR", DC_SETTING_FOREIGN, 0, 0, 0,                            \
+      "dcptopk selftest --ranks: folder of its store (default /tmp)")          \
     X(CUDA_HOME, "CUDA_HOME", DC_SETTING_FOREIGN, 0, 0, 0,                      \
       "scripts/deps.sh: where the CUDA toolkit is")
+
+/* The launchers' variables (torchrun, Open MPI, Slurm), read by
+ * dcptopk_launch_env_get and dcptopk_group_create_from_env. A bad value is
+ * an error there, not a warning: a wrong rank must not run. */
+#define DC_SETTINGS_LAUNCHER(X)                                                 \
+    X(RANK, "RANK", DC_SETTING_FOREIGN, 0, 0, 0,                                \
+      "torchrun: this process's rank")                                          \
+    X(WORLD_SIZE, "WORLD_SIZE", DC_SETTING_FOREIGN, 0, 0, 0,                    \
+      "torchrun: the number of ranks")                                          \
+    X(LOCAL_RANK, "LOCAL_RANK", DC_SETTING_FOREIGN, 0, 0, 0,                    \
+      "torchrun: the rank on this node")                                        \
+    X(LOCAL_WORLD_SIZE, "LOCAL_WORLD_SIZE", DC_SETTING_FOREIGN, 0, 0, 0,        \
+      "torchrun: the number of ranks on this node")                             \
+    X(TORCHELASTIC_RUN_ID, "TORCHELASTIC_RUN_ID", DC_SETTING_FOREIGN, 0, 0, 0,  \
+      "torchrun: the job id (names a group's store files)")                    \
+    X(OMPI_RANK, "OMPI_COMM_WORLD_RANK", DC_SETTING_FOREIGN, 0, 0, 0,           \
+      "Open MPI: this process's rank")                                          \
+    X(OMPI_SIZE, "OMPI_COMM_WORLD_SIZE", DC_SETTING_FOREIGN, 0, 0, 0,           \
+      "Open MPI: the number of ranks")                                          \
+    X(OMPI_LOCAL_RANK, "OMPI_COMM_WORLD_LOCAL_RANK", DC_SETTING_FOREIGN, 0, 0,  \
+      0, "Open MPI: the rank on this node")                                     \
+    X(OMPI_LOCAL_SIZE, "OMPI_COMM_WORLD_LOCAL_SIZE", DC_SETTING_FOREIGN, 0, 0,  \
+      0, "Open MPI: the number of ranks on this node")                          \
+    X(OMPI_JOB_ID, "OMPI_MCA_ess_base_jobid", DC_SETTING_FOREIGN, 0, 0, 0,      \
+      "Open MPI: the job id (names a group's store files)")                    \
+    X(SLURM_PROCID, "SLURM_PROCID", DC_SETTING_FOREIGN, 0, 0, 0,                \
+      "Slurm: this process's rank")                                             \
+    X(SLURM_NTASKS, "SLURM_NTASKS", DC_SETTING_FOREIGN, 0, 0, 0,                \
+      "Slurm: the number of ranks")                                             \
+    X(SLURM_LOCALID, "SLURM_LOCALID", DC_SETTING_FOREIGN, 0, 0, 0,              \
+      "Slurm: the rank on this node")                                           \
+    X(SLURM_JOB_ID, "SLURM_JOB_ID", DC_SETTING_FOREIGN, 0, 0, 0,                \
+      "Slurm: the job id (names a group's store files)")
 
 typedef enum dc_setting_id {
 #define DC_SETTING_ID(id, ...) DC_SET_##id,
@@ -79,7 +145,7 @@ typedef struct dc_setting {
 /* The table, in DC_SETTINGS order; NULL past the end. */
 DC_HIDDEN const dc_setting *dc_setting_info(dc_setting_id id);
 
-/* TEXT: the value, or NULL when unset or empty. */
+/* TEXT and FOREIGN: the value, or NULL when unset or empty. */
 DC_HIDDEN const char *dc_setting_text(dc_setting_id id);
 /* INT and FLAG: the value, or the default. */
 DC_HIDDEN int64_t dc_setting_int(dc_setting_id id);

@@ -30,6 +30,8 @@
 #include <sqlite3.h>
 
 #include "cache_int.h"
+#include "clock.h"
+#include "log.h"
 
 static atomic_uint_fast64_t process_compiles;
 
@@ -213,15 +215,15 @@ static void store_warn(dc_cache *c, const char *hex, int rc)
         return;
     c->warned_store = 1;
     if ((rc & 0xff) == SQLITE_FULL)
-        dc_cache_warn("cache %s: cannot store kernel %s (SQLite error %d: %s;"
-                      " the disk or the database is full): compiling the "
-                      "missing kernels once each in this process, without "
-                      "storing them",
-                      c->path, hex, rc, sqlite3_errstr(rc));
+        dc_log_warn("cache %s: cannot store kernel %s (SQLite error %d: %s;"
+                    " the disk or the database is full): compiling the "
+                    "missing kernels once each in this process, without "
+                    "storing them",
+                    c->path, hex, rc, sqlite3_errstr(rc));
     else
-        dc_cache_warn("cache %s: cannot store kernel %s (SQLite error %d: "
-                      "%s): running uncached",
-                      c->path, hex, rc, sqlite3_errstr(rc));
+        dc_log_warn("cache %s: cannot store kernel %s (SQLite error %d: "
+                    "%s): running uncached",
+                    c->path, hex, rc, sqlite3_errstr(rc));
 }
 
 /* After a store failed for lack of space: an in-memory database keeps what
@@ -280,12 +282,12 @@ static void warn_long_wait(dc_cache *c, const char *hex, double waited_ms)
     if (dc_cache_read_claim(c, hex, &row, &rc) <= 0)
         return;
     double age_s = (double)(dc_cache_now_ms() - row.started) / 1000.0;
-    dc_cache_warn("cache %s: waiting %.0f s for kernel %s, which pid %lld on "
-                  "host %s has been compiling for %.0f s; its claim goes "
-                  "stale after %.0f s (DCPTOPK_CACHE_CLAIM_TIMEOUT; 'dcptopk "
-                  "cache claims' lists claims)",
-                  c->path, waited_ms / 1000.0, hex, (long long)row.pid,
-                  row.host, age_s, c->set.claim_timeout_s);
+    dc_log_warn("cache %s: waiting %.0f s for kernel %s, which pid %lld on "
+                "host %s has been compiling for %.0f s; its claim goes "
+                "stale after %.0f s (DCPTOPK_CACHE_CLAIM_TIMEOUT; 'dcptopk "
+                "cache claims' lists claims)",
+                c->path, waited_ms / 1000.0, hex, (long long)row.pid,
+                row.host, age_s, c->set.claim_timeout_s);
 }
 
 enum { LOOK_HIT, LOOK_COMPILE, LOOK_ERROR };
@@ -299,7 +301,7 @@ static int look_up(dc_cache *c, const char *hex, dc_cache_hit *out,
                    size_t err_size)
 {
     int polls = 0;
-    double start = dc_cache_mono_ms();
+    double start = dc_now_ms();
     for (;;) {
         char bad_sum[33] = "";
         int rc = SQLITE_OK;
@@ -312,11 +314,11 @@ static int look_up(dc_cache *c, const char *hex, dc_cache_hit *out,
             return LOOK_HIT;
         }
         if (st == READ_BAD) {
-            dc_cache_warn("cache %s: entry %s failed its checksum: %s and "
-                          "compiling it again",
-                          c->path, hex,
-                          c->readonly ? "ignoring it (read-only)"
-                                      : "deleting it");
+            dc_log_warn("cache %s: entry %s failed its checksum: %s and "
+                        "compiling it again",
+                        c->path, hex,
+                        c->readonly ? "ignoring it (read-only)"
+                                    : "deleting it");
             delete_bad(c, hex, bad_sum);
             if (c->readonly) {
                 *store = 0;
@@ -386,7 +388,7 @@ static int look_up(dc_cache *c, const char *hex, dc_cache_hit *out,
         /* Another live process (or thread) compiles it. Its claim goes
          * stale after the timeout; past that plus a margin, stop waiting
          * whatever happens. */
-        double waited = dc_cache_mono_ms() - start;
+        double waited = dc_now_ms() - start;
         warn_long_wait(c, hex, waited);
         if (waited > c->set.claim_timeout_s * 1000.0 + 10000.0)
             return LOOK_COMPILE;
@@ -428,9 +430,9 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
 
     dc_cache_blobs b;
     memset(&b, 0, sizeof b);
-    double t0 = dc_cache_mono_ms();
+    double t0 = dc_now_ms();
     r = compile(user, &b, err, err_size);
-    double ms = dc_cache_mono_ms() - t0;
+    double ms = dc_now_ms() - t0;
     atomic_fetch_add(&process_compiles, 1);
     if (r == DCPTOPK_SUCCESS && (!b.cubin || !b.cubin_size) &&
         (!b.ptx || !b.ptx_size)) {

@@ -118,7 +118,7 @@ typedef void (*dc_release_fn)(void *user, dc_cache_blobs *blobs);
  * DCPTOPK_CACHE_SHARED=1), no symbolic links; a new file is created
  * exclusively. Never fails for an untrusted, unwritable or damaged file: it
  * falls back (read-only use of an existing file, else memory) with one
- * warning on stderr. A damaged file, or a cache of another file version, is
+ * warning (dc_log_warn). A damaged file, or a cache of another file version, is
  * moved aside to "<path>.corrupt-<time>" / "<path>.old-<time>" (only if the
  * path still names that file; the 3 newest are kept) and a new one started.
  * Another program's database is never changed. With DC_CACHE_STRICT, no
@@ -159,15 +159,13 @@ void dc_cache_hit_free(dc_cache_hit *hit);
 /* Counts compiles done by this process through any dc_cache (for tests). */
 uint64_t dc_cache_process_compiles(void);
 
-/* ------------------------------------------------ paths, warnings, admin */
+/* --------------------------------------------------------- paths, admin */
 
 /* The default cache file (see dcptopk_cache_default_path); creates nothing.
  * Returns the length needed (snprintf-like), -1 when no directory is known
- * (no DCPTOPK_CACHE_DIR, XDG_CACHE_HOME, HOME or passwd entry). */
+ * (no DCPTOPK_CACHE_DIR, XDG_CACHE_HOME or HOME). */
 int dc_cache_default_path(char *buf, size_t size);
 
-/* "dcptopk: warning: <message>" on stderr unless DCPTOPK_LOG=quiet. */
-void dc_cache_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Maintenance used by src/cache_api.c. Each returns DCPTOPK_SUCCESS or an
  * error with a message in err (naming the file and keeping the SQLite code

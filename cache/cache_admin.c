@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cache_int.h"
+#include "log.h"
 
 /* An entry's hits and last use: what entries holds (what an imported file
  * counted) plus its row of table usage (cache_sql.c, schema_sql). Every
@@ -641,10 +642,10 @@ dcptopk_result dc_cache_export(dc_cache *c, const char *path, int64_t *count,
         return DCPTOPK_IO_ERROR;
     }
     if (skipped)
-        dc_cache_warn("cache %s: %lld entr%s failed %s checksum and were not "
-                      "exported (run verify)",
-                      c->path, (long long)skipped, skipped == 1 ? "y" : "ies",
-                      skipped == 1 ? "its" : "their");
+        dc_log_warn("cache %s: %lld entr%s failed %s checksum and were not "
+                    "exported (run verify)",
+                    c->path, (long long)skipped, skipped == 1 ? "y" : "ies",
+                    skipped == 1 ? "its" : "their");
     *count = added;
     return DCPTOPK_SUCCESS;
 }
@@ -677,7 +678,7 @@ static void import_reject(const char *path, const char *key, const char *why)
     for (; key && key[i] && i < 32; i++)
         shown[i] = (key[i] >= 0x20 && key[i] < 0x7f) ? key[i] : '?';
     shown[i] = '\0';
-    dc_cache_warn("cache import %s: entry %s rejected: %s", path, shown, why);
+    dc_log_warn("cache import %s: entry %s rejected: %s", path, shown, why);
 }
 
 /* Inserts one accepted row (a transaction of its own: the checks between

@@ -14,13 +14,9 @@
 #define DC_CACHE_PATH_MAX 4096
 
 /* The cache's settings from the environment, read once per open by
- * dc_cache_settings_load (cache_settings.c, the one place that reads them):
- *   DCPTOPK_CACHE_BUSY_MS           lock wait budget, ms (default 10000)
- *   DCPTOPK_CACHE_CLAIM_TIMEOUT     seconds before a claim is stale (30)
- *   DCPTOPK_CACHE_MAX_BYTES         size cap, bytes with K/M/G/T (0 = none)
- *   DCPTOPK_CACHE_WAL               0/1: journal mode (default: by fs)
- *   DCPTOPK_CACHE_SHARED            1: allow a group-shared cache folder
- *   DCPTOPK_CACHE_IMPORT_MAX_BYTES  largest imported entry (64M)        */
+ * dc_cache_settings_load through base/settings.h (names, defaults and
+ * ranges are in its table): DCPTOPK_CACHE_BUSY_MS, _CLAIM_TIMEOUT,
+ * _MAX_BYTES, _WAL, _SHARED and _IMPORT_MAX_BYTES. */
 typedef struct dc_cache_settings {
     int busy_ms;
     double claim_timeout_s;
@@ -92,8 +88,7 @@ int dc_cache_classify(sqlite3 *db, dc_cache_kind *kind);
  * schema under the write lock (then *kind = DC_KIND_OURS). */
 int dc_cache_check_schema(sqlite3 *db, int writable, dc_cache_kind *kind);
 
-/* Clocks and sleeps (cache_sql.c). */
-double dc_cache_mono_ms(void);
+/* Sleeps (cache_sql.c); durations use dc_now_ms (base/clock.h). */
 void dc_cache_sleep_us(long us);
 void dc_cache_sleep_ms(int ms);
 

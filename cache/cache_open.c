@@ -28,6 +28,9 @@
 #include <sqlite3.h>
 
 #include "cache_int.h"
+#include "clock.h"
+#include "log.h"
+#include "settings.h"
 
 /* At most this many moved-aside files (damaged or of another version) are
  * kept beside a cache file; older ones are deleted. */
@@ -39,14 +42,14 @@ static const char *const side_suffixes[] = {"-journal", "-wal", "-shm"};
 
 int dc_cache_default_path(char *buf, size_t size)
 {
-    const char *dir = getenv("DCPTOPK_CACHE_DIR");
-    if (dir && *dir)
+    const char *dir = dc_setting_text(DC_SET_CACHE_DIR);
+    if (dir)
         return snprintf(buf, size, "%s/dcptopk.sqlite", dir);
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && *xdg)
+    const char *xdg = dc_setting_text(DC_SET_XDG_CACHE_HOME);
+    if (xdg)
         return snprintf(buf, size, "%s/dcptopk/dcptopk.sqlite", xdg);
-    const char *home = getenv("HOME");
-    if (home && *home)
+    const char *home = dc_setting_text(DC_SET_HOME);
+    if (home)
         return snprintf(buf, size, "%s/.cache/dcptopk/dcptopk.sqlite", home);
     if (buf && size)
         buf[0] = '\0';
@@ -321,7 +324,7 @@ static void immutable_uri(const char *path, char *out, size_t size)
 static int busy_wait(void *arg, int count)
 {
     dc_cache *c = arg;
-    double now = dc_cache_mono_ms();
+    double now = dc_now_ms();
     if (count == 0)
         c->busy_since_ms = now;
     double left = (double)c->busy_limit_ms - (now - c->busy_since_ms);
@@ -381,8 +384,8 @@ static void use_memory(dc_cache *c)
     close_db(c);
     if (c->strict)
         return;
-    dc_cache_warn("cache %s: %s: running uncached (in memory)", c->path,
-                  c->why);
+    dc_log_warn("cache %s: %s: running uncached (in memory)", c->path,
+                c->why);
     if (open_memory(c) != SQLITE_OK)
         close_db(c);
 }
@@ -598,9 +601,9 @@ static void fall_back_readonly(dc_cache *c)
         c->dev = st.st_dev;
         c->ino = st.st_ino;
         if (!c->strict)
-            dc_cache_warn("cache %s: %s: using it read-only (new kernels are "
-                          "compiled but not stored)",
-                          c->path, c->why);
+            dc_log_warn("cache %s: %s: using it read-only (new kernels are "
+                        "compiled but not stored)",
+                        c->path, c->why);
         return;
     }
     size_t n = strlen(c->why);
@@ -629,7 +632,7 @@ static int is_readonly_rc(int rc)
 static int set_journal(dc_cache *c)
 {
     if (wal_allowed(c, c->path)) {
-        double t0 = dc_cache_mono_ms();
+        double t0 = dc_now_ms();
         int wrc;
         for (;;) {
             sqlite3_stmt *st = NULL;
@@ -643,7 +646,7 @@ static int set_journal(dc_cache *c)
             }
             sqlite3_finalize(st);
             if ((wrc & 0xff) != SQLITE_BUSY ||
-                dc_cache_mono_ms() - t0 >= (double)c->set.busy_ms)
+                dc_now_ms() - t0 >= (double)c->set.busy_ms)
                 break;
             dc_cache_sleep_us(500);
         }
@@ -672,8 +675,8 @@ static int move_bad_file(dc_cache *c, const char *tag, dev_t dev, ino_t ino)
     char moved[DC_CACHE_PATH_MAX + 64];
     int me = move_aside_same(c->path, tag, dev, ino, moved, sizeof moved);
     if (me == 0) {
-        dc_cache_warn("cache %s: %s: moved it to %s; starting a new cache",
-                      c->path, c->why, moved);
+        dc_log_warn("cache %s: %s: moved it to %s; starting a new cache",
+                    c->path, c->why, moved);
         c->why[0] = '\0';
         return 1;
     }

@@ -1,6 +1,6 @@
 /*
- * cache_sql.c - what the other cache files share: error and warning
- * formatting, clocks, small SQLite helpers, the schema and its check.
+ * cache_sql.c - what the other cache files share: error formatting, the
+ * wall clock and sleeps, small SQLite helpers, the schema and its check.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,20 +20,6 @@
 #include "cache_int.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-void dc_cache_warn(const char *fmt, ...)
-{
-    const char *log = getenv("DCPTOPK_LOG");
-    if (log && strcmp(log, "quiet") == 0)
-        return;
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    /* One write, so lines of concurrent processes do not interleave. */
-    fprintf(stderr, "dcptopk: warning: %s\n", msg);
-}
 
 void dc_cache_set_err(char *err, size_t err_size, const char *fmt, ...)
 {
@@ -61,13 +47,6 @@ int64_t dc_cache_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-double dc_cache_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 void dc_cache_sleep_us(long us)

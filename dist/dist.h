@@ -13,7 +13,6 @@
 #include "base.h"
 
 #define DC_W_MAX DCPTOPK_MAX_WORLD_SIZE
-#define DC_DEFAULT_PEER_TIMEOUT_MS 10000
 
 /* ------------------------------------------------------------ file store */
 

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "nccl_table.h"
 #include "runtime.h"
+#include "settings.h"
 
 #define DC_BOOT_BYTES 16384 /* NCCL bootstrap buffer: W * blob */
 
@@ -43,29 +44,21 @@ static int64_t now_ms(void)
 }
 
 /* The bound of every wait: config, else $DCPTOPK_PEER_TIMEOUT_MS, else the
- * default. */
+ * table's default (base/settings.h, which also warns about a bad value). */
 static int64_t timeout_from(int32_t cfg_ms)
 {
     if (cfg_ms > 0)
         return cfg_ms;
-    const char *e = getenv("DCPTOPK_PEER_TIMEOUT_MS");
-    if (e && *e) {
-        char *end = NULL;
-        long long v = strtoll(e, &end, 10);
-        if (end && *end == '\0' && v > 0 && v <= 86400000LL)
-            return v;
-        dc_log_warn("DCPTOPK_PEER_TIMEOUT_MS = \"%s\": not a number of "
-                "milliseconds in 1..86400000, using %d",
-                e, DC_DEFAULT_PEER_TIMEOUT_MS);
-    }
-    return DC_DEFAULT_PEER_TIMEOUT_MS;
+    return dc_setting_int(DC_SET_PEER_TIMEOUT_MS);
 }
 
-/* The path requested by $DCPTOPK_EXCHANGE when the config says AUTO. */
+/* The path requested by $DCPTOPK_EXCHANGE when the config says AUTO. Unlike
+ * most settings a bad value is an error, not a warning: a test or a
+ * benchmark that forces a path must not silently measure another. */
 static dcptopk_result path_from_env(const dcptopk_context *ctx, int32_t *path)
 {
-    const char *e = getenv("DCPTOPK_EXCHANGE");
-    if (!e || !*e || *path != DCPTOPK_PATH_AUTO)
+    const char *e = dc_setting_text(DC_SET_EXCHANGE);
+    if (!e || *path != DCPTOPK_PATH_AUTO)
         return DCPTOPK_SUCCESS;
     const int32_t paths[] = {DCPTOPK_PATH_AUTO, DCPTOPK_PATH_NCCL,
                              DCPTOPK_PATH_PUSH, DCPTOPK_PATH_LOOPBACK,
@@ -532,10 +525,14 @@ void dcptopk_group_destroy(dcptopk_group *g)
 
 /* --------------------------------------------------------- launcher */
 
-static int env_int(const char *name, int32_t *out, int *bad)
+/* A launcher's variable: 1 and *out when set, 0 when unset; a value that is
+ * not a non-negative integer sets *bad and the error (a wrong rank must not
+ * run, so this is not the settings table's warn-and-default). */
+static int env_int(dc_setting_id id, int32_t *out, int *bad)
 {
-    const char *e = getenv(name);
-    if (!e || !*e)
+    const char *name = dc_setting_info(id)->name;
+    const char *e = dc_setting_text(id);
+    if (!e)
         return 0;
     char *end = NULL;
     long v = strtol(e, &end, 10);
@@ -558,17 +555,23 @@ dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out)
                        "out->struct_size = %u: expected %zu (initialise with "
                        "DCPTOPK_LAUNCH_ENV_INIT)",
                        out->struct_size, sizeof *out);
+    /* DC_SETTING_COUNT: the launcher has no such variable. */
     static const struct {
-        const char *source, *rank, *size, *local_rank, *local_size;
+        const char *source;
+        dc_setting_id rank, size, local_rank, local_size;
     } L[] = {
-        {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-        {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
-        {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL},
+        {"torchrun", DC_SET_RANK, DC_SET_WORLD_SIZE, DC_SET_LOCAL_RANK,
+         DC_SET_LOCAL_WORLD_SIZE},
+        {"openmpi", DC_SET_OMPI_RANK, DC_SET_OMPI_SIZE, DC_SET_OMPI_LOCAL_RANK,
+         DC_SET_OMPI_LOCAL_SIZE},
+        {"slurm", DC_SET_SLURM_PROCID, DC_SET_SLURM_NTASKS,
+         DC_SET_SLURM_LOCALID, DC_SETTING_COUNT},
     };
     for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
         int bad = 0;
         int32_t rank = -1, size = -1, lr = -1, ls = -1;
+        const char *rank_name = dc_setting_info(L[i].rank)->name;
+        const char *size_name = dc_setting_info(L[i].size)->name;
         int has_rank = env_int(L[i].rank, &rank, &bad);
         int has_size = env_int(L[i].size, &size, &bad);
         if (bad)
@@ -577,16 +580,16 @@ dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out)
             continue;
         if (!has_rank || !has_size)
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                           "%s is set but %s is not", has_rank ? L[i].rank
-                                                               : L[i].size,
-                           has_rank ? L[i].size : L[i].rank);
+                           "%s is set but %s is not",
+                           has_rank ? rank_name : size_name,
+                           has_rank ? size_name : rank_name);
         if (size < 1 || rank >= size)
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "%s = %d, %s = %d: the rank must be below the "
                            "size",
-                           L[i].rank, rank, L[i].size, size);
+                           rank_name, rank, size_name, size);
         env_int(L[i].local_rank, &lr, &bad);
-        if (L[i].local_size)
+        if (L[i].local_size != DC_SETTING_COUNT)
             env_int(L[i].local_size, &ls, &bad);
         if (bad)
             return DCPTOPK_INVALID_ARGUMENT;
@@ -608,11 +611,7 @@ dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out)
  * files for each generation. */
 static atomic_uint env_generation;
 
-static int nccl_wanted(void)
-{
-    const char *e = getenv("DCPTOPK_NCCL");
-    return !(e && strcmp(e, "0") == 0);
-}
+static int nccl_wanted(void) { return (int)dc_setting_int(DC_SET_NCCL); }
 
 dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
                                              const char *dir,
@@ -633,7 +632,7 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
         return dc_fail(ctx, r, "%s", msg);
     }
     if (!dir || !*dir)
-        dir = getenv("DCPTOPK_STORE_DIR");
+        dir = dc_setting_text(DC_SET_STORE_DIR);
     if (!dir || !*dir)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "dir is NULL and DCPTOPK_STORE_DIR is not set: the "
@@ -651,11 +650,12 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
     /* The launcher's job id (when it has one) keeps a folder reused by
      * another job from serving that job's stale files. */
     const char *job = NULL;
-    const char *jobs[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
-                          "OMPI_MCA_ess_base_jobid", "DCPTOPK_JOB_ID"};
+    const dc_setting_id jobs[] = {DC_SET_TORCHELASTIC_RUN_ID,
+                                  DC_SET_SLURM_JOB_ID, DC_SET_OMPI_JOB_ID,
+                                  DC_SET_JOB_ID};
     for (size_t i = 0; i < sizeof jobs / sizeof jobs[0] && !job; i++) {
-        const char *v = getenv(jobs[i]);
-        if (v && *v && strlen(v) < 48 && !strchr(v, '/'))
+        const char *v = dc_setting_text(jobs[i]);
+        if (v && strlen(v) < 48 && !strchr(v, '/'))
             job = v;
     }
     char prefix[128];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nccl_table.h"
+#include "settings.h"
 
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 static dc_nccl nccl_table;
@@ -16,8 +17,8 @@ static char nccl_why[768];
 
 static void dc_nccl_load(void)
 {
-    const char *file = getenv("DCPTOPK_NCCL_LIBRARY");
-    if (!file || !*file)
+    const char *file = dc_setting_text(DC_SET_NCCL_LIBRARY);
+    if (!file)
         file = "libnccl.so.2";
     snprintf(nccl_table.path, sizeof nccl_table.path, "%s", file);
     void *lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);

@@ -1,6 +1,7 @@
 /* module.c - the per-context runtime: the primary CUDA context, the compile
  * cache handle, and the module table (key -> CUmodule + its functions by
- * entry name), plus dc_launch and the device helpers of runtime.h.
+ * entry name), plus dc_launch. The device helpers of runtime.h are in
+ * device.c; the struct both share is in module_int.h.
  *
  * Locking: `lock` (a rwlock) guards the table; a launch of a loaded key takes
  * it for reading only and touches neither NVRTC nor SQLite. `load_lock` (a
@@ -17,6 +18,7 @@
 #include "clock.h"
 #include "driver.h"
 #include "log.h"
+#include "module_int.h"
 #include "rt.h"
 #include "runtime.h"
 
@@ -37,19 +39,6 @@ typedef struct dc_module {
     int nfuncs;
 } dc_module;
 
-struct dc_runtime {
-    const dc_cuda *cu;      /* NULL for device -1                           */
-    CUdevice dev;
-    CUcontext cuctx;
-    int cc_major, cc_minor, sm_count, smem_optin;
-    dc_cache *cache;
-    pthread_rwlock_t lock;
-    pthread_mutex_t load_lock;
-    dc_module **mods;
-    size_t nmods, cap;
-    atomic_int sealed;
-    atomic_uint_fast64_t launches, compiles, cache_hits;
-};
 
 /* ------------------------------------------------------------ open/close */
 
@@ -193,6 +182,9 @@ static dc_module *table_find(const struct dc_runtime *rt,
     return NULL;
 }
 
+/* A compile through the cache. The job owns its output until its caller
+ * frees it (dc_compiled_free), after the cache has stored it and the module
+ * is loaded, so the cache needs no release callback. */
 typedef struct compile_job {
     const dc_unit *u;
     dc_compiled out;
@@ -216,13 +208,6 @@ static dcptopk_result job_compile(void *user, dc_cache_blobs *b, char *err,
     return DCPTOPK_SUCCESS;
 }
 
-static void job_release(void *user, dc_cache_blobs *b)
-{
-    /* The job keeps its buffers until dc_rt_prepare is done with them. */
-    (void)user;
-    (void)b;
-}
-
 static dcptopk_result load_module(dcptopk_context *ctx, const void *image,
                                   CUmodule *mod, const char *key_text)
 {
@@ -242,6 +227,85 @@ static dcptopk_result load_module(dcptopk_context *ctx, const void *image,
         }
         return DCPTOPK_CUDA_ERROR;
     }
+    return DCPTOPK_SUCCESS;
+}
+
+/* prepare's middle phase: the cubin of `up` from the cache or NVRTC, loaded
+ * into m->module when the context has a device. A cached cubin the driver
+ * refuses is dropped and compiled once more. On failure the error is in ctx;
+ * the caller frees hit, job and m either way. */
+static dcptopk_result fetch_and_load(dcptopk_context *ctx, const dc_unit *up,
+                                     const char *key_text, dc_module *m,
+                                     compile_job *job, dc_cache_hit *hit,
+                                     char *err, dcptopk_origin *origin,
+                                     double *compile_ms, double *load_ms)
+{
+    struct dc_runtime *rt = ctx->rt;
+    dcptopk_result r;
+    dc_cache_meta meta = {up->info->name, up->fields, m->key.arch,
+                          up->nvrtc_version, dcptopk_version_string()};
+    for (int attempt = 0;; attempt++) {
+        int compiled = 0;
+        err[0] = '\0';
+        r = dc_cache_get_or_compile(rt->cache, up->hash, &meta, job_compile,
+                                    NULL, job, hit, &compiled, err,
+                                    DC_ERR_LEN);
+        if (r)
+            return dc_fail(ctx, r, "%s",
+                           err[0] ? err : "compile cache failed");
+        if (compiled) {
+            atomic_fetch_add(&rt->compiles, 1);
+            if (compile_ms)
+                *compile_ms = job->out.compile_ms;
+        } else {
+            atomic_fetch_add(&rt->cache_hits, 1);
+        }
+        if (origin)
+            *origin = compiled ? DCPTOPK_ORIGIN_COMPILED : DCPTOPK_ORIGIN_CACHE;
+        const void *image = hit->cubin ? hit->cubin : job->out.cubin;
+        if (!image)
+            return dc_fail(ctx, DCPTOPK_INTERNAL,
+                           "the cache returned no cubin for %s", key_text);
+        if (!rt->cu)
+            return DCPTOPK_SUCCESS; /* no device: compiled and cached only */
+        CUcontext cur = NULL;
+        rt->cu->cuCtxGetCurrent(&cur);
+        if (cur != rt->cuctx && (r = dc_ctx_enter(ctx)) != DCPTOPK_SUCCESS)
+            return r;
+        double t0 = dc_now_ms();
+        r = load_module(ctx, image, &m->module, key_text);
+        if (load_ms)
+            *load_ms = dc_now_ms() - t0;
+        if (r == DCPTOPK_SUCCESS || compiled || attempt > 0)
+            return r;
+        /* A cached cubin the driver refuses (a corrupted or foreign entry
+         * that passed its checksum): drop it and compile once more. */
+        dc_log_warn("%s: the cached cubin failed to load (%s); recompiling",
+                    key_text, dcptopk_last_error(ctx));
+        dc_cache_invalidate(rt->cache, up->hash);
+        dc_cache_hit_free(hit);
+        memset(hit, 0, sizeof *hit);
+    }
+}
+
+/* prepare's last phase: publishes `m` under the write lock. On success the
+ * table owns it. */
+static dcptopk_result table_add(dcptopk_context *ctx, dc_module *m)
+{
+    struct dc_runtime *rt = ctx->rt;
+    pthread_rwlock_wrlock(&rt->lock);
+    if (rt->nmods == rt->cap) {
+        size_t cap = rt->cap ? rt->cap * 2 : 16;
+        dc_module **mods = realloc(rt->mods, cap * sizeof *mods);
+        if (!mods) {
+            pthread_rwlock_unlock(&rt->lock);
+            return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "module table");
+        }
+        rt->mods = mods;
+        rt->cap = cap;
+    }
+    rt->mods[rt->nmods++] = m;
+    pthread_rwlock_unlock(&rt->lock);
     return DCPTOPK_SUCCESS;
 }
 
@@ -309,72 +373,12 @@ static dcptopk_result prepare(dcptopk_context *ctx, const dcptopk_key *key,
     }
     m->key = k;
     job.u = up;
-    dc_cache_meta meta = {up->info->name, up->fields, k.arch, up->nvrtc_version,
-                          dcptopk_version_string()};
-    for (int attempt = 0;; attempt++) {
-        int compiled = 0;
-        err[0] = '\0';
-        r = dc_cache_get_or_compile(rt->cache, up->hash, &meta, job_compile,
-                                    job_release, &job, &hit, &compiled, err,
-                                    DC_ERR_LEN);
-        if (r) {
-            dc_fail(ctx, r, "%s", err[0] ? err : "compile cache failed");
-            goto out;
-        }
-        if (compiled) {
-            atomic_fetch_add(&rt->compiles, 1);
-            if (compile_ms)
-                *compile_ms = job.out.compile_ms;
-        } else {
-            atomic_fetch_add(&rt->cache_hits, 1);
-        }
-        if (origin)
-            *origin = compiled ? DCPTOPK_ORIGIN_COMPILED : DCPTOPK_ORIGIN_CACHE;
-        const void *image = hit.cubin ? hit.cubin : job.out.cubin;
-        if (!image) {
-            r = dc_fail(ctx, DCPTOPK_INTERNAL,
-                        "the cache returned no cubin for %s", key_text);
-            goto out;
-        }
-        if (!rt->cu)
-            break; /* no device: compiled and cached only */
-        CUcontext cur = NULL;
-        rt->cu->cuCtxGetCurrent(&cur);
-        if (cur != rt->cuctx &&
-            (r = dc_ctx_enter(ctx)) != DCPTOPK_SUCCESS)
-            goto out;
-        double t0 = dc_now_ms();
-        r = load_module(ctx, image, &m->module, key_text);
-        if (load_ms)
-            *load_ms = dc_now_ms() - t0;
-        if (r == DCPTOPK_SUCCESS)
-            break;
-        if (compiled || attempt > 0)
-            goto out;
-        /* A cached cubin the driver refuses (a corrupted or foreign entry
-         * that passed its checksum): drop it and compile once more. */
-        dc_log_warn("%s: the cached cubin failed to load (%s); recompiling",
-                key_text, dcptopk_last_error(ctx));
-        dc_cache_invalidate(rt->cache, up->hash);
-        dc_cache_hit_free(&hit);
-        memset(&hit, 0, sizeof hit);
-    }
-
-    pthread_rwlock_wrlock(&rt->lock);
-    if (rt->nmods == rt->cap) {
-        size_t cap = rt->cap ? rt->cap * 2 : 16;
-        dc_module **mods = realloc(rt->mods, cap * sizeof *mods);
-        if (!mods) {
-            pthread_rwlock_unlock(&rt->lock);
-            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "module table");
-            goto out;
-        }
-        rt->mods = mods;
-        rt->cap = cap;
-    }
-    rt->mods[rt->nmods++] = m;
+    if ((r = fetch_and_load(ctx, up, key_text, m, &job, &hit, err, origin,
+                            compile_ms, load_ms)))
+        goto out;
+    if ((r = table_add(ctx, m)))
+        goto out;
     m = NULL;
-    pthread_rwlock_unlock(&rt->lock);
 
 out:
     if (m) {
@@ -449,7 +453,7 @@ static void *pre_worker(void *arg)
             int compiled = 0;
             err[0] = '\0';
             if (dc_cache_get_or_compile(cache, it->u->hash, &it->meta,
-                                        job_compile, job_release, &job, &hit,
+                                        job_compile, NULL, &job, &hit,
                                         &compiled, err,
                                         DC_ERR_LEN) == DCPTOPK_SUCCESS &&
                 compiled) {
@@ -771,204 +775,4 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
     }
     atomic_fetch_add(&rt->launches, 1);
     return DCPTOPK_SUCCESS;
-}
-
-/* ------------------------------------------------------ device helpers */
-
-#define DC_NEED_DEVICE(ctx)                                                    \
-    do {                                                                       \
-        if (!(ctx) || !(ctx)->rt)                                              \
-            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");     \
-        if (!(ctx)->rt->cu)                                                    \
-            return dc_fail((ctx), DCPTOPK_NO_DEVICE,                           \
-                           "this context has no device (device -1)");          \
-        dcptopk_result dc_e_ = dc_ctx_enter(ctx);                              \
-        if (dc_e_)                                                             \
-            return dc_e_;                                                      \
-    } while (0)
-
-dcptopk_result dc_ctx_enter(dcptopk_context *ctx)
-{
-    if (!ctx || !ctx->rt)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    struct dc_runtime *rt = ctx->rt;
-    if (!rt->cu)
-        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
-                       "this context has no device (device -1)");
-    CUcontext cur = NULL;
-    if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->cuctx)
-        return DCPTOPK_SUCCESS;
-    DC_CU(ctx, rt->cu->cuCtxSetCurrent(rt->cuctx));
-    return DCPTOPK_SUCCESS;
-}
-
-int32_t dc_ctx_sm_count(const dcptopk_context *ctx)
-{
-    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->sm_count : 0;
-}
-
-int32_t dc_ctx_smem_optin(const dcptopk_context *ctx)
-{
-    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->smem_optin : 0;
-}
-
-dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
-                            uint64_t *dptr)
-{
-    DC_NEED_DEVICE(ctx);
-    CUdeviceptr p = 0;
-    CUresult r = ctx->rt->cu->cuMemAlloc(&p, bytes ? bytes : 1);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        dc_cu_fail(ctx, r, "cuMemAlloc");
-        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY,
-                       "cuMemAlloc(%zu bytes): out of device memory", bytes);
-    }
-    if (r != CUDA_SUCCESS)
-        return dc_cu_fail(ctx, r, "cuMemAlloc");
-    *dptr = (uint64_t)p;
-    return DCPTOPK_SUCCESS;
-}
-
-void dc_mem_free(dcptopk_context *ctx, uint64_t dptr)
-{
-    if (!ctx || !ctx->rt || !ctx->rt->cu || !dptr)
-        return;
-    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
-        ctx->rt->cu->cuMemFree((CUdeviceptr)dptr);
-}
-
-dcptopk_result dc_memset_async(dcptopk_context *ctx, uint64_t dptr,
-                               uint8_t value, size_t bytes, void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuMemsetD8Async((CUdeviceptr)dptr, value, bytes,
-                                            (CUstream)stream));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
-                                    uint64_t src, size_t bytes, void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoDAsync((CUdeviceptr)dst,
-                                              (CUdeviceptr)src, bytes,
-                                              (CUstream)stream));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
-                              const void *src, size_t bytes)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuMemcpyHtoD((CUdeviceptr)dst, src, bytes));
-    /* From pageable memory the copy may return before its DMA landed, and
-     * non-blocking streams do not wait for the legacy stream: finish it, so
-     * the bytes are there for any stream once this returns. */
-    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize(NULL));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,
-                              size_t bytes)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoH(dst, (CUdeviceptr)src, bytes));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_stream_sync(dcptopk_context *ctx, void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize((CUstream)stream));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream)
-{
-    DC_NEED_DEVICE(ctx);
-    CUstream s = NULL;
-    DC_CU(ctx, ctx->rt->cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    *stream = s;
-    return DCPTOPK_SUCCESS;
-}
-
-void dc_stream_destroy(dcptopk_context *ctx, void *stream)
-{
-    if (!ctx || !ctx->rt || !ctx->rt->cu || !stream)
-        return;
-    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
-        ctx->rt->cu->cuStreamDestroy((CUstream)stream);
-}
-
-dcptopk_result dc_event_create(dcptopk_context *ctx, void **event)
-{
-    DC_NEED_DEVICE(ctx);
-    CUevent e = NULL;
-    DC_CU(ctx, ctx->rt->cu->cuEventCreate(&e, CU_EVENT_DEFAULT));
-    *event = e;
-    return DCPTOPK_SUCCESS;
-}
-
-void dc_event_destroy(dcptopk_context *ctx, void *event)
-{
-    if (!ctx || !ctx->rt || !ctx->rt->cu || !event)
-        return;
-    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
-        ctx->rt->cu->cuEventDestroy((CUevent)event);
-}
-
-dcptopk_result dc_event_record(dcptopk_context *ctx, void *event,
-                               void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuEventRecord((CUevent)event, (CUstream)stream));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_event_elapsed_ms(dcptopk_context *ctx, void *start,
-                                   void *end, float *ms)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuEventSynchronize((CUevent)end));
-    DC_CU(ctx, ctx->rt->cu->cuEventElapsedTime(ms, (CUevent)start,
-                                               (CUevent)end));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_graph_begin(dcptopk_context *ctx, void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    /* Thread-local mode: other threads' unrelated CUDA calls stay legal. */
-    DC_CU(ctx, ctx->rt->cu->cuStreamBeginCapture(
-                   (CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_graph_end(dcptopk_context *ctx, void *stream, void **exec)
-{
-    DC_NEED_DEVICE(ctx);
-    CUgraph g = NULL;
-    CUgraphExec e = NULL;
-    DC_CU(ctx, ctx->rt->cu->cuStreamEndCapture((CUstream)stream, &g));
-    CUresult r = ctx->rt->cu->cuGraphInstantiate(&e, g, 0);
-    ctx->rt->cu->cuGraphDestroy(g); /* the executable graph keeps a copy */
-    if (r != CUDA_SUCCESS)
-        return dc_cu_fail(ctx, r, "cuGraphInstantiate");
-    *exec = e;
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dc_graph_launch(dcptopk_context *ctx, void *exec, void *stream)
-{
-    DC_NEED_DEVICE(ctx);
-    DC_CU(ctx, ctx->rt->cu->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
-    return DCPTOPK_SUCCESS;
-}
-
-void dc_graph_destroy(dcptopk_context *ctx, void *exec)
-{
-    if (!ctx || !ctx->rt || !ctx->rt->cu || !exec)
-        return;
-    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
-        ctx->rt->cu->cuGraphExecDestroy((CUgraphExec)exec);
 }

@@ -87,6 +87,14 @@ TEST(int_parser_checks_the_range)
     CHECK_EQ(v, 0);
     CHECK_EQ(dc_setting_parse_int(DC_SET_DISABLE_CUDA, "yes", &v), 0);
     CHECK_EQ(v, 1);
+    /* A flag is strict: "false" is off, a word it does not know is refused
+     * (DCPTOPK_CACHE_SHARED relaxes a trust check). */
+    CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "false", &v), 0);
+    CHECK_EQ(v, 0);
+    CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "ON", &v), 0);
+    CHECK_EQ(v, 1);
+    CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "2", &v), -1);
+    CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "maybe", &v), -1);
 }
 
 TEST(bytes_and_seconds_parsers)
@@ -122,6 +130,16 @@ TEST(invalid_value_falls_back_to_the_default)
     CHECK_EQ(dc_setting_int(DC_SET_RESCUE_TIMEOUT_MS), 250);
     unsetenv("DCPTOPK_RESCUE_TIMEOUT_MS");
     CHECK_EQ(dc_setting_int(DC_SET_RESCUE_TIMEOUT_MS), 10000);
+    setenv("DCPTOPK_CACHE_WAL", "auto", 1);
+    CHECK_EQ(dc_setting_int(DC_SET_CACHE_WAL), -1);
+    setenv("DCPTOPK_CACHE_IMPORT_MAX_BYTES", "0", 1);
+    CHECK_EQ(dc_setting_bytes(DC_SET_CACHE_IMPORT_MAX_BYTES),
+             (int64_t)64 << 20);
+    setenv("DCPTOPK_CACHE_IMPORT_MAX_BYTES", "2M", 1);
+    CHECK_EQ(dc_setting_bytes(DC_SET_CACHE_IMPORT_MAX_BYTES),
+             (int64_t)2 << 20);
+    unsetenv("DCPTOPK_CACHE_IMPORT_MAX_BYTES");
+    unsetenv("DCPTOPK_CACHE_WAL");
     setenv("DCPTOPK_TEMPLATE_DIR", "", 1);
     CHECK(dc_setting_text(DC_SET_TEMPLATE_DIR) == NULL);
     unsetenv("DCPTOPK_TEMPLATE_DIR");

@@ -1,0 +1,205 @@
+/* device.c - the device helpers of runtime.h: entering the context's CUDA
+ * context, memory, copies, streams, events and graphs. Each checks that the
+ * context has a device and makes its CUDA context current first, so a caller
+ * on any thread gets a clear error instead of a driver failure. */
+#include "driver.h"
+#include "module_int.h"
+#include "runtime.h"
+
+#define DC_NEED_DEVICE(ctx)                                                    \
+    do {                                                                       \
+        if (!(ctx) || !(ctx)->rt)                                              \
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");     \
+        if (!(ctx)->rt->cu)                                                    \
+            return dc_fail((ctx), DCPTOPK_NO_DEVICE,                           \
+                           "this context has no device (device -1)");          \
+        dcptopk_result dc_e_ = dc_ctx_enter(ctx);                              \
+        if (dc_e_)                                                             \
+            return dc_e_;                                                      \
+    } while (0)
+
+dcptopk_result dc_ctx_enter(dcptopk_context *ctx)
+{
+    if (!ctx || !ctx->rt)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    struct dc_runtime *rt = ctx->rt;
+    if (!rt->cu)
+        return dc_fail(ctx, DCPTOPK_NO_DEVICE,
+                       "this context has no device (device -1)");
+    CUcontext cur = NULL;
+    if (rt->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == rt->cuctx)
+        return DCPTOPK_SUCCESS;
+    DC_CU(ctx, rt->cu->cuCtxSetCurrent(rt->cuctx));
+    return DCPTOPK_SUCCESS;
+}
+
+int32_t dc_ctx_sm_count(const dcptopk_context *ctx)
+{
+    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->sm_count : 0;
+}
+
+int32_t dc_ctx_smem_optin(const dcptopk_context *ctx)
+{
+    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->smem_optin : 0;
+}
+
+dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
+                            uint64_t *dptr)
+{
+    DC_NEED_DEVICE(ctx);
+    CUdeviceptr p = 0;
+    CUresult r = ctx->rt->cu->cuMemAlloc(&p, bytes ? bytes : 1);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        dc_cu_fail(ctx, r, "cuMemAlloc");
+        return dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY,
+                       "cuMemAlloc(%zu bytes): out of device memory", bytes);
+    }
+    if (r != CUDA_SUCCESS)
+        return dc_cu_fail(ctx, r, "cuMemAlloc");
+    *dptr = (uint64_t)p;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_mem_free(dcptopk_context *ctx, uint64_t dptr)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !dptr)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuMemFree((CUdeviceptr)dptr);
+}
+
+dcptopk_result dc_memset_async(dcptopk_context *ctx, uint64_t dptr,
+                               uint8_t value, size_t bytes, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemsetD8Async((CUdeviceptr)dptr, value, bytes,
+                                            (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
+                                    uint64_t src, size_t bytes, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoDAsync((CUdeviceptr)dst,
+                                              (CUdeviceptr)src, bytes,
+                                              (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
+                              const void *src, size_t bytes)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyHtoD((CUdeviceptr)dst, src, bytes));
+    /* From pageable memory the copy may return before its DMA landed, and
+     * non-blocking streams do not wait for the legacy stream: finish it, so
+     * the bytes are there for any stream once this returns. */
+    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize(NULL));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,
+                              size_t bytes)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuMemcpyDtoH(dst, (CUdeviceptr)src, bytes));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_stream_sync(dcptopk_context *ctx, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuStreamSynchronize((CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream)
+{
+    DC_NEED_DEVICE(ctx);
+    CUstream s = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    *stream = s;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_stream_destroy(dcptopk_context *ctx, void *stream)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !stream)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuStreamDestroy((CUstream)stream);
+}
+
+dcptopk_result dc_event_create(dcptopk_context *ctx, void **event)
+{
+    DC_NEED_DEVICE(ctx);
+    CUevent e = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuEventCreate(&e, CU_EVENT_DEFAULT));
+    *event = e;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_event_destroy(dcptopk_context *ctx, void *event)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !event)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuEventDestroy((CUevent)event);
+}
+
+dcptopk_result dc_event_record(dcptopk_context *ctx, void *event,
+                               void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuEventRecord((CUevent)event, (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_event_elapsed_ms(dcptopk_context *ctx, void *start,
+                                   void *end, float *ms)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuEventSynchronize((CUevent)end));
+    DC_CU(ctx, ctx->rt->cu->cuEventElapsedTime(ms, (CUevent)start,
+                                               (CUevent)end));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_begin(dcptopk_context *ctx, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    /* Thread-local mode: other threads' unrelated CUDA calls stay legal. */
+    DC_CU(ctx, ctx->rt->cu->cuStreamBeginCapture(
+                   (CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_end(dcptopk_context *ctx, void *stream, void **exec)
+{
+    DC_NEED_DEVICE(ctx);
+    CUgraph g = NULL;
+    CUgraphExec e = NULL;
+    DC_CU(ctx, ctx->rt->cu->cuStreamEndCapture((CUstream)stream, &g));
+    CUresult r = ctx->rt->cu->cuGraphInstantiate(&e, g, 0);
+    ctx->rt->cu->cuGraphDestroy(g); /* the executable graph keeps a copy */
+    if (r != CUDA_SUCCESS)
+        return dc_cu_fail(ctx, r, "cuGraphInstantiate");
+    *exec = e;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_graph_launch(dcptopk_context *ctx, void *exec, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    DC_CU(ctx, ctx->rt->cu->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_graph_destroy(dcptopk_context *ctx, void *exec)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !exec)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuGraphExecDestroy((CUgraphExec)exec);
+}
