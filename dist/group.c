@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dist.h"
 #include "driver.h"
 #include "log.h"
@@ -34,13 +35,6 @@ const char *dcptopk_path_name(int32_t path)
     default:
         return "unknown";
     }
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The bound of every wait: config, else $DCPTOPK_PEER_TIMEOUT_MS, else the
@@ -108,7 +102,7 @@ dcptopk_result dc_group_stream_wait(dcptopk_group *g, void *stream)
     if (r)
         return r;
     const dc_nccl *nc = g->comm ? dc_nccl_get(NULL) : NULL;
-    const int64_t t0 = now_ms();
+    const double t0 = dc_now_ms();
     long nap = 10;
     for (;;) {
         CUresult q = cu->cuStreamQuery((CUstream)stream);
@@ -136,7 +130,7 @@ dcptopk_result dc_group_stream_wait(dcptopk_group *g, void *stream)
                 return dc_group_break(g, nr);
             }
         }
-        if (now_ms() - t0 >= g->timeout_ms)
+        if (dc_now_ms() - t0 >= (double)g->timeout_ms)
             return dc_group_break(
                 g, dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
                            "rank %d: the stream did not finish within %lld "

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "base.h"
 #include "check.h"
 #include "runtime.h"
@@ -40,13 +41,6 @@ static uint16_t st_bf16(float f)
     memcpy(&u, &f, sizeof u);
     u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (no NaN here) */
     return (uint16_t)(u >> 16);
-}
-
-static double st_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Logits of every rank: normal scores; every 8th row has its top scores
@@ -156,12 +150,12 @@ static dcptopk_result st_packed_gpu(dcptopk_context *ctx,
     }
     if (!r)
         r = dcptopk_loopback_create(ctx, c, rows, ST_COLS, &lb);
-    double t0 = st_now_ms();
+    double t0 = dc_now_ms();
     if (!r)
         r = dcptopk_loopback_merge(lb, lp, ST_COLS, ep, rows, ip, NULL, NULL);
     if (!r)
         r = dcptopk_loopback_check(lb, NULL);
-    rep->gpu_ms = st_now_ms() - t0;
+    rep->gpu_ms = dc_now_ms() - t0;
     for (int32_t w = 0; w < W && !r; w++) {
         if ((r = dc_memcpy_dtoh(ctx, host, d_ids[w], ibytes)))
             break;
