@@ -195,6 +195,11 @@ struct dcptopk_group_workspace {
     uint64_t status;             /* the push exchange's control block
                                     (dc_exchange_ctl, 48 bytes, this rank)  */
     uint64_t seq;                /* calls made                              */
+    uint64_t off_stable;         /* push path: one parity's bytes where a
+                                    captured call's settle copies its rows  */
+    int device_counted;          /* push path, after a capture: the host's
+                                    seq no longer follows the device's, so
+                                    every call settles and reads off_stable */
     dcptopk_workspace *ws;       /* exact packed merge: the rescue          */
 };
 
