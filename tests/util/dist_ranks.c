@@ -231,7 +231,7 @@ static int role_run(const char *role)
         else if (path == DCPTOPK_PATH_STAGED) {
             /* A host barrier per step: it refuses capture. The push path
              * settles the device's current parity into a fixed buffer. */
-            printf("the %s path is not capturable yet: skipped\n",
+            printf("the %s path is not capturable: skipped\n",
                    dcptopk_path_name(path));
             rc = 77;
         } else if (dc_graph_begin(ctx, stream) || rk_merge(&k, stream) ||
