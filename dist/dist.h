@@ -204,7 +204,8 @@ struct dcptopk_group_workspace {
 };
 
 /* The compile keys of the workspace's exchange (at most `cap`): the push
- * kernel's on the push path, none otherwise. Returns the count. */
+ * kernel's and its settle's on the push path (cap >= 2), none otherwise.
+ * Returns the count. */
 DC_HIDDEN int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
                                   dcptopk_key *keys, int cap);
 /* Device address of rank r's gathered buffer of `parity`, as mapped here. */
