@@ -29,6 +29,8 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_PUSH, "push", "push.cu",
      DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_VARIANT},
     {DCPTOPK_KERNEL_EXCHANGE, "exchange", "exchange_push.cu", DC_F_WORLD_SIZE},
+    {DCPTOPK_KERNEL_EXCHANGE_SETTLE, "exchange_settle", "exchange_settle.cu",
+     DC_F_WORLD_SIZE},
 };
 
 const dc_kernel_info *dc_kernel_get(int32_t kernel)

@@ -195,11 +195,17 @@ struct dcptopk_group_workspace {
     uint64_t status;             /* the push exchange's control block
                                     (dc_exchange_ctl, 48 bytes, this rank)  */
     uint64_t seq;                /* calls made                              */
+    uint64_t off_stable;         /* push path: one parity's bytes where a
+                                    captured call's settle copies its rows  */
+    int device_counted;          /* push path, after a capture: the host's
+                                    seq no longer follows the device's, so
+                                    every call settles and reads off_stable */
     dcptopk_workspace *ws;       /* exact packed merge: the rescue          */
 };
 
 /* The compile keys of the workspace's exchange (at most `cap`): the push
- * kernel's on the push path, none otherwise. Returns the count. */
+ * kernel's and its settle's on the push path (cap >= 2), none otherwise.
+ * Returns the count. */
 DC_HIDDEN int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
                                   dcptopk_key *keys, int cap);
 /* Device address of rank r's gathered buffer of `parity`, as mapped here. */

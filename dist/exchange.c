@@ -75,15 +75,11 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
                   CUDA_SUCCESS &&
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         /* A replay is the kernel's next call (its parity alternates on the
-         * device) but the captured select would keep reading the parity of
-         * the capture: refused until the select can read the current parity
-         * from the control block. */
-        return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED,
-                       "rank %d: the push exchange cannot be captured yet: "
-                       "the select's gathered address is fixed at capture "
-                       "while the exchange alternates parities (use the nccl "
-                       "path under CUDA graphs)",
-                       g->rank);
+         * device) while captured arguments stay as captured: from now on
+         * the host's count no longer follows the device's, so this call and
+         * every later one settle the rows into the fixed buffer and read
+         * them there (docs/PROTOCOL.md, "Graph capture"). */
+        gw->device_counted = 1;
     dc_push_exchange p;
     memset(&p, 0, sizeof p);
     p.world_size = g->world_size;
@@ -100,9 +96,15 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
         p.peer_flags[r] = gw->mem.mapped[r] + gw->off_xflags;
     }
     p.ctl = gw->status;
-    p.expect_seq = x->seq;
+    /* A replay's call number is not the capture's: no host check then. */
+    p.expect_seq = gw->device_counted ? 0 : x->seq;
     p.timeout_ns = (uint64_t)g->timeout_ms * 1000000ull;
-    return dc_push_exchange_launch(g->ctx, &p, x->stream);
+    dcptopk_result r = dc_push_exchange_launch(g->ctx, &p, x->stream);
+    if (r || !gw->device_counted)
+        return r;
+    return dc_exchange_settle_launch(g->ctx, g->world_size, gw->status,
+                                     gw->mem.local + gw->off_stable, x->rows,
+                                     gw->max_rows, gw->row_words, x->stream);
 #else
     (void)x;
     return dc_fail(gw->g->ctx, DCPTOPK_UNSUPPORTED,

@@ -21,9 +21,11 @@ int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
                         dcptopk_key *keys, int cap)
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
-    if (cap >= 1 && gw->g && gw->g->path == DCPTOPK_PATH_PUSH) {
+    /* The settle kernel too: a capture after warmup compiles nothing. */
+    if (cap >= 2 && gw->g && gw->g->path == DCPTOPK_PATH_PUSH) {
         dc_push_exchange_key(gw->c.world_size, gw->ctx->arch, &keys[0]);
-        return 1;
+        dc_exchange_settle_key(gw->c.world_size, gw->ctx->arch, &keys[1]);
+        return 2;
     }
 #else
     (void)gw;
@@ -123,6 +125,12 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     off += DC_ALIGN(2u * (uint64_t)c.world_size * 8u);
     const uint64_t off_status = off;
     off += 256;
+    /* Push path: where a captured call's rows settle (only this rank reads
+     * it; one allocation keeps creation and teardown as they are). */
+    if (g->path == DCPTOPK_PATH_PUSH) {
+        gw->off_stable = off;
+        off += DC_ALIGN(gw->gathered_bytes);
+    }
     gw->off_recv = off;
     off += DC_ALIGN(lay.recv_bytes);
     gw->off_rflags = off;
@@ -245,6 +253,8 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
         (r = dc_exchange_run(gw, x)))
         return r;
     gw->seq = x->seq; /* the exchange counted this call (device side too) */
+    if (gw->device_counted)
+        s.gathered = (const int32_t *)(uintptr_t)(gw->mem.local + gw->off_stable);
     return dcptopk_select(ctx, c, gw->ws, &s);
 }
 
@@ -297,6 +307,8 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
     if (r || (r = dc_exchange_run(gw, x)))
         return r;
     gw->seq = x->seq; /* the exchange counted this call (device side too) */
+    if (gw->device_counted)
+        s.candidates = (const int32_t *)(uintptr_t)(gw->mem.local + gw->off_stable);
     return dcptopk_pair_select(ctx, c, &s);
 }
 

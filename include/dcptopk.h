@@ -237,7 +237,8 @@ DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
     X(LOOPBACK, 6, "loopback")           /* reserved: no such kernel; the   */ \
                                          /* number stays taken (keys pin it)*/ \
     X(PUSH, 7, "push")                   /* saturated rank: local top-K push */ \
-    X(EXCHANGE, 8, "exchange")           /* device-side push all-gather      */
+    X(EXCHANGE, 8, "exchange")           /* device-side push all-gather     */ \
+    X(EXCHANGE_SETTLE, 9, "exchange_settle") /* captured push: parity copy */
 
 typedef enum dcptopk_kernel {
 #define DCPTOPK_X_KERNEL(name, num, str) DCPTOPK_KERNEL_##name = num,

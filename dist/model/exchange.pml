@@ -14,7 +14,7 @@
  *
  * Properties (assertions; spin also reports invalid end states: deadlock):
  *   P1 a rank whose call succeeded reads, in its gathered parity, only rows
- *      of that call (neither older nor newer), in the select and the rescue;
+ *      of that call (neither older nor newer), in the settle, select, rescue;
  *   P2 no store lands in a gathered parity that a rank whose call succeeded
  *      is reading;
  *   P3 a rank whose rescue succeeded reads, in each receive slot, the list
@@ -97,7 +97,7 @@ byte flag[W * 2 * W];  /* rank r's flags [2][W] (exchange_abi.h), zeroed      */
 byte recv[W * NSLOT];  /* TAG of the list in rank r's receive slot k          */
 byte rflag[W * W];     /* rank r's rescue flags of the row, per pushing rank  */
 /* Observers for the assertions: the intervals in which a rank reads. */
-byte reading[W];       /* 1 + the parity rank r reads (select, rescue), 0     */
+byte reading[W];       /* 1 + parity rank r reads (settle, select, rescue), 0 */
 bit rreading[W];       /* rank r's rescue reads its receive slots             */
 byte mask[NCALLS + 1]; /* the row's saturation mask of call n, as computed
                           from every rank's rows of call n (all ranks agree)  */

@@ -84,4 +84,20 @@ DC_HIDDEN dcptopk_result dc_push_exchange_status(dcptopk_context *ctx,
                                                  void *stream, uint32_t *code,
                                                  char *msg, size_t msg_size);
 
+/* The settle step of a captured push exchange (exchange_settle.cu):
+ * launched on `stream` after dc_push_exchange_launch, copies the rows
+ * [W][rows][row_words] (rank stride max_rows) of the parity at ctl->current,
+ * read on the device, into `dst` ([W][max_rows][row_words] int32, 16-byte
+ * aligned, this rank's memory). Under CUDA graph capture the kernels after
+ * it read `dst`, an address that is the same on every replay. */
+DC_HIDDEN dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
+                                                   int32_t world_size,
+                                                   uint64_t ctl, uint64_t dst,
+                                                   int64_t rows,
+                                                   int64_t max_rows,
+                                                   int32_t row_words,
+                                                   void *stream);
+DC_HIDDEN void dc_exchange_settle_key(int32_t world_size, const char *arch,
+                                      dcptopk_key *out);
+
 #endif /* DC_EXCHANGE_H */

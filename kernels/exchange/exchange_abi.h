@@ -97,6 +97,22 @@ DC_EXCHANGE_ASSERT(offsetof(dc_exchange_param, row_words) == 304,
                    "dc_exchange_param.row_words offset");
 #endif
 
+/* The settle kernel's only parameter (exchange_settle.cu): under CUDA graph
+ * capture, copies the rows of the last call from the parity the device
+ * recorded (ctl->current) into a fixed buffer, so kernels captured after it
+ * read a stable address on every replay. 48 bytes. */
+typedef struct dc_settle_param {
+    uint64_t ctl;        /* this rank's dc_exchange_ctl: `current` is read  */
+    uint64_t dst;        /* [W][max_rows][row_words] int32, this rank only  */
+    int64_t rows;        /* rows per rank copied (T of the captured call)   */
+    int64_t max_rows;    /* rank stride of both buffers, in rows            */
+    int32_t row_words;   /* int32 words per row                             */
+    int32_t pad_;
+    uint64_t reserved_;
+} dc_settle_param;
+
+DC_EXCHANGE_ASSERT(sizeof(dc_settle_param) == 48, "dc_settle_param layout");
+
 /* Word offset of slot (parity p, rank s) from a gathered base. */
 DC_EXCHANGE_FN int64_t dc_exchange_slot_words(int32_t p, int32_t s, int32_t world,
                                              int64_t max_rows, int32_t row_words)

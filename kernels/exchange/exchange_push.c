@@ -209,3 +209,64 @@ dcptopk_result dc_push_exchange_status(dcptopk_context *ctx, uint64_t ctl,
                  rank, st[0]);
     return DCPTOPK_SUCCESS;
 }
+
+void dc_exchange_settle_key(int32_t world_size, const char *arch,
+                            dcptopk_key *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kernel = DCPTOPK_KERNEL_EXCHANGE_SETTLE;
+    out->world_size = world_size;
+    snprintf(out->arch, sizeof out->arch, "%s", arch && arch[0] ? arch : "sm_90a");
+}
+
+dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
+                                         int32_t world_size, uint64_t ctl,
+                                         uint64_t dst, int64_t rows,
+                                         int64_t max_rows, int32_t row_words,
+                                         void *stream)
+{
+    if (!ctx)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    if (world_size < 1 || world_size > DCPTOPK_MAX_WORLD_SIZE)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "world_size = %d: must be in 1..%d", world_size,
+                       DCPTOPK_MAX_WORLD_SIZE);
+    if (ctl == 0 || ctl % 16)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "ctl = 0x%llx: must be a non-NULL, 16-byte aligned "
+                       "device address",
+                       (unsigned long long)ctl);
+    if (dst == 0 || dst % 16)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "dst = 0x%llx: must be a non-NULL, 16-byte aligned "
+                       "device address",
+                       (unsigned long long)dst);
+    if (max_rows < 1 || max_rows > INT32_MAX)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "max_rows = %lld: must be in 1..%d", (long long)max_rows,
+                       INT32_MAX);
+    if (rows < 0 || rows > max_rows)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "rows = %lld: must be in 0..max_rows = %lld",
+                       (long long)rows, (long long)max_rows);
+    if (row_words < 1 || row_words > DC_EXCHANGE_MAX_ROW_WORDS)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "row_words = %d: must be in 1..%d", row_words,
+                       DC_EXCHANGE_MAX_ROW_WORDS);
+    dc_settle_param prm;
+    memset(&prm, 0, sizeof prm);
+    prm.ctl = ctl;
+    prm.dst = dst;
+    prm.rows = rows;
+    prm.max_rows = max_rows;
+    prm.row_words = row_words;
+    dcptopk_key key;
+    dc_exchange_settle_key(world_size, ctx->arch, &key);
+    /* Same share per thread as the exchange's copy; a local copy, so the
+     * SM cap of grid_size is kept (it leaves SMs to the other ranks). */
+    dc_launch_cfg cfg = {
+        {grid_size(ctx, (int64_t)world_size * rows * (int64_t)row_words), 1, 1},
+        {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream};
+    void *params[] = {&prm};
+    return dc_launch(ctx, &key, "dcptopk_exchange_settle", &cfg, params);
+}

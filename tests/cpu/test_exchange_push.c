@@ -26,11 +26,15 @@ static dcptopk_context *cpu_ctx(void)
     return ctx;
 }
 
-/* Compiles the exchange of `w` ranks; returns its PTX (malloc'd) or NULL. */
-static char *compile_ptx(int32_t w)
+/* Compiles the exchange (settle = 0) or its settle kernel (1) of `w` ranks;
+ * returns its PTX (malloc'd) or NULL. */
+static char *compile_kernel_ptx(int32_t w, int settle)
 {
     dcptopk_key k;
-    dc_push_exchange_key(w, "sm_90a", &k);
+    if (settle)
+        dc_exchange_settle_key(w, "sm_90a", &k);
+    else
+        dc_push_exchange_key(w, "sm_90a", &k);
     if (dcptopk_key_check(&k)) {
         fprintf(stderr, "key check: %s\n", dcptopk_last_error(NULL));
         return NULL;
@@ -58,6 +62,8 @@ static char *compile_ptx(int32_t w)
     free(err);
     return ptx;
 }
+
+static char *compile_ptx(int32_t w) { return compile_kernel_ptx(w, 0); }
 
 TEST(compiles_for_every_world_size)
 {
@@ -191,5 +197,76 @@ TEST(good_arguments_reach_the_launch)
     x.rows = 0;
     x.src = NULL;
     CHECK_EQ(dc_push_exchange_launch(ctx, &x, NULL), DCPTOPK_NO_DEVICE);
+    dcptopk_context_destroy(ctx);
+}
+
+TEST(settle_compiles_for_every_world_size)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    static const int32_t ws[] = {1, 2, 4, 8, 16};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        char *ptx = compile_kernel_ptx(ws[i], 1);
+        CHECK_MSG(ptx != NULL, "settle W = %d did not compile", ws[i]);
+        /* The entry and the 16-byte vector copy (its loads through the
+         * non-coherent path: nothing stores into the parity while it runs). */
+        const char *need[] = {".entry dcptopk_exchange_settle",
+                              "ld.global.nc.v4", "st.global.v4"};
+        for (size_t j = 0; j < sizeof need / sizeof need[0]; j++) {
+            int found = strstr(ptx, need[j]) != NULL;
+            if (!found)
+                free(ptx);
+            CHECK_MSG(found, "settle W = %d: PTX lacks \"%s\"", ws[i], need[j]);
+        }
+        int trap = strstr(ptx, "trap;") != NULL;
+        free(ptx);
+        CHECK_MSG(!trap, "settle W = %d: PTX has a trap", ws[i]);
+    }
+}
+
+TEST(settle_key_has_world_size_only)
+{
+    dcptopk_key k;
+    dc_exchange_settle_key(4, NULL, &k);
+    CHECK_EQ(k.kernel, DCPTOPK_KERNEL_EXCHANGE_SETTLE);
+    CHECK_EQ(k.kernel, 9);
+    CHECK_EQ(k.world_size, 4);
+    CHECK_OK(dcptopk_key_check(&k));
+    char buf[256];
+    dcptopk_key_format(&k, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "exchange_settle(world_size=4)@sm_90a");
+    CHECK_STR_EQ(dcptopk_kernel_name(9), "exchange_settle");
+    k.topk = 2048;
+    CHECK_EQ(dcptopk_key_check(&k), DCPTOPK_INVALID_ARGUMENT);
+    dc_exchange_settle_key(17, NULL, &k);
+    CHECK_EQ(dcptopk_key_check(&k), DCPTOPK_INVALID_ARGUMENT);
+}
+
+TEST(settle_launcher_names_bad_arguments)
+{
+    dcptopk_context *ctx = cpu_ctx();
+    CHECK(ctx != NULL);
+    const uint64_t ctl = 0x9000000000ull, dst = 0xa000000000ull;
+    CHECK_EQ(dc_exchange_settle_launch(NULL, 4, ctl, dst, 8, 8, 33, NULL),
+             DCPTOPK_INVALID_ARGUMENT);
+#define SETTLE_BAD(w, c, d, rows, max_rows, rw, needle)                        \
+    do {                                                                       \
+        CHECK_EQ(dc_exchange_settle_launch(ctx, w, c, d, rows, max_rows, rw,   \
+                                           NULL),                              \
+                 DCPTOPK_INVALID_ARGUMENT);                                    \
+        CHECK_CONTAINS(dcptopk_last_error(ctx), needle);                       \
+    } while (0)
+    SETTLE_BAD(0, ctl, dst, 8, 8, 33, "world_size = 0");
+    SETTLE_BAD(17, ctl, dst, 8, 8, 33, "world_size = 17");
+    SETTLE_BAD(4, 0, dst, 8, 8, 33, "ctl = 0x0");
+    SETTLE_BAD(4, ctl + 8, dst, 8, 8, 33, "ctl = 0x");
+    SETTLE_BAD(4, ctl, 0, 8, 8, 33, "dst = 0x0");
+    SETTLE_BAD(4, ctl, dst + 4, 8, 8, 33, "dst = 0x");
+    SETTLE_BAD(4, ctl, dst, 8, 0, 33, "max_rows = 0");
+    SETTLE_BAD(4, ctl, dst, 9, 8, 33, "rows = 9");
+    SETTLE_BAD(4, ctl, dst, -1, 8, 33, "rows = -1");
+    SETTLE_BAD(4, ctl, dst, 8, 8, 0, "row_words = 0");
+#undef SETTLE_BAD
+    CHECK_EQ(dc_exchange_settle_launch(ctx, 4, ctl, dst, 8, 8, 33, NULL),
+             DCPTOPK_NO_DEVICE);
     dcptopk_context_destroy(ctx);
 }

@@ -400,3 +400,76 @@ TEST(graph_replay_advances_the_sequence)
     xw_free(&k);
     dcptopk_context_destroy(ctx);
 }
+
+/* The settle of a captured exchange: one graph per rank (exchange + settle
+ * into a fixed buffer), replayed `calls` times with new rows each replay;
+ * after every replay each rank's fixed buffer holds every rank's rows of
+ * that call, whichever parity the device used. row_words 396: the 16-byte
+ * path; 99: the 4-byte path (parity 1 is not 16-byte aligned). */
+static void settle_replays(int32_t w, int64_t max_rows, int32_t row_words,
+                           int64_t rows, int calls, uint64_t seed)
+{
+    GPU_CTX(ctx);
+    xw k;
+    CHECK(xw_init(&k, ctx, w, max_rows, row_words, seed) == 0);
+    dcptopk_key key;
+    dc_exchange_settle_key(w, dcptopk_context_arch(ctx), &key);
+    /* Loaded before the capture: a capture compiles nothing. */
+    CHECK_OK(dcptopk_warmup_keys(ctx, &key, 1, NULL, NULL, NULL));
+    uint64_t stable[XW_MAX] = {0};
+    void *exec[XW_MAX] = {0};
+    const int mode[XW_MAX] = {0};
+    uint64_t src[XW_MAX];
+    for (int32_t r = 0; r < w; r++) {
+        stable[r] = gpu_alloc(ctx, parity_bytes(&k));
+        CHECK(stable[r] != 0);
+    }
+    CHECK(xw_fill(&k, 1, rows, mode, src) == 0);
+    for (int32_t r = 0; r < w && !dc_test_failed; r++) {
+        dc_push_exchange x = xw_args(&k, r, rows, src[r], 0);
+        CHECK_OK(dc_graph_begin(ctx, k.stream[r]));
+        dcptopk_result r1 = dc_push_exchange_launch(ctx, &x, k.stream[r]);
+        if (!r1)
+            r1 = dc_exchange_settle_launch(ctx, w, k.ctl[r], stable[r], rows,
+                                           max_rows, row_words, k.stream[r]);
+        dcptopk_result r2 = dc_graph_end(ctx, k.stream[r], &exec[r]);
+        CHECK_MSG(r1 == 0 && r2 == 0, "capture of rank %d: %s", r,
+                  dcptopk_last_error(ctx));
+    }
+    const size_t words = (size_t)rows * (size_t)row_words;
+    for (uint64_t n = 1; n <= (uint64_t)calls && !dc_test_failed; n++) {
+        if (n > 1)
+            CHECK(xw_fill(&k, n, rows, mode, src) == 0);
+        for (int32_t r = 0; r < w; r++)
+            CHECK_OK(dc_graph_launch(ctx, exec[r], k.stream[r]));
+        CHECK(xw_sync(&k) == 0);
+        CHECK_MSG(xw_compare(&k, n, rows, "settle") == 0, "replay %llu",
+                  (unsigned long long)n);
+        for (int32_t r = 0; r < w && !dc_test_failed; r++) {
+            CHECK(gpu_download(ctx, k.got_h, stable[r], parity_bytes(&k)) == 0);
+            for (int32_t s = 0; s < w && !dc_test_failed; s++) {
+                const int32_t *got = k.got_h + (size_t)s * (size_t)max_rows *
+                                                   (size_t)row_words;
+                size_t bad = words;
+                for (size_t i = 0; i < words && bad == words; i++)
+                    if (got[i] != k.src_h[s][i])
+                        bad = i;
+                CHECK_MSG(bad == words,
+                          "replay %llu: rank %d's fixed buffer, rank %d's "
+                          "word %zu differs",
+                          (unsigned long long)n, r, s, bad);
+            }
+        }
+    }
+    for (int32_t r = 0; r < w; r++) {
+        if (exec[r])
+            dc_graph_destroy(ctx, exec[r]);
+        gpu_free(ctx, stable[r]);
+    }
+    xw_free(&k);
+    dcptopk_context_destroy(ctx);
+}
+
+TEST(settle_w2_packed_replays) { settle_replays(2, 64, 396, 48, 60, 51); }
+TEST(settle_w4_packed_replays) { settle_replays(4, 64, 396, 64, 60, 52); }
+TEST(settle_w3_odd_rows_replays) { settle_replays(3, 37, 99, 21, 60, 53); }

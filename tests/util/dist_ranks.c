@@ -228,10 +228,10 @@ static int role_run(const char *role)
             rk_merge(&k, stream) || dcptopk_group_check(g, stream) ||
             rk_compare(&k, "warmup"))
             rc = 20;
-        else if (path == DCPTOPK_PATH_STAGED || path == DCPTOPK_PATH_PUSH) {
-            /* staged: a host barrier per step; push: the select would keep
-             * the capture's parity (docs/DISTRIBUTED.md). Both refuse. */
-            printf("the %s path is not capturable yet: skipped\n",
+        else if (path == DCPTOPK_PATH_STAGED) {
+            /* A host barrier per step: it refuses capture. The push path
+             * settles the device's current parity into a fixed buffer. */
+            printf("the %s path is not capturable: skipped\n",
                    dcptopk_path_name(path));
             rc = 77;
         } else if (dc_graph_begin(ctx, stream) || rk_merge(&k, stream) ||
@@ -248,6 +248,18 @@ static int role_run(const char *role)
             } else if (rk_compare(&k, "replay"))
                 rc = 23;
         }
+        /* An eager call after the replays: the host's call count no longer
+         * follows the device's (push path), yet it must still be exact. */
+        if (!rc && (rk_inputs(&k, DC_FAM_NORMAL, 4242) < 0 ||
+                    rk_merge(&k, stream) || dcptopk_group_check(g, stream))) {
+            fprintf(stderr, "eager after replays: %s\n",
+                    dcptopk_last_error(ctx));
+            rc = 24;
+        } else if (!rc && rk_compare(&k, "eager after replays"))
+            rc = 25;
+        if (!rc)
+            printf("rank %d: %s path: %d replays and an eager call: ok\n",
+                   dcptopk_group_rank(g), dcptopk_path_name(path), steps);
         if (exec)
             dc_graph_destroy(ctx, exec);
         if (stream)
