@@ -349,8 +349,10 @@ def test_drop_in_merge_eager_graph_compiled():
     graph.replay()
     torch.cuda.synchronize()
     eq(out, want, "dcp_topk_merge graph replay")
-    import torch._dynamo
-    torch._dynamo.reset()
+    # Bound as a name of its own: `import torch._dynamo` would make torch a
+    # local of this function and break its earlier uses.
+    import torch._dynamo as dynamo
+    dynamo.reset()
     eq(torch.compile(step, fullgraph=True, backend="aot_eager")(), want, "dcp_topk_merge compiled")
     # Rows.
     B = 64
