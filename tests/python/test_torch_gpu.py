@@ -387,6 +387,80 @@ def test_warmup_progress_and_strict_mode():
         ctx.close()
 
 
+def test_drop_in_memo_follows_data_shapes_and_handles():
+    """The memoised fast path of the drop-in merge: the second call with the
+    same tensors replays the first's launches, so new values in them must
+    give new, exact results; a new shape, stream or workspace must not reuse
+    a memoised call; bad arguments are never memoised."""
+    K, N, T, S = 512, 96, 32, 8192
+    M._memo_clear()
+    M.init_dcp_topk_rescue_workspace(T, K, N)
+    lg_g = torch.empty(T, S, dtype=torch.bfloat16, device=DEV)
+    re_g = torch.empty(T, dtype=torch.int32, device=DEV)
+    ids = torch.empty(T, K, dtype=torch.int32, device=DEV)
+    host_ws = dcptopk.Workspace.host(packed_cfg(K=K, N=N), T)
+
+    def want(lg, re, rows=T):
+        return ops.select(packed_cfg(K=K, N=N), ops.pack(packed_cfg(K=K, N=N), lg[:rows],
+                                                         re[:rows]).unsqueeze(0),
+                          rank=0, workspace=host_ws, logits=lg[:rows], row_ends=re[:rows])
+
+    for i, fam in enumerate(("random", "ties", "masked", "nan", "random")):
+        g = gen(100 + i)
+        lg = refs.logits_bf16(T, S, fam, g)
+        re = torch.randint(0, S + 1, (T,), generator=g, dtype=torch.int32)
+        lg_g.copy_(lg)
+        re_g.copy_(re)
+        M.dcp_topk_merge(lg_g, re_g, ids, N)
+        eq(ids, want(lg, re), f"memoised dcp_topk_merge, call {i} ({fam})")
+    assert len(M._MEMO) == 1, f"{len(M._MEMO)} memoised calls for one set of tensors"
+    # A view of fewer rows is another call.
+    half = torch.empty(T // 2, K, dtype=torch.int32, device=DEV)
+    M.dcp_topk_merge(lg_g[:T // 2], re_g[:T // 2], half, N)
+    eq(half, want(lg, re, T // 2), "dcp_topk_merge on a view of half the rows")
+    assert len(M._MEMO) == 2, len(M._MEMO)
+    # Another stream is another call (the memo keeps a scratch per stream).
+    s2 = torch.cuda.Stream()
+    with torch.cuda.stream(s2):
+        M.dcp_topk_merge(lg_g, re_g, ids, N)
+    s2.synchronize()
+    eq(ids, want(lg, re), "dcp_topk_merge on a second stream")
+    assert len(M._MEMO) == 3, len(M._MEMO)
+    # A rebuilt workspace retires the memoised calls.
+    old_gen = dcptopk._core.generation
+    M._RESCUE_WORKSPACES[(K, N)].close()
+    M._RESCUE_WORKSPACES.clear()
+    assert dcptopk._core.generation != old_gen
+    raises(RuntimeError, lambda: M.dcp_topk_merge(lg_g, re_g, ids, N), match="no rescue workspace")
+    M.init_dcp_topk_rescue_workspace(T, K, N)
+    M.dcp_topk_merge(lg_g, re_g, ids, N)
+    eq(ids, want(lg, re), "dcp_topk_merge after the workspace was rebuilt")
+    # Bad arguments raise on every call.
+    bad = torch.empty(T, K, dtype=torch.int64, device=DEV)
+    for _ in range(2):
+        raises(ValueError, lambda: M.dcp_topk_merge(lg_g, re_g, bad, N), match="topk_indices")
+    # The rows variant: values change, the memo follows.
+    B = 64
+    bt = torch.randint(0, 10000, (T, S // B), generator=gen(7), dtype=torch.int32).to(DEV)
+    req = torch.arange(T, dtype=torch.int32, device=DEV)
+    rows_out = torch.empty(T, K, dtype=torch.int32, device=DEV)
+    valid = torch.empty(T, dtype=torch.int32, device=DEV)
+    for i in range(3):
+        g = gen(200 + i)
+        lg = refs.logits_bf16(T, S, "random", g)
+        lg_g.copy_(lg)
+        bt.random_(0, 10000)
+        M.dcp_topk_merge_rows(logits=lg_g, row_ends=re_g, local_topk=N, topk=K, req_id=req,
+                              block_table=bt, block_size=B, stride_rows=B, dcp_rank=0,
+                              rows_out=rows_out, valid_out=valid)
+        ids_ref = want(lg, re)
+        bt_h = bt.cpu()
+        for t in range(0, T, 5):
+            got = rows_out[t, :int(valid[t])].cpu().tolist()
+            exp = [int(bt_h[t, i // B]) * B + i % B for i in ids_ref[t].tolist() if i >= 0]
+            assert got == exp, f"dcp_topk_merge_rows call {i} row {t}"
+
+
 def test_host_overhead_of_one_drop_in_merge():
     """Prints the host time of one dcp_topk_merge call (eager, and the replay
     of a captured one) for docs/BENCHMARKS.md."""

@@ -143,8 +143,32 @@ def _register(obj):
 
 
 def _unregister(i):
+    global generation
     with _lock:
         _handles.pop(i, None)
+        generation += 1
+
+
+# ------------------------------------------------------- recorded launches
+# The drop-in calls (merge.py) memoise their launches: while this thread's
+# `recorder.calls` is a list, launch() appends each C call to it, and a later
+# call with the same arguments replays the list without rebuilding anything.
+# `generation` moves whenever a handle closes, which retires every memoised
+# call.
+
+recorder = threading.local()
+generation = 0
+
+
+def launch(fn, args, on_error, ctx_h=None):
+    """fn(*args), a C call that launches on a stream; a nonzero result goes to
+    on_error(rc, ctx_h), which raises."""
+    calls = getattr(recorder, "calls", None)
+    if calls is not None:
+        calls.append((fn, args, on_error, ctx_h))
+    rc = fn(*args)
+    if rc:
+        on_error(rc, ctx_h)
 
 
 def lookup(i, cls, what):
@@ -646,7 +670,7 @@ def run_pack(ctx_id, cfg, logits, row_ends, out, plan, local_ids=None, indices=F
     ctx = _context_for(ctx_id, logits)
     a.stream = _stream(ctx.device)
     fn = lib.dcptopk_pack_indices if indices else lib.dcptopk_pack
-    check(fn(ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), ctx._h)
+    launch(fn, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check, ctx._h)
 
 
 def run_select(ctx_id, ws_id, cfg, gathered, ids_out, logits, row_ends, plan, rows_tensors):
@@ -670,7 +694,8 @@ def run_select(ctx_id, ws_id, cfg, gathered, ids_out, logits, row_ends, plan, ro
             raise ValueError("workspace: a host workspace cannot serve a CUDA select")
         ws = ws._h
     a.stream = _stream(ctx.device)
-    check(lib.dcptopk_select(ctx._handle(), ctypes.byref(cfg), ws, ctypes.byref(a)), ctx._h)
+    launch(lib.dcptopk_select, (ctx._handle(), ctypes.byref(cfg), ws, ctypes.byref(a)), check,
+           ctx._h)
 
 
 def _ref_select(cfg, a, logits, plan):
@@ -714,7 +739,8 @@ def run_pair_pack(ctx_id, cfg, logits, local_ids, row_starts, row_ends, out, pla
         return
     ctx = _context_for(ctx_id, local_ids)
     a.stream = _stream(ctx.device)
-    check(lib.dcptopk_pair_pack(ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), ctx._h)
+    launch(lib.dcptopk_pair_pack, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check,
+           ctx._h)
 
 
 def run_pair_select(ctx_id, cfg, candidates, ids_out, plan, rows_tensors):
@@ -729,7 +755,8 @@ def run_pair_select(ctx_id, cfg, candidates, ids_out, plan, rows_tensors):
         return
     ctx = _context_for(ctx_id, candidates)
     a.stream = _stream(ctx.device)
-    check(lib.dcptopk_pair_select(ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), ctx._h)
+    launch(lib.dcptopk_pair_select, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check,
+           ctx._h)
 
 
 # ------------------------------------------------------ the reference, whole

@@ -194,7 +194,8 @@ class GroupWorkspace:
             a.ids_out, a.ids_out_stride = ids_out.data_ptr(), plan["ids_out_stride"]
         a.rows_map = _core.rows_map_struct(plan["rows_map"], *rows_tensors)
         a.stream = torch.cuda.current_stream(self.rt.device).cuda_stream
-        self.rt._check(library().dcptopk_group_merge(self._h, ctypes.byref(a)))
+        _core.launch(library().dcptopk_group_merge, (self._h, ctypes.byref(a)),
+                     lambda rc, _h: self.rt._check(rc))
 
     def check(self):
         """Synchronises the stream; raises DcptopkError (PEER_TIMEOUT, NCCL_ERROR)."""

@@ -22,6 +22,7 @@ import dataclasses
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _checks, _core, _dist, ops
 
@@ -187,6 +188,86 @@ def _all_gather_packed(packed, ws):
     return _dist.runtime(ws.device_group, ws.device.index).all_gather(packed)
 
 
+# ----------------------------------------------------------- the fast path
+# An eager drop-in merge spends tens of microseconds in Python (argument
+# checks, ctypes structs) around launches of a few. Engines call it with the
+# same tensors step after step (persistent buffers, fixed decode batches), so
+# a call's launches are memoised under everything they were built from: every
+# tensor's address, shape, strides and dtype, the other arguments, the stream
+# and the handle generation. A hit replays the launches without the checks,
+# which would see the same values and pass again. Only CUDA tensors of the
+# plain Tensor type, outside tracing, dispatch modes and graph capture, and
+# only on paths whose every device step is a library launch (one rank, or the
+# library's one-call group merge; torch's all-gather is not recorded).
+
+_MEMO: dict = {}
+_MEMO_ENTRIES = 64
+# Bytes of temporaries (the packed rows) one memoised call may keep alive.
+_MEMO_SCRATCH = 8 << 20
+
+
+def _memo_key(name, args):
+    if ops.DISPATCH or torch.compiler.is_compiling():
+        return None
+    key = [name, _core.generation]
+    dev = -1
+    for v in args:
+        if type(v) is torch.Tensor:
+            if not v.is_cuda:
+                return None
+            dev = v.get_device()
+            key.append((v.data_ptr(), v.dtype, v.shape, v.stride()))
+        elif v is None or type(v) in (int, bool):
+            key.append(v)
+        elif type(v).__hash__ is not None and not isinstance(v, torch.Tensor):
+            key.append(v)   # a group: by identity, kept alive by the key
+        else:
+            return None
+    if dev < 0 or _get_current_dispatch_mode() is not None or \
+            torch.cuda.is_current_stream_capturing():
+        return None
+    key.append(torch.cuda.current_stream(dev).cuda_stream)
+    return tuple(key)
+
+
+def _memo_run(key, body):
+    """Replays the launches memoised under key, or runs body() and records its
+    launches. body returns the temporaries its launches use (kept alive by
+    the memo), or None when its path may not be memoised."""
+    hit = _MEMO.get(key) if key is not None else None
+    if hit is not None:
+        for fn, args, on_error, ctx_h in hit[0]:
+            rc = fn(*args)
+            if rc:
+                on_error(rc, ctx_h)
+        return
+    rec = _core.recorder
+    if key is None or getattr(rec, "calls", None) is not None:
+        body()
+        return
+    rec.calls = calls = []
+    try:
+        keep = body()
+    finally:
+        rec.calls = None
+    if keep is None or key[1] != _core.generation:
+        return
+    if sum(t.numel() * t.element_size() for t in keep) > _MEMO_SCRATCH:
+        return
+    if len(_MEMO) >= _MEMO_ENTRIES:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = (calls, keep)
+
+
+def _memo_clear():
+    """Forget every memoised call (the next call of each runs its checks)."""
+    _MEMO.clear()
+
+
+def _memoisable(ws):
+    return ws.world_size == 1 or getattr(ws, "one_call", False)
+
+
 # ---------------------------------------------------------------- the API
 
 def dcp_topk_pack_indices(logits: torch.Tensor, local_idx: torch.Tensor, out: torch.Tensor,
@@ -245,6 +326,11 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
     """Exact global top-K ids over the DCP group from this rank's bf16 logits
     (the stock indexer hook). Collective over the group of the (K, N) rescue
     workspace. topk_indices: the [T, K] int32 output (global ids, -1 padded)."""
+    _memo_run(_memo_key("merge", (logits, row_ends, topk_indices, local_topk, max_local_len)),
+              lambda: _merge(logits, row_ends, topk_indices, local_topk, max_local_len))
+
+
+def _merge(logits, row_ends, topk_indices, local_topk, max_local_len):
     ops._tensor(topk_indices, "topk_indices")
     if topk_indices.dim() != 2:
         _checks.fail("topk_indices", topk_indices, "int32 [T, K]")
@@ -255,10 +341,11 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
     if getattr(exact.workspace, "one_call", False):
         ops.group_merge(logits, row_ends, workspace=exact.workspace.variant(0, True),
                         ids_out=topk_indices, max_local_len=mll)
-        return
+        return ()
     packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
     dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, topk_indices,
                     exact=exact)
+    return (packed,) if _memoisable(exact.workspace) else None
 
 
 def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
@@ -275,6 +362,13 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
     of assert_packed_merge_contract). Outputs (caller buffers): rows_out
     [T, >= topk] int32 owned physical rows (compacted, -1 after), valid_out
     [T] their count, ids_out [T, topk] the global ids (optional)."""
+    args = (logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
+            stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len)
+    _memo_run(_memo_key("merge_rows", args), lambda: _merge_rows(*args))
+
+
+def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
+                stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len):
     if logits is None or row_ends is None:
         raise ValueError("dcp_topk_merge_rows needs logits= and row_ends= (also with packed=)")
     _check_kn(topk, local_topk)
@@ -291,7 +385,8 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
                         ids_out=ids_out, max_local_len=mll,
                         rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
                                               stride_rows))
-        return
+        return ()
+    given = packed is not None
     if packed is None:
         packed = dcp_topk_pack(logits, row_ends, local_topk, max_local_len=mll)
     else:
@@ -323,6 +418,9 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
                       stride_rows=stride_rows)
     dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, ids_out, topk=topk,
                     rows=rows, exact=exact)
+    if not _memoisable(exact.workspace):
+        return None
+    return () if given else (packed,)
 
 
 def assert_packed_merge_contract(packed: torch.Tensor, logits: torch.Tensor,

@@ -178,7 +178,7 @@ def _group_merge_fake(cfg, logits, row_ends, local_ids, ids_out, req_id, block_t
 
 # ------------------------------------------------------------ the functions
 
-_DISPATCH = os.environ.get("DCPTOPK_OPS_DISPATCH") == "1"
+DISPATCH = os.environ.get("DCPTOPK_OPS_DISPATCH") == "1"
 
 
 def _direct(*tensors):
@@ -187,7 +187,7 @@ def _direct(*tensors):
     Traced calls (torch.compile), fake or meta tensors, tensor subclasses and
     active dispatch modes go through torch.ops.dcptopk.*. DCPTOPK_OPS_DISPATCH=1
     always takes the op."""
-    if _DISPATCH or torch.compiler.is_compiling():
+    if DISPATCH or torch.compiler.is_compiling():
         return False
     for t in tensors:
         if t is not None and (type(t) is not Tensor or t.is_meta):
