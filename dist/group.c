@@ -2,6 +2,8 @@
  * an adopted or created NCCL communicator or a file store, discovery of every
  * rank's host and device, P2P domains, the exchange path, host barriers,
  * health checks and the broken state. Docs: docs/DISTRIBUTED.md. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,6 +337,55 @@ static dcptopk_result boot_buffers(dcptopk_group *g)
     return DCPTOPK_SUCCESS;
 }
 
+/* ncclCommInitRank waits for every rank of the id, and a rank that never
+ * comes would hold the caller forever. So it runs on a thread of its own and
+ * the caller waits at most the group's timeout. Past it the caller returns
+ * DCPTOPK_PEER_TIMEOUT and abandons the thread, which cannot be cancelled:
+ * should NCCL still finish, the thread aborts the communicator and frees the
+ * job. Whoever of the two comes last frees it, decided under its lock. */
+typedef struct comm_boot {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done, abandoned;
+    ncclResult_t result;
+    ncclComm_t comm;
+    ncclUniqueId id;
+    int world_size, rank;
+    CUcontext cuctx;
+} comm_boot;
+
+static void comm_boot_free(comm_boot *b)
+{
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static void *comm_boot_main(void *arg)
+{
+    comm_boot *b = arg;
+    const dc_nccl *nc = dc_nccl_get(NULL);
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclInternalError;
+    /* NCCL takes its device from the CUDA runtime, which follows the driver
+     * context current on this thread (the group context's primary one). */
+    if (dc_cuda_get(NULL)->cuCtxSetCurrent(b->cuctx) == CUDA_SUCCESS)
+        r = nc->ncclCommInitRank(&comm, b->world_size, b->id, b->rank);
+    pthread_mutex_lock(&b->lock);
+    int abandoned = b->abandoned;
+    b->done = 1;
+    b->result = r;
+    b->comm = comm;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->lock);
+    if (abandoned) {
+        if (r == ncclSuccess && comm)
+            nc->ncclCommAbort(comm);
+        comm_boot_free(b);
+    }
+    return NULL;
+}
+
 static dcptopk_result comm_create(dcptopk_group *g, const uint8_t *id_bytes)
 {
     const dc_nccl *nc = dc_nccl_get(NULL);
@@ -347,13 +398,59 @@ static dcptopk_result comm_create(dcptopk_group *g, const uint8_t *id_bytes)
     dcptopk_result r = dc_ctx_enter(g->ctx);
     if (r)
         return r;
-    ncclUniqueId id;
-    memcpy(id.internal, id_bytes, sizeof id.internal);
-    ncclComm_t comm = NULL;
-    /* NCCL takes its device from the CUDA runtime, which follows the driver
-     * context made current above (the context's primary context). */
-    DC_NCCL(g->ctx, NULL,
-            nc->ncclCommInitRank(&comm, g->world_size, id, g->rank));
+    comm_boot *b = calloc(1, sizeof *b);
+    if (!b)
+        return dc_fail(g->ctx, DCPTOPK_OUT_OF_MEMORY, "NCCL bootstrap job");
+    CUresult cr = dc_cuda_get(NULL)->cuCtxGetCurrent(&b->cuctx);
+    if (cr != CUDA_SUCCESS) {
+        free(b);
+        return dc_cu_fail(g->ctx, cr, "cuCtxGetCurrent");
+    }
+    memcpy(b->id.internal, id_bytes, sizeof b->id.internal);
+    b->world_size = g->world_size;
+    b->rank = g->rank;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t th;
+    int e = pthread_create(&th, NULL, comm_boot_main, b);
+    if (e) {
+        comm_boot_free(b);
+        return dc_fail(g->ctx, DCPTOPK_INTERNAL,
+                       "pthread_create for the NCCL bootstrap: %s",
+                       strerror(e));
+    }
+    pthread_detach(th);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(g->timeout_ms / 1000);
+    until.tv_nsec += (long)(g->timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->lock);
+    while (!b->done) {
+        if (pthread_cond_timedwait(&b->cv, &b->lock, &until) == ETIMEDOUT &&
+            !b->done) {
+            b->abandoned = 1;
+            pthread_mutex_unlock(&b->lock);
+            return dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
+                           "rank %d of %d: ncclCommInitRank did not complete "
+                           "within %lld ms (a rank of the unique id never "
+                           "joined); the bootstrap thread is abandoned",
+                           g->rank, g->world_size, (long long)g->timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    ncclResult_t nr = b->result;
+    ncclComm_t comm = b->comm;
+    comm_boot_free(b);
+    if (nr != ncclSuccess)
+        return dc_nccl_fail(g->ctx, nr, NULL, "ncclCommInitRank");
     g->comm = comm;
     g->own_comm = 1;
     return DCPTOPK_SUCCESS;

@@ -310,6 +310,40 @@ TEST(nccl_w1_adopt)
     dcptopk_context_destroy(ctx);
 }
 
+/* A unique id of two ranks whose second rank never comes: the group's
+ * creation must give up within its timeout (NCCL's bootstrap alone would wait
+ * forever), and the process must stay usable. */
+TEST(nccl_bootstrap_missing_rank_times_out)
+{
+    GPU_CTX(ctx);
+    NEED_NCCL(nc);
+    (void)nc;
+    uint8_t id[DCPTOPK_GROUP_UNIQUE_ID_BYTES];
+    CHECK_OK(dcptopk_group_unique_id(id));
+    dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
+    gc.rank = 0;
+    gc.world_size = 2;
+    gc.unique_id = id;
+    gc.timeout_ms = 1500;
+    dcptopk_group *g = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(dcptopk_group_create(ctx, &gc, &g), DCPTOPK_PEER_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    CHECK(g == NULL);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "ncclCommInitRank did not complete");
+    CHECK(ms >= 1400 && ms < 6000);
+    /* A world of one from a fresh id still works in the same process. */
+    CHECK_OK(dcptopk_group_unique_id(id));
+    gc.world_size = 1;
+    gc.path = DCPTOPK_PATH_NCCL;
+    CHECK_OK(dcptopk_group_create(ctx, &gc, &g));
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
+
 /* Host time of one dcptopk_group_merge against the same launches made
  * directly (dcptopk_pack + dcptopk_select on a plain workspace): the group's
  * own cost per step. Goal: <= 5 us; the check only catches a gross
