@@ -332,7 +332,7 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
 
 def _merge(logits, row_ends, topk_indices, local_topk, max_local_len):
     ops._tensor(topk_indices, "topk_indices")
-    if topk_indices.dim() != 2:
+    if topk_indices.dim() != 2 or topk_indices.dtype != torch.int32:
         _checks.fail("topk_indices", topk_indices, "int32 [T, K]")
     topk = topk_indices.shape[1]
     _check_kn(topk, local_topk)
