@@ -154,6 +154,23 @@ def test_missing_distributed_runtime_is_a_clear_error():
     raises(ValueError, _dist.backend_name, "mpi", match="backend")
 
 
+def test_bootstrap_follows_where_the_ranks_run():
+    """One GPU per rank: NCCL; ranks sharing a GPU on one host: the
+    store-only group; sharing a GPU across hosts: a clear error."""
+    a, b = ("h1", "boot1", "GPU-a"), ("h1", "boot1", "GPU-b")
+    assert _dist.bootstrap_kind([a, b]) == "nccl"
+    assert _dist.bootstrap_kind([a]) == "nccl"
+    assert _dist.bootstrap_kind([a, a]) == "store"
+    assert _dist.bootstrap_kind([a, a, b, a]) == "store"
+    c = ("h2", "boot2", "GPU-c")
+    assert _dist.bootstrap_kind([a, b, c]) == "nccl"
+    raises(RuntimeError, _dist.bootstrap_kind, [a, a, c],
+           match=["share a GPU (GPU-a on h1)", "2 hosts"])
+    # The store folder is private to this user.
+    d = _dist._store_folder()
+    assert os.path.isdir(d) and os.stat(d).st_mode & 0o777 == 0o700, oct(os.stat(d).st_mode)
+
+
 def test_log_routing_follows_the_library():
     lib = dcptopk.library()
     assert dcptopk.log_routed() == (hasattr(lib, "dcptopk_log_set_callback") and
