@@ -203,9 +203,18 @@ class LibraryRuntime:
             gc.store_dir = self._store
         else:
             uid = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
+            failed = None
             if self.rank == 0:
-                check(lib.dcptopk_group_unique_id(uid))
-            got = broadcast_bytes(bytes(uid.raw) if self.rank == 0 else b"", group)
+                try:
+                    check(lib.dcptopk_group_unique_id(uid))
+                except DcptopkError as e:
+                    failed = e  # raised after the broadcast: the others must not hang
+            got = broadcast_bytes(bytes(uid.raw) if self.rank == 0 and not failed else b"", group)
+            if failed:
+                raise failed
+            if len(got) != UNIQUE_ID_BYTES:
+                raise RuntimeError("group: rank 0 could not make the NCCL unique id (its error "
+                                   "says why: NCCL missing?)")
             self._uid = ctypes.create_string_buffer(got, UNIQUE_ID_BYTES)
             gc.unique_id = ctypes.cast(self._uid, _vp)
         self.ctx = _core.default_context(device)
