@@ -316,9 +316,12 @@ def host_table(runs):
     t = Table("Host overhead of one drop-in merge call (Python)",
               "`bench/torch_host.py`: `dcptopk.merge.dcp_topk_merge` on one rank (pack + select + "
               "push + rescue), eager. Host time per call with calls issued back to back (the "
-              "Python, ctypes and launch cost alone), the call's device time (CUDA events), and "
-              "the host time of one replay of a captured call. Microseconds, medians.",
-              ["call", "shape", "host per call", "kernels", "graph replay host", "goal"])
+              "Python, ctypes and launch cost alone); the same for the library calls it made, "
+              "from a bare loop; the difference (the drop-in call's own cost, the goal's "
+              "figure); the call's device time (CUDA events); the host time of one replay of a "
+              "captured call. Microseconds, medians.",
+              ["call", "shape", "host per call", "launches alone", "beyond the launches",
+               "kernels", "graph replay host", "goal"])
     shapes = []
     for run in runs:
         for rec in run.records:
@@ -329,9 +332,11 @@ def host_table(runs):
     for call, T, K, N, S in sorted(shapes, key=lambda k: (str(k[0]), k[1] or 0)):
         run, rec = newest(runs, is_("torch_host_overhead", call=call, T=T, K=K, N=N, S=S))
         goal = rec.get("goal_us")
-        t.add(run, [f"`{call}`", f"T={T} K={K} N={N} S={S}", f"**{num(rec.get('host_us'))}**",
+        t.add(run, [f"`{call}`", f"T={T} K={K} N={N} S={S}", num(rec.get("host_us")),
+                    num(rec.get("launches_us")),
+                    f"**{num(rec['beyond_us'])}**" if rec.get("beyond_us") is not None else "-",
                     num(rec.get("kernels_us")), num(rec.get("replay_host_us")),
-                    f"<= {goal} us host" if goal is not None else "-"])
+                    f"<= {goal}" if goal is not None else "-"])
     return t
 
 
