@@ -76,6 +76,11 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
                 f"rank {rank} call {call}: rows"
             assert torch.equal(valid.cpu(), rows_c[rank].counts_out), \
                 f"rank {rank} call {call}: counts"
+        # Teardown: no rank frees memory a peer may still reach (CUDA IPC
+        # leaves that undefined) before every rank's last step finished.
+        torch.cuda.synchronize()
+        dist.barrier()
+        M.get_dcp_topk_rescue_workspace(K, N).close()
     except Exception as e:
         import traceback
         traceback.print_exc()
