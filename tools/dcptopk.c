@@ -36,6 +36,7 @@ static void usage(FILE *f)
         "  DCPTOPK_CACHE_DIR         directory of the default cache file\n"
         "                            (dcptopk.sqlite); else $XDG_CACHE_HOME/dcptopk,\n"
         "                            else ~/.cache/dcptopk\n"
+        "  ('dcptopk env' lists every variable, its value and its source)\n"
         "\n"
         "exit codes:\n"
         "  0  success\n"
