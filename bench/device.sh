@@ -8,7 +8,8 @@
 #
 # Stages: tests (GPU tests), selftest (`dcptopk selftest` and the default
 # config's warmup: the quick start's GPU path), sanitize (compute-sanitizer),
-# bench, torch (the torch.topk baselines), profile (bench/profile.sh: Nsight
+# bench, torch (the torch.topk baselines and the Python binding's host
+# overhead, bench/torch_host.py), profile (bench/profile.sh: Nsight
 # Compute, archived as prof.tgz), keepcache (the kernel cache the run filled,
 # archived as cache.tgz: unpack it here into an ignored folder, carry that
 # folder and point DCPTOPK_CACHE_DIR at it, and the next run's tests compile
@@ -121,8 +122,11 @@ stage_bench() {
 }
 
 stage_torch() {
-    for p in torch_pair torch_topn torch_packed; do
-        timeout 120 python3 "bench/$p.py" >"$OUT/$p.log" 2>&1
+    # torch_host times the Python binding's drop-in merge: it needs the
+    # package and the carried library.
+    for p in torch_pair torch_topn torch_packed torch_host; do
+        DCPTOPK_LIBRARY="$PWD/$build/libdcptopk.so" PYTHONPATH="$PWD/bindings/python" \
+            timeout 120 python3 "bench/$p.py" >"$OUT/$p.log" 2>&1
         note "$p: rc=$?"
         grep '^JSON ' "$OUT/$p.log" | sed 's/^JSON //' >>"$OUT/bench.jsonl"
     done

@@ -8,7 +8,8 @@ Its first record is the run's header, written by device.sh:
     {"bench": "run", "date": "...", "gpu": "...", "driver": "...", "commit": "..."}
 
 then the records of bench_warmup, bench_pair, bench_topn and bench_packed, and
-those of bench/torch_*.py (torch.topk on the same shapes, in the same run).
+those of bench/torch_*.py (torch.topk on the same shapes, in the same run, and
+the Python binding's host overhead, torch_host.py).
 
 Each table row takes its figures from the newest run that measured it (runs
 are ordered by their header's date, then by their order on the command line),
@@ -311,11 +312,40 @@ def packed_table(runs):
     return t
 
 
+def host_table(runs):
+    t = Table("Host overhead of one drop-in merge call (Python)",
+              "`bench/torch_host.py`: `dcptopk.merge.dcp_topk_merge` on one rank (pack + select + "
+              "push + rescue), eager. Host time per call with calls issued back to back (the "
+              "Python, ctypes and launch cost alone); the same for the library calls it made, "
+              "from a bare loop; the difference (the drop-in call's own cost, the goal's "
+              "figure); the call's device time (CUDA events); the host time of one replay of a "
+              "captured call. Microseconds, medians.",
+              ["call", "shape", "host per call", "launches alone", "beyond the launches",
+               "kernels", "graph replay host", "goal"])
+    shapes = []
+    for run in runs:
+        for rec in run.records:
+            if rec.get("bench") == "torch_host_overhead":
+                key = (rec.get("call"), rec.get("T"), rec.get("K"), rec.get("N"), rec.get("S"))
+                if key not in shapes:
+                    shapes.append(key)
+    for call, T, K, N, S in sorted(shapes, key=lambda k: (str(k[0]), k[1] or 0)):
+        run, rec = newest(runs, is_("torch_host_overhead", call=call, T=T, K=K, N=N, S=S))
+        goal = rec.get("goal_us")
+        t.add(run, [f"`{call}`", f"T={T} K={K} N={N} S={S}", num(rec.get("host_us")),
+                    num(rec.get("launches_us")),
+                    f"**{num(rec['beyond_us'])}**" if rec.get("beyond_us") is not None else "-",
+                    num(rec.get("kernels_us")), num(rec.get("replay_host_us")),
+                    f"<= {goal}" if goal is not None else "-"])
+    return t
+
+
 def render(runs):
     runs = sorted(runs, key=Run.sort_key)
     for i, run in enumerate(runs):
         run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
-    tables = [warmup_table(runs), pair_table(runs), topn_table(runs), packed_table(runs)]
+    tables = [warmup_table(runs), pair_table(runs), topn_table(runs), packed_table(runs),
+              host_table(runs)]
     body = "\n".join(x for x in (tb.render() for tb in tables) if x)
     used = [r for r in runs if any(r in tb.runs for tb in tables)]
     if used:

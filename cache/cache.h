@@ -165,6 +165,14 @@ uint64_t dc_cache_process_compiles(void);
  * Returns the length needed (snprintf-like), -1 when no directory is known
  * (no DCPTOPK_CACHE_DIR, XDG_CACHE_HOME or HOME). */
 int dc_cache_default_path(char *buf, size_t size);
+/* What a read-write open of `path` would make of the file, without creating
+ * or changing anything and without a warning (`dcptopk env`): `mode` gets
+ * "trusted", "shared" (trusted under DCPTOPK_CACHE_SHARED's group rule),
+ * "absent" (created at the first compile) or "refused" (untrusted: a context
+ * compiles into memory); `why` the reason when it is not plainly trusted,
+ * else "". */
+void dc_cache_probe(const char *path, char *mode, size_t mode_size,
+                    char *why, size_t why_size);
 
 
 /* Maintenance used by src/cache_api.c. Each returns DCPTOPK_SUCCESS or an

@@ -243,6 +243,52 @@ static int path_trusted(dc_cache *c, struct stat *st, int *exists)
     return 0;
 }
 
+void dc_cache_probe(const char *path, char *mode, size_t mode_size,
+                    char *why, size_t why_size)
+{
+    why[0] = '\0';
+    dc_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(mode, mode_size, "refused");
+        snprintf(why, why_size, "out of memory");
+        return;
+    }
+    snprintf(c->path, sizeof c->path, "%s", path);
+    /* The flag as an open reads it, parsed silently: a probe logs nothing
+     * (an invalid value means the default, 0, there too). */
+    int64_t shared = 0;
+    const char *sh = dc_setting_text(DC_SET_CACHE_SHARED);
+    if (sh && dc_setting_parse_int(DC_SET_CACHE_SHARED, sh, &shared) != 0)
+        shared = 0;
+    c->set.shared = (int)shared;
+    const char *trusted = c->set.shared ? "shared" : "trusted";
+    char dir[DC_CACHE_PATH_MAX];
+    struct stat st;
+    int exists = 0;
+    folder_of(c->path, dir, sizeof dir);
+    if (stat(dir, &st) != 0 && errno == ENOENT) {
+        snprintf(mode, mode_size, "absent");
+        snprintf(why, why_size,
+                 "its folder %s does not exist yet (created, mode %s, at the "
+                 "first compile)",
+                 dir, c->set.shared ? "0770" : "0700");
+    } else if (path_trusted(c, &st, &exists) != 0) {
+        snprintf(mode, mode_size, "refused");
+        snprintf(why, why_size, "%s: contexts compile into memory", c->why);
+    } else if (!exists) {
+        snprintf(mode, mode_size, "absent");
+        snprintf(why, why_size, "created at the first compile");
+    } else {
+        snprintf(mode, mode_size, "%s", trusted);
+        if (access(c->path, R_OK | W_OK) != 0)
+            snprintf(why, why_size,
+                     "not writable by this user (%s): contexts use it "
+                     "read-only",
+                     strerror(errno));
+    }
+    free(c);
+}
+
 /* Creates c->path exclusively (never through a link): 0600, or 0666 less
  * the umask for a shared cache. 0, or an errno (EEXIST: someone else made it
  * meanwhile, to be checked like any existing file). */

@@ -116,6 +116,69 @@ DCPTOPK_API void dcptopk_log_set_callback(dcptopk_log_fn fn, void *user);
 DCPTOPK_API void dcptopk_log_set_level(dcptopk_log_level level);
 DCPTOPK_API dcptopk_log_level dcptopk_log_get_level(void);
 
+/* -------------------------------------------------------------- environment */
+
+/* What `dcptopk env` reports: the settings in effect and the run-time
+ * environment. Neither call changes anything (no file is created, no warning
+ * is logged). */
+
+/* Where the value in effect of a setting comes from. */
+typedef enum dcptopk_setting_source {
+    DCPTOPK_SETTING_DEFAULT = 0,     /* unset or empty: the default            */
+    DCPTOPK_SETTING_ENVIRONMENT = 1, /* the environment's value                */
+    DCPTOPK_SETTING_IGNORED = 2      /* set but invalid: the default is used
+                                        (reading it logs a warning)            */
+} dcptopk_setting_source;
+
+typedef struct dcptopk_setting {
+    uint32_t struct_size;
+    const char *name;  /* "DCPTOPK_PEER_TIMEOUT_MS" (static)                  */
+    const char *kind;  /* "text", "int", "seconds", "bytes", "flag" or
+                          "foreign" (read by a launcher, the CLI or the
+                          Python binding; listed so the table is complete)    */
+    const char *doc;   /* one line (static)                                   */
+    const char *env;   /* the environment's text, NULL when unset or empty
+                          (getenv's string: valid until the environment
+                          changes)                                            */
+    char value[32];    /* the value in effect of an int, seconds, bytes or
+                          flag setting ("10000"); "" for text and foreign
+                          ones, whose value is `env`                          */
+    int32_t source;    /* dcptopk_setting_source                              */
+} dcptopk_setting;
+#define DCPTOPK_SETTING_INIT                                                   \
+    { sizeof(dcptopk_setting), NULL, NULL, NULL, NULL, { 0 }, 0 }
+
+/* The i-th environment variable of the library's one settings table (every
+ * variable the library, its CLI and its Python binding read); NOT_FOUND past
+ * the end. Thread-safe unless another thread changes the environment. */
+DCPTOPK_API dcptopk_result dcptopk_setting_get(size_t i,
+                                               dcptopk_setting *out);
+
+typedef struct dcptopk_env_info {
+    uint32_t struct_size;
+    char build[128];          /* compiler and build of the library            */
+    int32_t nvrtc_major;      /* nvrtcVersion; -1 when it failed              */
+    int32_t nvrtc_minor;
+    char nvrtc_path[512];     /* the file NVRTC was loaded from; "" unknown   */
+    int32_t driver_version;   /* cuDriverGetVersion (13000 = 13.0); 0: none   */
+    int32_t device_count;     /* as dcptopk_device_count                      */
+    char no_device[512];      /* why no device is usable; "" when one is      */
+    /* The default cache file and what a context makes of it (docs/CACHE.md):
+     * "trusted" (used), "shared" (trusted under DCPTOPK_CACHE_SHARED's group
+     * rule), "absent" (created at the first compile), "refused" (untrusted:
+     * contexts compile into memory) or "none" (no folder known); cache_why
+     * says why when it is not plainly "trusted". */
+    char cache_path[4096];
+    char cache_mode[16];
+    char cache_why[1024];
+} dcptopk_env_info;
+#define DCPTOPK_ENV_INFO_INIT                                                  \
+    { sizeof(dcptopk_env_info), { 0 }, 0, 0, { 0 }, 0, 0, { 0 }, { 0 },      \
+      { 0 }, { 0 } }
+
+/* Fills *out (loads the CUDA driver once, as every call that needs it). */
+DCPTOPK_API dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out);
+
 /* ------------------------------------------------------------------ context */
 
 typedef struct dcptopk_context dcptopk_context;

@@ -91,6 +91,18 @@ int32_t dc_rt_device_count(void)
     return cu ? cu->device_count : 0;
 }
 
+int32_t dc_rt_driver_version(const char **why)
+{
+    /* The load records the version as soon as cuInit succeeded, also when
+     * no device is found afterwards. */
+    const dc_cuda *cu = dc_cuda_get(why);
+    if (!cu)
+        return cuda_table.driver_version;
+    if (why)
+        *why = NULL;
+    return cu->driver_version;
+}
+
 dcptopk_result dc_cu_fail(const dcptopk_context *ctx, CUresult r,
                           const char *call)
 {

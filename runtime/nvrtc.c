@@ -1,6 +1,7 @@
 /* nvrtc.c - compiles a rendered unit with NVRTC into a cubin (and PTX) for
  * the unit's arch. NVRTC is linked; it needs no driver and no device, so CI
  * compiles every kernel variant. */
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,20 @@ void dc_nvrtc_version(int *major, int *minor)
         *major = -1;
         *minor = -1;
     }
+}
+
+void dc_nvrtc_path(char *buf, size_t size)
+{
+    /* NVRTC is linked, so the loader chose the file (rpath, LD_LIBRARY_PATH
+     * or a copy the Python binding preloaded): ask it which one. */
+    Dl_info info;
+    void *fn = NULL;
+    nvrtcResult (*version)(int *, int *) = nvrtcVersion;
+    memcpy(&fn, &version, sizeof fn);
+    if (size)
+        buf[0] = '\0';
+    if (dladdr(fn, &info) && info.dli_fname)
+        snprintf(buf, size, "%s", info.dli_fname);
 }
 
 void dc_nvrtc_options(dc_unit *u)

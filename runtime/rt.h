@@ -79,6 +79,9 @@ DC_HIDDEN void dc_unit_free(dc_unit *u);
 
 /* NVRTC's version (major.minor). */
 DC_HIDDEN void dc_nvrtc_version(int *major, int *minor);
+/* The file NVRTC was loaded from (dladdr of one of its functions) into buf;
+ * "" when unknown. */
+DC_HIDDEN void dc_nvrtc_path(char *buf, size_t size);
 /* Fills the option list of `arch` into u->options. */
 DC_HIDDEN void dc_nvrtc_options(dc_unit *u);
 
@@ -146,6 +149,9 @@ DC_HIDDEN void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit);
 
 /* Devices the driver sees; 0 without a usable driver (runtime/driver.c). */
 DC_HIDDEN int32_t dc_rt_device_count(void);
+/* The driver's version (cuDriverGetVersion; 0 when libcuda.so.1 did not
+ * load or cuInit failed) and, when no device is usable, why (else NULL). */
+DC_HIDDEN int32_t dc_rt_driver_version(const char **why);
 
 
 #endif /* DCPTOPK_RT_H */

@@ -94,5 +94,6 @@ int cmd_render(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 
 #endif /* DC_CLI_H */

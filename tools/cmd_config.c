@@ -541,7 +541,9 @@ int cmd_render(int argc, char **argv)
                "KEY-SPEC is what 'dcptopk keys' prints, e.g.\n"
                "  'select(topk=2048,local_topk=384,world_size=8,block_size=64,"
                "interleave=1,emit_ids=1,exact=1)@sm_90a'\n"
-               "Fields left out are 0; a missing @ARCH is sm_90a.\n"
+               "Every field the kernel specialises on must be given, once,\n"
+               "in any order; any other field is refused (both errors name\n"
+               "the field). A missing @ARCH is sm_90a.\n"
                "\n"
                "options:\n"
                "  --hash   print the key's 128-bit cache key instead\n");

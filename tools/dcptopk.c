@@ -25,6 +25,8 @@ static void usage(FILE *f)
         "  selftest [CONFIG]         check the merge: CPU reference vs brute force,\n"
         "                            and on a GPU the GPU merge vs the reference\n"
         "  devices                   list the CUDA devices and their target arch\n"
+        "  env                       versions, devices, cache and settings in\n"
+        "                            effect (for bug reports)\n"
         "\n"
         "options:\n"
         "  -h, --help                this help ('dcptopk COMMAND --help' for a command)\n"
@@ -34,6 +36,7 @@ static void usage(FILE *f)
         "  DCPTOPK_CACHE_DIR         directory of the default cache file\n"
         "                            (dcptopk.sqlite); else $XDG_CACHE_HOME/dcptopk,\n"
         "                            else ~/.cache/dcptopk\n"
+        "  ('dcptopk env' lists every variable, its value and its source)\n"
         "\n"
         "exit codes:\n"
         "  0  success\n"
@@ -57,7 +60,7 @@ int main(int argc, char **argv)
         {"warmup", cmd_warmup}, {"configs", cmd_configs},
         {"keys", cmd_keys},     {"render", cmd_render},
         {"cache", cmd_cache},   {"selftest", cmd_selftest},
-        {"devices", cmd_devices},
+        {"devices", cmd_devices}, {"env", cmd_env},
     };
 
     if (argc < 2) {
@@ -88,6 +91,6 @@ int main(int argc, char **argv)
                          cmd);
     return cli_error(CLI_USAGE,
                      "unknown command '%s' (commands: warmup, configs, keys, "
-                     "render, cache, selftest, devices; see 'dcptopk --help')",
+                     "render, cache, selftest, devices, env; see 'dcptopk --help')",
                      cmd);
 }

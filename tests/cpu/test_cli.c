@@ -263,7 +263,7 @@ TEST(every_subcommand_has_help)
     static const char *const cmds[][2] = {
         {"warmup", NULL},   {"configs", NULL},  {"keys", NULL},
         {"render", NULL},   {"cache", NULL},    {"selftest", NULL},
-        {"devices", NULL},
+        {"devices", NULL},  {"env", NULL},
         {"cache", "path"},  {"cache", "ls"},    {"cache", "show"},
         {"cache", "stats"}, {"cache", "verify"}, {"cache", "prune"},
         {"cache", "rm"},    {"cache", "clear"}, {"cache", "export"},
@@ -737,6 +737,92 @@ TEST(devices_counts_the_library_devices)
     CHECK_EQ(count_substr(res.out, "\"ordinal\":"), n);
     CHECK_RUN(RUN(dir, "devices", "--all"), 2);
     CHECK_CONTAINS(res.err, "--all");
+    remove_dir(dir);
+}
+
+TEST(env_lists_versions_cache_and_every_setting)
+{
+    char dir[4096];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    /* One valid and one invalid value: their sources must say so. */
+    setenv("DCPTOPK_CACHE_BUSY_MS", "1234", 1);
+    setenv("DCPTOPK_PEER_TIMEOUT_MS", "soon", 1);
+    unsetenv("DCPTOPK_WARMUP_THREADS");
+    CHECK_RUN(RUN(dir, "env", "--json"), 0);
+    CHECK_MSG(json_shape_ok(res.out, '{'), "%s", res.out);
+    CHECK_CONTAINS(res.out, "{\"library\":{\"version\":\"");
+    CHECK_CONTAINS(res.out, dcptopk_version_string());
+    CHECK_CONTAINS(res.out, "\"nvrtc\":{\"version\":\"");
+    CHECK_CONTAINS(res.out, "\"driver\":{\"version\":");
+    CHECK_CONTAINS(res.out, "\"cache\":{\"path\":");
+    /* The ctest cache folder is ours: absent (nothing compiled yet). */
+    CHECK_CONTAINS(res.out, "\"mode\":\"absent\"");
+    CHECK_CONTAINS(res.out, dir);
+    CHECK_EQ(count_substr(res.out, "\"ordinal\":"), dcptopk_device_count());
+    /* Every setting of the table, once, in table order. */
+    dcptopk_setting s = DCPTOPK_SETTING_INIT;
+    size_t n = 0;
+    const char *at = res.out;
+    char want[256];
+    for (; dcptopk_setting_get(n, &s) == DCPTOPK_SUCCESS; n++) {
+        snprintf(want, sizeof want, "{\"name\":\"%s\",\"kind\":\"%s\"",
+                 s.name, s.kind);
+        const char *p = strstr(at, want);
+        CHECK_MSG(p != NULL, "setting %s missing or out of order", s.name);
+        if (p)
+            at = p;
+    }
+    CHECK(n > 20);
+    CHECK_EQ(count_substr(res.out, "{\"name\":"), (int)n);
+    CHECK_EQ(dcptopk_setting_get(n, &s), DCPTOPK_NOT_FOUND);
+    CHECK_CONTAINS(res.out, "{\"name\":\"DCPTOPK_CACHE_BUSY_MS\",\"kind\":"
+                            "\"int\",\"value\":\"1234\",\"env\":\"1234\","
+                            "\"source\":\"environment\"");
+    CHECK_CONTAINS(res.out, "{\"name\":\"DCPTOPK_PEER_TIMEOUT_MS\",\"kind\":"
+                            "\"int\",\"value\":\"10000\",\"env\":\"soon\","
+                            "\"source\":\"ignored\"");
+    CHECK_CONTAINS(res.out, "{\"name\":\"DCPTOPK_WARMUP_THREADS\",\"kind\":"
+                            "\"int\",\"value\":\"0\",\"env\":null,"
+                            "\"source\":\"default\"");
+    /* The same through the library call. */
+    CHECK_EQ(dcptopk_setting_get(0, NULL), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "out is NULL");
+    dcptopk_setting small = DCPTOPK_SETTING_INIT;
+    small.struct_size = 8;
+    CHECK_EQ(dcptopk_setting_get(0, &small), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "struct_size = 8");
+    /* Text: the same facts, and no warning for the invalid value (env
+     * reports, it does not read). */
+    CHECK_RUN(RUN(dir, "env"), 0);
+    CHECK_CONTAINS(res.out, "DCPTOPK_CACHE_BUSY_MS");
+    CHECK_CONTAINS(res.out, "1234 (environment)");
+    CHECK_CONTAINS(res.out, "10000 (ignored \"soon\": invalid)");
+    CHECK_CONTAINS(res.out, "driver:");
+    CHECK(strstr(res.err, "ignoring") == NULL);
+    /* No GPU is a fact, not a failure. */
+    setenv("DCPTOPK_DISABLE_CUDA", "1", 1);
+    CHECK_RUN(RUN(dir, "env"), 0);
+    CHECK_CONTAINS(res.out, "driver:   none: the CUDA driver is disabled by "
+                            "DCPTOPK_DISABLE_CUDA=1");
+    CHECK_CONTAINS(res.out, "devices:  0");
+    unsetenv("DCPTOPK_DISABLE_CUDA");
+    /* An untrusted cache folder is reported as refused, with the reason. */
+    char bad[4200];
+    snprintf(bad, sizeof bad, "%s/open", dir);
+    CHECK(mkdir(bad, 0777) == 0 && chmod(bad, 0777) == 0);
+    setenv("DCPTOPK_CACHE_DIR", bad, 1);
+    CHECK_EQ(dcptopk_env_info_get(NULL), DCPTOPK_INVALID_ARGUMENT);
+    dcptopk_env_info e = DCPTOPK_ENV_INFO_INIT;
+    CHECK_EQ(dcptopk_env_info_get(&e), DCPTOPK_SUCCESS);
+    CHECK_MSG(strcmp(e.cache_mode, "refused") == 0, "mode %s", e.cache_mode);
+    CHECK_CONTAINS(e.cache_why, "writable by its group and others");
+    CHECK_EQ(e.device_count, dcptopk_device_count());
+    CHECK(e.nvrtc_major >= 11);
+    CHECK_CONTAINS(e.nvrtc_path, "nvrtc");
+    CHECK_RUN(RUN(dir, "env", "--bogus"), 2);
+    CHECK_CONTAINS(res.err, "--bogus");
+    unsetenv("DCPTOPK_CACHE_BUSY_MS");
+    unsetenv("DCPTOPK_PEER_TIMEOUT_MS");
     remove_dir(dir);
 }
 

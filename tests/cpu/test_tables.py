@@ -86,6 +86,14 @@ sel = row_of(out, ["select"])
 check("select", sel is not None and sel[2] == "**90.0**" and sel[4] == "5.0x" and
       sel[5] == "34.1" and sel[6] == "2.6x" and sel[3].startswith("450.0"), sel)
 
+# The Python host overhead: each shape from the newest run that measured it.
+host = row_of(out, ["`dcp_topk_merge`", "T=64 K=2048 N=384 S=65536"])
+check("host row from the newest run", host is not None and host[2:] ==
+      ["19.5", "10.0", "**9.50**", "75.2", "3.12", "<= 10", "B"], host)
+host1 = row_of(out, ["`dcp_topk_merge`", "T=1 K=2048 N=384 S=65536"])
+check("host row only the older run measured", host1 is not None and host1[2:] ==
+      ["11.0", "-", "-", "20.0", "3.00", "<= 10", "A"], host1)
+
 check("legend names date, GPU, commit, torch",
       "- **A**: 2026-01-01T10:00:00Z, NVIDIA H200, driver 580.159, commit aaaaaaa, torch 2.11." in out,
       out)

@@ -154,6 +154,23 @@ def test_missing_distributed_runtime_is_a_clear_error():
     raises(ValueError, _dist.backend_name, "mpi", match="backend")
 
 
+def test_bootstrap_follows_where_the_ranks_run():
+    """One GPU per rank: NCCL; ranks sharing a GPU on one host: the
+    store-only group; sharing a GPU across hosts: a clear error."""
+    a, b = ("h1", "boot1", "GPU-a"), ("h1", "boot1", "GPU-b")
+    assert _dist.bootstrap_kind([a, b]) == "nccl"
+    assert _dist.bootstrap_kind([a]) == "nccl"
+    assert _dist.bootstrap_kind([a, a]) == "store"
+    assert _dist.bootstrap_kind([a, a, b, a]) == "store"
+    c = ("h2", "boot2", "GPU-c")
+    assert _dist.bootstrap_kind([a, b, c]) == "nccl"
+    raises(RuntimeError, _dist.bootstrap_kind, [a, a, c],
+           match=["share a GPU (GPU-a on h1)", "2 hosts"])
+    # The store folder is private to this user.
+    d = _dist._store_folder()
+    assert os.path.isdir(d) and os.stat(d).st_mode & 0o777 == 0o700, oct(os.stat(d).st_mode)
+
+
 def test_log_routing_follows_the_library():
     lib = dcptopk.library()
     assert dcptopk.log_routed() == (hasattr(lib, "dcptopk_log_set_callback") and
@@ -197,6 +214,209 @@ def test_pyproject_version_is_the_binding_version():
     with open(path) as f:
         lines = [ln for ln in f if ln.startswith("version = ")]
     assert lines and lines[0].split('"')[1] == dcptopk.__version__, (lines, dcptopk.__version__)
+
+
+def test_every_c_call_is_bound():
+    """Every function of include/dcptopk.h has a ctypes signature."""
+    import re
+    header = os.path.join(harness.HERE, "..", "..", "include", "dcptopk.h")
+    if not os.path.exists(header):
+        raise harness.Skip("no include/dcptopk.h next to the tests")
+    with open(header) as f:
+        names = re.findall(r"DCPTOPK_API[^;]*?\b(dcptopk_\w+)\s*\(", f.read(), re.S)
+    assert len(names) > 80, len(names)
+    bound = set(_lib._SIGS) | set(_lib._DIST_SIGS) | {"dcptopk_log_set_callback"}
+    missing = [n for n in names if n not in bound]
+    assert not missing, f"C calls without a binding: {missing}"
+    lib = dcptopk.library()
+    for n in names:
+        if n in _lib._SIGS or _lib.has_dist_runtime(lib):
+            assert getattr(lib, n).argtypes is not None or n.endswith("_callback"), n
+
+
+def _cli_env(extra):
+    env = dict(os.environ, **extra)
+    if os.environ.get("DCPTOPK_TEST_INSTALLED") != "1":
+        env["PYTHONPATH"] = os.path.join(harness.HERE, "..", "..", "bindings", "python")
+    return env
+
+
+def test_settings_table_and_env_info():
+    table = dcptopk.settings()
+    names = [s["name"] for s in table]
+    assert len(names) == len(set(names)) > 20, names
+    for n in ("DCPTOPK_CACHE_DIR", "DCPTOPK_PEER_TIMEOUT_MS", "DCPTOPK_LIBRARY", "RANK"):
+        assert n in names, n
+    old = {k: os.environ.get(k) for k in ("DCPTOPK_CACHE_BUSY_MS", "DCPTOPK_PEER_TIMEOUT_MS")}
+    try:
+        os.environ["DCPTOPK_CACHE_BUSY_MS"] = "1234"
+        os.environ["DCPTOPK_PEER_TIMEOUT_MS"] = "soon"
+        busy = dcptopk.setting("DCPTOPK_CACHE_BUSY_MS")
+        assert (busy["value"], busy["env"], busy["source"]) == (1234, "1234", "environment"), busy
+        peer = dcptopk.setting("DCPTOPK_PEER_TIMEOUT_MS")
+        assert (peer["value"], peer["env"], peer["source"]) == (10000, "soon", "ignored"), peer
+        del os.environ["DCPTOPK_CACHE_BUSY_MS"]
+        busy = dcptopk.setting("DCPTOPK_CACHE_BUSY_MS")
+        assert (busy["value"], busy["env"], busy["source"]) == (10000, None, "default"), busy
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    raises(ValueError, dcptopk.setting, "DCPTOPK_NOPE", match=["DCPTOPK_NOPE", "settings"])
+    raises(TypeError, dcptopk.setting, 3, match="name")
+    info = dcptopk.env_info()
+    assert info["device_count"] == dcptopk.device_count(), info
+    assert info["nvrtc"] and "nvrtc" in (info["nvrtc_path"] or ""), info
+    assert info["cache_path"] == dcptopk.cache_default_path(), info
+    assert info["cache_mode"] in ("trusted", "shared", "absent", "refused", "none"), info
+    if not info["device_count"]:
+        assert info["no_device"], info
+
+
+def test_python_m_dcptopk_env_json():
+    """`python -m dcptopk env --json` (the CLI's env) parses, lists every
+    setting of the table, and shows an environment value's source."""
+    import json
+    r = subprocess.run([sys.executable, "-m", "dcptopk", "env", "--json"], capture_output=True,
+                       text=True, env=_cli_env({"DCPTOPK_RESCUE_TIMEOUT_MS": "777"}))
+    if r.returncode != 0 and "no dcptopk CLI" in r.stderr:
+        raise harness.Skip("no CLI next to the library")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["library"]["version"] == dcptopk.versions()["library"], doc["library"]
+    assert [s["name"] for s in doc["settings"]] == [s["name"] for s in dcptopk.settings()]
+    rescue = [s for s in doc["settings"] if s["name"] == "DCPTOPK_RESCUE_TIMEOUT_MS"][0]
+    assert rescue["source"] == "environment" and rescue["value"] == "777", rescue
+    assert len(doc["devices"]) == dcptopk.device_count(), doc["devices"]
+    assert doc["cache"]["mode"] in ("trusted", "shared", "absent", "refused", "none"), doc
+
+
+def test_log_level_round_trip():
+    was = dcptopk.log_level()
+    try:
+        for name in ("quiet", "error", "warn", "info", "debug"):
+            dcptopk.set_log_level(name)
+            assert dcptopk.log_level() == name
+        dcptopk.set_log_level(1)
+        assert dcptopk.log_level() == "error"
+    finally:
+        dcptopk.set_log_level(was)
+    raises(ValueError, dcptopk.set_log_level, "loud", match=["level", "'loud'"])
+    raises(ValueError, dcptopk.set_log_level, 7, match=["level: got 7"])
+
+
+def test_keys_parse_check_render_hash():
+    cfg = dcptopk.config("deepseek-v3.2-dcp8")
+    for spec in dcptopk.config_keys(cfg, "sm_90a")[:3]:
+        k = dcptopk.key_parse(spec)
+        assert spec.startswith(k["kernel"] + "(") and k["arch"] == "sm_90a", (spec, k)
+        dcptopk.key_check(spec)
+        h = dcptopk.key_hash(spec)
+        assert len(h) == 32 and int(h, 16) >= 0, h
+        src = dcptopk.key_render(spec)
+        assert "extern \"C\"" in src, src[:200]
+    e = raises(dcptopk.DcptopkError, dcptopk.key_parse, "select(topk=2048)@sm_90a",
+               match="local_topk")
+    assert e.name == "DCPTOPK_INVALID_ARGUMENT", e.name
+    raises(dcptopk.DcptopkError, dcptopk.key_hash, "nope()@sm_90a", match="nope")
+    raises(TypeError, dcptopk.key_render, None, match="key")
+
+
+def test_ref_scalars():
+    # bf16 1.0 = 0x3f80: non-negative, so bits | 0x8000; NaN has no order.
+    assert dcptopk.ref_ord16(0x3F80) == 0x3F80 | 0x8000
+    assert dcptopk.ref_ord16(0x7FC0) == 0
+    assert dcptopk.ref_ord32(0x3F800000) > dcptopk.ref_ord32(0xBF800000)
+    assert dcptopk.ref_global_id(5, 1, 8) == 5 * 8 + 1
+    assert dcptopk.ref_global_id(5, 1, 8, interleave=4) == (5 // 4) * 32 + 4 + 5 % 4
+    n = 32
+    row = [0] * (n + 1)
+    row[0] = (0xBF80 << 16) | (0xFFFF - 7)  # ord16 0xBF80, local id 7
+    c = dcptopk.ref_decode(row, n, 0, owner=2, world_size=4)
+    assert c == {"ord16": 0xBF80, "local_id": 7, "global_id": 7 * 4 + 2}, c
+    assert dcptopk.ref_decode(row, n, 1, 2, 4)["ord16"] == 0
+    raises(ValueError, dcptopk.ref_ord16, 0x10000, match="bf16_bits")
+    raises(ValueError, dcptopk.ref_global_id, 1, 8, 8, match="owner: got 8")
+    raises(ValueError, dcptopk.ref_decode, row[:-1], n, 0, 0, 4, match="packed_row: got 32")
+    raises(ValueError, dcptopk.ref_decode, row, n, 32, 0, 4, match="j: got 32")
+    assert dcptopk.path_name(2) == "push" and dcptopk.path_name(99) == "unknown"
+
+
+def test_launch_env_and_a_group_from_it():
+    if not _lib.has_dist_runtime():
+        raise harness.Skip("the library lacks the distributed runtime")
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+    old = {k: os.environ.pop(k, None) for k in keys}
+    try:
+        assert dcptopk.launch_env() is None
+        os.environ.update(RANK="0", WORLD_SIZE="1")
+        env = dcptopk.launch_env()
+        assert env == {"rank": 0, "world_size": 1, "local_rank": -1, "local_world_size": -1,
+                       "source": "torchrun"}, env
+        with tempfile.TemporaryDirectory() as d:
+            with dcptopk.Context(device=-1, arch="sm_90a", cache_path=os.path.join(d, "c")) as ctx:
+                with dcptopk.Group(ctx, d) as g:
+                    assert (g.rank, g.world_size) == (0, 1)
+                    path, why = g.path()
+                    assert path == "loopback", (path, why)
+                    g.barrier()
+                raises(ValueError, lambda: g.rank, match="closed")
+                raises(ValueError, dcptopk.Group, ctx, d, path=9, match="path: got 9")
+        os.environ["RANK"] = "x"
+        raises(dcptopk.DcptopkError, dcptopk.launch_env, match=["RANK", "x"])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_cache_file_maintenance():
+    cfg = dcptopk.config("topk512-dcp8-pair")
+    keys = dcptopk.config_keys(cfg, "sm_90a")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "cache.sqlite")
+        e = raises(dcptopk.DcptopkError, dcptopk.Cache, path, readonly=True, match=path)
+        assert e.name == "DCPTOPK_NOT_FOUND", e.name
+        with dcptopk.Context(device=-1, arch="sm_90a", cache_path=path) as ctx:
+            ctx.warmup(cfg, progress=False)
+        with dcptopk.Cache(path) as c:
+            assert c.path == path and not c.readonly
+            entries = c.list()
+            assert len(entries) == len(keys), entries
+            hashes = {dcptopk.key_hash(k) for k in keys}
+            assert {e["key"] for e in entries} == hashes
+            one = entries[0]
+            assert c.find(one["key"][:8]) == one
+            src = c.read_blob(one["key"], "source").decode()
+            assert src == dcptopk.key_render(f"{one['kernel']}({one['fields']})@{one['arch']}")
+            assert len(c.read_blob(one["key"])) == one["cubin_bytes"]
+            st = c.stats()
+            assert st["entries"] == len(keys) and st["bytes"] > 0, st
+            assert c.verify() == (len(keys), 0)
+            assert c.claims() == [] and c.clear_stale_claims() == 0
+            out = os.path.join(d, "export.sqlite")
+            assert c.export(out) == len(keys)
+            raises(dcptopk.DcptopkError, c.export, out, match="export.sqlite")
+            c.remove(one["key"])
+            raises(dcptopk.DcptopkError, c.find, one["key"], match=one["key"][:8])
+            assert c.prune(0) == len(keys) - 1
+            assert c.import_(out, trust=True) == (len(keys), 0)
+            assert c.clear() == len(keys)
+            raises(ValueError, c.find, "xyz", match=["key_prefix", "'xyz'"])
+            raises(ValueError, c.read_blob, one["key"], "elf", match="blob")
+            raises(ValueError, c.prune, -1, match="max_bytes")
+            raises(TypeError, c.import_, out, trust=1, match="trust")
+        raises(ValueError, c.list, match="closed")
+        with dcptopk.Cache(path, readonly=True) as c:
+            assert c.readonly and c.stats()["entries"] == 0
+            raises(dcptopk.DcptopkError, c.clear, match="read-only")
+        raises(TypeError, dcptopk.Cache, 3, match="path")
+        raises(TypeError, dcptopk.Cache, path, readonly="no", match="readonly")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ every argument error, the ops on host tensors (the library's CPU reference)
 against the independent torch reference (refs.py), and tracing with fake
 tensors and torch.compile(fullgraph=True). Skips (77) when torch is missing.
 """
+import os
 import sys
 
 import harness
@@ -489,6 +490,88 @@ def test_contract_checker_catches_violations():
     M.assert_packed_merge_contract(M.dcp_topk_pack_indices(
         lg2[:, :96].contiguous(), torch.topk(lg2[:, :96].float(), N).indices.int(),
         torch.empty(T, 33, dtype=torch.int32)), lg2[:, :96], re2, N)
+
+
+def _store_group_rank(rank, W, init_file, failures, own_gpus=False):
+    import torch.distributed as dist
+    from dcptopk import _core, _dist
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", world_size=W,
+                                rank=rank)
+        # Every rank "on" one GPU, without a GPU: the same UUID, and a
+        # compile-only context (the group needs no device to form).
+        class Props:
+            uuid = f"GPU-{rank}" if own_gpus else "GPU-one"
+        torch.cuda.get_device_properties = lambda d: Props()
+        _core.default_context = lambda d: _core.Context(device=-1, arch="sm_90a")
+        got = _dist.all_gather_bytes(bytes([rank]) * (rank + 1), dist.group.WORLD)
+        assert got == [bytes([r]) * (r + 1) for r in range(W)], got
+        if own_gpus:
+            # NCCL is absent here: rank 0 cannot make the unique id, and
+            # every rank must fail rather than wait for it.
+            want = "DCPTOPK_NCCL_ERROR" if rank == 0 else "could not make the NCCL unique id"
+            raises(Exception, _dist.LibraryRuntime, dist.group.WORLD, 0, match=want)
+            return
+        rt = _dist.LibraryRuntime(dist.group.WORLD, 0)
+        assert rt.bootstrap == "store" and rt.store_dir, (rt.bootstrap, rt.store_dir)
+        assert os.path.isdir(rt.store_dir), rt.store_dir
+        path, why = rt.path()
+        assert path == "push", (path, why)
+        dist.barrier()
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        failures.put(f"rank {rank}: {e!r}")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_ranks_sharing_a_gpu_get_a_store_only_group():
+    """A gloo group of 3 processes that share one GPU: the library's group is
+    store-only in rank 0's private folder (named over the torch group, with
+    no numpy-backed object collective) and chooses the push path."""
+    if not dcptopk.has_dist_runtime():
+        raise harness.Skip("the library lacks the distributed runtime")
+    _spawn_group_ranks(3, False)
+
+
+def _spawn_group_ranks(W, own_gpus):
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as d:
+        failures = mp.get_context("spawn").Queue()
+        mp.start_processes(_store_group_rank, args=(W, os.path.join(d, "init"), failures,
+                                                    own_gpus),
+                           nprocs=W, join=True, start_method="spawn")
+        errs = []
+        while not failures.empty():
+            errs.append(failures.get())
+        assert not errs, errs
+
+
+def test_a_failed_unique_id_fails_every_rank():
+    """One GPU per rank without NCCL (DCPTOPK_NCCL_LIBRARY names no file):
+    rank 0's unique id fails, and the other ranks get a clear error instead
+    of waiting for it forever."""
+    if not dcptopk.has_dist_runtime():
+        raise harness.Skip("the library lacks the distributed runtime")
+    old = os.environ.get("DCPTOPK_NCCL_LIBRARY")
+    os.environ["DCPTOPK_NCCL_LIBRARY"] = "/nonexistent/libnccl.so.2"
+    try:
+        _spawn_group_ranks(2, True)
+    finally:
+        if old is None:
+            del os.environ["DCPTOPK_NCCL_LIBRARY"]
+        else:
+            os.environ["DCPTOPK_NCCL_LIBRARY"] = old
+
+
+def test_bytes_frames_over_a_group():
+    from dcptopk import _dist
+    for data in (b"", b"x", bytes(range(256)) * 4):
+        assert _dist._unframe(_dist._frame(data, 1024)) == data
+    raises(ValueError, _dist._frame, b"x" * 1025, 1024, match="1025 bytes")
 
 
 def test_warmup_registry():

@@ -4,7 +4,11 @@ Three layers:
 
 - ``dcptopk`` (this module, no torch needed to import it): configs, compile
   keys, contexts, warmup with progress, workspaces, the loopback world, the
-  CPU reference, versions. Tensors are torch tensors, imported lazily.
+  CPU reference, versions; and the rest of the C API for tools: the
+  settings table and environment (``settings``, ``env_info``), the log
+  level, key parse/check/render/hash, the compile cache file (``Cache``),
+  groups from a launcher's environment (``Group``). Tensors are torch
+  tensors, imported lazily.
 - ``dcptopk.ops``: ``torch.ops.dcptopk.{pack, pack_indices, select,
   pair_pack, pair_select}``, custom ops with fake implementations
   (torch.compile(fullgraph=True)) that launch on the current stream (CUDA
@@ -29,13 +33,19 @@ from ._core import (Context, LoopbackWorld, Progress, RowsOutput, Workspace, cac
                     check_contract, config, config_check, config_keys, config_names, configure,
                     default_context, device_count, make_config, packed_row_words,
                     ref_packed_merge, rescue_slots, versions, workspace_layout)
+from ._admin import (Cache, Group, env_info, key_check, key_hash, key_parse, key_render,
+                     launch_env, log_level, path_name, ref_decode, ref_global_id, ref_ord16,
+                     ref_ord32, set_log_level, setting, settings)
 
 __all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "LoopbackWorld", "RowsOutput",
            "Progress", "config", "config_names", "config_keys", "config_check", "make_config",
            "configure", "default_context", "workspace_layout", "packed_row_words",
            "rescue_slots", "ref_packed_merge", "check_contract", "versions",
            "cache_default_path", "device_count", "library", "has_dist_runtime", "log_routed",
-           "warmup", "STRUCTS", "BINDING_VERSION", "__version__"]
+           "warmup", "STRUCTS", "BINDING_VERSION", "__version__",
+           "settings", "setting", "env_info", "log_level", "set_log_level", "key_parse",
+           "key_check", "key_render", "key_hash", "ref_ord16", "ref_ord32", "ref_global_id",
+           "ref_decode", "path_name", "launch_env", "Group", "Cache"]
 
 
 def warmup(cfgs, device=None, progress=None, ctx=None):

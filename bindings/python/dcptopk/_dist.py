@@ -3,11 +3,16 @@
 A group's peers are reached by one of two backends:
 
 - "dcptopk" (the default): the library's distributed runtime (a
-  dcptopk_group made from an NCCL unique id that rank 0 creates and the
-  torch group broadcasts with broadcast_object_list; the library then owns
-  the exchange path, NCCL or a device push, and the peer memory, and one
-  dcptopk_group_merge call runs a step). When the loaded library lacks that
-  runtime, every call says so with a RuntimeError.
+  dcptopk_group; the library owns the exchange path, NCCL or a device push,
+  and the peer memory, and one dcptopk_group_merge call runs a step). How
+  the group is made is decided per torch group from where its ranks run
+  (gathered over the torch group): one GPU per rank gives an NCCL
+  communicator from a unique id that rank 0 creates and the torch group
+  broadcasts; ranks that share a GPU (which NCCL refuses) on one host give a
+  store-only group: rank 0 makes a private (0700) folder for the library's
+  file store and broadcasts its path, and the group exchanges through CUDA
+  IPC peer memory. When the loaded library lacks that runtime, every call
+  says so with a RuntimeError.
 - "torch": the exchange is torch's all_gather_into_tensor on the group and
   the rescue's receive slots and flags are torch symmetric memory, whose peer
   addresses feed dcptopk_workspace_create (the library's call for engines that
@@ -63,9 +68,114 @@ def runtime(group, device, backend=None):
     return rt
 
 
+def placements(group, device):
+    """Where every rank of the torch group runs: (host, boot id, GPU UUID) per
+    rank, gathered over the group (collective)."""
+    import socket
+
+    import torch
+    import torch.distributed as dist
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    props = torch.cuda.get_device_properties(device)
+    # The UUID names the GPU whatever CUDA_VISIBLE_DEVICES each rank has.
+    gpu = str(getattr(props, "uuid", "") or "")
+    if not gpu:
+        gpu = (f"pci:{getattr(props, 'pci_domain_id', 0)}:{getattr(props, 'pci_bus_id', -1)}:"
+               f"{getattr(props, 'pci_device_id', -1)}")
+    mine = "\n".join((socket.gethostname(), boot, gpu)).encode()
+    return [tuple(b.decode().split("\n")) for b in all_gather_bytes(mine, group)]
+
+
+# Bytes over a torch group through plain tensor collectives: the *_object
+# collectives pickle through numpy, which a torch install may lack.
+
+def _wire_device(group):
+    """Where the group's collectives take tensors: the CPU when it has gloo
+    (also "cpu:gloo,cuda:nccl"), else the current GPU."""
+    import torch
+    import torch.distributed as dist
+    if "gloo" in str(dist.get_backend(group)).lower():
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def _frame(data, cap):
+    import torch
+    if len(data) > cap:
+        raise ValueError(f"{len(data)} bytes to send over the group: at most {cap}")
+    t = torch.zeros(cap + 4, dtype=torch.uint8)
+    t[:4] = torch.tensor(list(len(data).to_bytes(4, "little")), dtype=torch.uint8)
+    if data:
+        t[4:4 + len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    return t
+
+
+def _unframe(t):
+    b = bytes(t.cpu().tolist())
+    return b[4:4 + int.from_bytes(b[:4], "little")]
+
+
+def all_gather_bytes(data, group, cap=1024):
+    """Every rank's `data` (bytes, at most cap), in rank order. Collective."""
+    import torch.distributed as dist
+    dev = _wire_device(group)
+    t = _frame(data, cap).to(dev)
+    out = [t.new_empty(t.shape) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, t, group=group)
+    return [_unframe(x) for x in out]
+
+
+def broadcast_bytes(data, group, cap=4096):
+    """Group rank 0's `data` (bytes, at most cap; ignored elsewhere) on every
+    rank. Collective."""
+    import torch.distributed as dist
+    t = _frame(data if dist.get_rank(group) == 0 else b"", cap).to(_wire_device(group))
+    dist.broadcast(t, src=dist.get_global_rank(group, 0), group=group)
+    return _unframe(t)
+
+
+def bootstrap_kind(places):
+    """"nccl" when every rank has its own GPU, "store" when ranks share a GPU
+    and all run on one host (NCCL refuses two ranks on one GPU; the
+    library's store-only group then exchanges through CUDA IPC); a
+    RuntimeError when ranks share a GPU across hosts."""
+    if len(set(places)) == len(places):
+        return "nccl"
+    hosts = {p[:2] for p in places}
+    if len(hosts) == 1:
+        return "store"
+    shared = sorted({p for p in places if places.count(p) > 1})
+    raise RuntimeError(
+        f"group: ranks share a GPU ({shared[0][2]} on {shared[0][0]}), which NCCL refuses, and "
+        f"the group spans {len(hosts)} hosts, which a store-only group cannot reach: give each "
+        "rank its own GPU, or keep the ranks that share a GPU on one host")
+
+
+_store_folders = []
+
+
+def _store_folder():
+    """A private (0700) folder for a store-only group's files, removed when
+    this process exits (rank 0 makes it; the ranks use it while they run)."""
+    import atexit
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="dcptopk-store-")
+    if not _store_folders:
+        atexit.register(lambda: [shutil.rmtree(x, ignore_errors=True) for x in _store_folders])
+    _store_folders.append(d)
+    return d
+
+
 class LibraryRuntime:
-    """The library's group (dcptopk_group), created once per torch group from
-    an NCCL unique id that rank 0 makes and the torch group broadcasts."""
+    """The library's group (dcptopk_group), created once per torch group:
+    from an NCCL unique id that rank 0 makes and the torch group broadcasts
+    when every rank has its own GPU, else (ranks sharing a GPU on one host)
+    store-only, in a private folder whose path rank 0 broadcasts."""
 
     def __init__(self, group, device):
         lib = library()
@@ -75,19 +185,38 @@ class LibraryRuntime:
                 f"{', '.join(DIST_SYMBOLS[:3])}, ...): it cannot merge over a group of more "
                 "than one rank. Build the library with its dist/ runtime, or set "
                 "DCPTOPK_DIST_BACKEND=torch (torch all-gather + symmetric memory)")
-        import torch.distributed as dist
         self.group, self.device = group, device
         self.world_size, self.rank = group_info(group)
-        uid = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
-        if self.rank == 0:
-            check(lib.dcptopk_group_unique_id(uid))
-        obj = [bytes(uid.raw) if self.rank == 0 else None]
-        dist.broadcast_object_list(obj, src=dist.get_global_rank(group, 0), group=group)
-        self._uid = ctypes.create_string_buffer(obj[0], UNIQUE_ID_BYTES)
+        self.store_dir = None
         gc = new(GroupConfig)
         gc.version, gc.rank, gc.world_size = 1, self.rank, self.world_size
-        gc.unique_id = ctypes.cast(self._uid, _vp)
-        gc.path, gc.timeout_ms = 0, int(os.environ.get("DCPTOPK_PEER_TIMEOUT_MS", "0"))
+        # 0: the library reads DCPTOPK_PEER_TIMEOUT_MS through its settings
+        # table (one parser; an invalid value warns and keeps the default).
+        gc.path, gc.timeout_ms = 0, 0
+        self.bootstrap = bootstrap_kind(placements(group, device))
+        if self.bootstrap == "store":
+            # Ranks share a GPU: no NCCL. The library's file store in a
+            # private folder of rank 0's, named to the others over the group.
+            self._store = broadcast_bytes(_store_folder().encode() if self.rank == 0 else b"",
+                                          group)
+            self.store_dir = self._store.decode()
+            gc.store_dir = self._store
+        else:
+            uid = ctypes.create_string_buffer(UNIQUE_ID_BYTES)
+            failed = None
+            if self.rank == 0:
+                try:
+                    check(lib.dcptopk_group_unique_id(uid))
+                except DcptopkError as e:
+                    failed = e  # raised after the broadcast: the others must not hang
+            got = broadcast_bytes(bytes(uid.raw) if self.rank == 0 and not failed else b"", group)
+            if failed:
+                raise failed
+            if len(got) != UNIQUE_ID_BYTES:
+                raise RuntimeError("group: rank 0 could not make the NCCL unique id (its error "
+                                   "says why: NCCL missing?)")
+            self._uid = ctypes.create_string_buffer(got, UNIQUE_ID_BYTES)
+            gc.unique_id = ctypes.cast(self._uid, _vp)
         self.ctx = _core.default_context(device)
         h = _vp()
         check(lib.dcptopk_group_create(self.ctx._handle(), ctypes.byref(gc), ctypes.byref(h)),
@@ -118,8 +247,13 @@ class LibraryRuntime:
         """Collective: one group workspace per config variant (block_size,
         emit_ids) of one (K, N): the library's one-call merge takes its
         config from its workspace."""
-        return GroupWorkspaces(self, {(c.block_size, bool(c.emit_ids)): self.workspace(c, max_rows)
-                                      for c in cfgs}, cfgs[0], max_rows)
+        ws = GroupWorkspaces(self, {(c.block_size, bool(c.emit_ids)): self.workspace(c, max_rows)
+                                    for c in cfgs}, cfgs[0], max_rows)
+        # Every kernel of a step is loaded now (not collective): a step that
+        # compiles holds its peers' waits, possibly past the group's bound.
+        for gw in ws.variants.values():
+            gw.warmup()
+        return ws
 
     def all_gather(self, packed, out=None):
         raise RuntimeError("the library's group exchanges inside its one-call merge "

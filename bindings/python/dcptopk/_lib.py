@@ -154,6 +154,51 @@ class SelftestReport(ctypes.Structure):
                 ("summary", ctypes.c_char * 512)]
 
 
+class Setting(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("name", ctypes.c_char_p), ("kind", ctypes.c_char_p),
+                ("doc", ctypes.c_char_p), ("env", ctypes.c_char_p), ("value", ctypes.c_char * 32),
+                ("source", _c_i32)]
+
+
+class EnvInfo(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("build", ctypes.c_char * 128),
+                ("nvrtc_major", _c_i32), ("nvrtc_minor", _c_i32),
+                ("nvrtc_path", ctypes.c_char * 512), ("driver_version", _c_i32),
+                ("device_count", _c_i32), ("no_device", ctypes.c_char * 512),
+                ("cache_path", ctypes.c_char * 4096), ("cache_mode", ctypes.c_char * 16),
+                ("cache_why", ctypes.c_char * 1024)]
+
+
+class RefCandidate(ctypes.Structure):
+    _fields_ = [("ord16", _c_u32), ("local_id", _c_i32), ("global_id", _c_i32)]
+
+
+class CacheEntry(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char * 33), ("kernel", ctypes.c_char * 32),
+                ("fields", ctypes.c_char * 256), ("arch", ctypes.c_char * 16),
+                ("nvrtc_version", ctypes.c_char * 16), ("lib_version", ctypes.c_char * 16),
+                ("cubin_bytes", _c_i64), ("ptx_bytes", _c_i64), ("source_bytes", _c_i64),
+                ("compile_ms", ctypes.c_double), ("created", _c_i64), ("last_used", _c_i64),
+                ("hits", _c_i64)]
+
+
+class CacheStats(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("entries", _c_i64), ("bytes", _c_i64),
+                ("file_bytes", _c_i64), ("hits", _c_i64), ("compile_ms", ctypes.c_double),
+                ("claims", _c_i64)]
+
+
+class CacheClaim(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char * 33), ("pid", _c_i64), ("host", ctypes.c_char * 64),
+                ("started", _c_i64), ("stale", _c_i32)]
+
+
+class LaunchEnv(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("rank", _c_i32), ("world_size", _c_i32),
+                ("local_rank", _c_i32), ("local_world_size", _c_i32),
+                ("source", ctypes.c_char * 32)]
+
+
 # The distributed runtime (dist/ in the library: dcptopk_group_*). Used only
 # when the loaded library exports every symbol of DIST_SYMBOLS.
 
@@ -191,10 +236,13 @@ STRUCTS = {"dcptopk_merge_config": MergeConfig, "dcptopk_context_config": Contex
            "dcptopk_pair_select_args": PairSelectArgs, "dcptopk_pair_pack_args": PairPackArgs,
            "dcptopk_pack_args": PackArgs, "dcptopk_select_args": SelectArgs,
            "dcptopk_workspace_layout": WorkspaceLayout,
-           "dcptopk_selftest_report": SelftestReport}
+           "dcptopk_selftest_report": SelftestReport, "dcptopk_setting": Setting,
+           "dcptopk_env_info": EnvInfo, "dcptopk_ref_candidate": RefCandidate,
+           "dcptopk_cache_entry": CacheEntry, "dcptopk_cache_stats": CacheStats,
+           "dcptopk_cache_claim": CacheClaim}
 # Checked when the header has them (struct_sizes.c prints them then).
 DIST_STRUCTS = {"dcptopk_group_config": GroupConfig,
-                "dcptopk_group_merge_args": GroupMergeArgs}
+                "dcptopk_group_merge_args": GroupMergeArgs, "dcptopk_launch_env": LaunchEnv}
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, _vp, ctypes.POINTER(Key), _c_i32, ctypes.c_double)
 # The library's log callback (dcptopk_log_fn): (user, dcptopk_log_level, one
@@ -260,6 +308,37 @@ _SIGS = {
     "dcptopk_ref_check_contract": (_R, [_MC, _vp, _vp, _c_i64, _c_i64, _vp, _c_i64,
                                         _P(_c_i64)]),
     "dcptopk_cache_default_path": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
+    "dcptopk_log_set_level": (None, [ctypes.c_int]),
+    "dcptopk_log_get_level": (ctypes.c_int, []),
+    "dcptopk_setting_get": (_R, [ctypes.c_size_t, _P(Setting)]),
+    "dcptopk_env_info_get": (_R, [_P(EnvInfo)]),
+    "dcptopk_key_parse": (_R, [ctypes.c_char_p, _P(Key)]),
+    "dcptopk_key_check": (_R, [_P(Key)]),
+    "dcptopk_key_render": (_R, [_P(Key), _P(_vp)]),
+    "dcptopk_key_hash": (_R, [_P(Key), ctypes.c_char_p]),
+    "dcptopk_ref_ord16": (_c_u32, [ctypes.c_uint16]),
+    "dcptopk_ref_ord32": (_c_u32, [_c_u32]),
+    "dcptopk_ref_decode": (RefCandidate, [_vp, _c_i32, _c_i32, _c_i32, _c_i32, _c_i32]),
+    "dcptopk_ref_global_id": (_c_i32, [_c_i32, _c_i32, _c_i32, _c_i32]),
+    "dcptopk_cache_open": (_R, [ctypes.c_char_p, ctypes.c_int, _P(_vp)]),
+    "dcptopk_cache_readonly": (ctypes.c_int, [_vp]),
+    "dcptopk_cache_close": (None, [_vp]),
+    "dcptopk_cache_path": (ctypes.c_char_p, [_vp]),
+    "dcptopk_cache_last_error": (ctypes.c_char_p, [_vp]),
+    "dcptopk_cache_list": (_R, [_vp, _P(_vp), _P(ctypes.c_size_t)]),
+    "dcptopk_cache_find": (_R, [_vp, ctypes.c_char_p, _P(CacheEntry)]),
+    "dcptopk_cache_read_blob": (_R, [_vp, ctypes.c_char_p, _c_i32, _P(_vp),
+                                     _P(ctypes.c_size_t)]),
+    "dcptopk_cache_stats_get": (_R, [_vp, _P(CacheStats)]),
+    "dcptopk_cache_verify": (_R, [_vp, _P(_c_i64), _P(_c_i64)]),
+    "dcptopk_cache_prune": (_R, [_vp, _c_i64, _P(_c_i64)]),
+    "dcptopk_cache_remove": (_R, [_vp, ctypes.c_char_p]),
+    "dcptopk_cache_clear": (_R, [_vp, _P(_c_i64)]),
+    "dcptopk_cache_export": (_R, [_vp, ctypes.c_char_p, _P(_c_i64)]),
+    "dcptopk_cache_import": (_R, [_vp, ctypes.c_char_p, _P(_c_i64)]),
+    "dcptopk_cache_import_ex": (_R, [_vp, ctypes.c_char_p, _c_u32, _P(_c_i64), _P(_c_i64)]),
+    "dcptopk_cache_claims": (_R, [_vp, _P(_vp), _P(ctypes.c_size_t)]),
+    "dcptopk_cache_clear_stale_claims": (_R, [_vp, _P(_c_i64)]),
 }
 
 # Symbols of the multi-rank runtime (include/dcptopk.h, the group API).
@@ -277,6 +356,11 @@ _DIST_SIGS = {
     "dcptopk_group_warmup": (_R, [_vp, PROGRESS_FN, _vp, _P(WarmupStats)]),
     "dcptopk_group_workspace_saturation": (_c_u64, [_vp]),
     "dcptopk_group_merge": (_R, [_vp, _P(GroupMergeArgs)]),
+    "dcptopk_path_name": (ctypes.c_char_p, [_c_i32]),
+    "dcptopk_launch_env_get": (_R, [_P(LaunchEnv)]),
+    "dcptopk_group_create_from_env": (_R, [_vp, ctypes.c_char_p, _P(GroupConfig), _P(_vp)]),
+    "dcptopk_group_barrier": (_R, [_vp]),
+    "dcptopk_selftest_group": (_R, [_vp, _MC, _c_i64, _c_i32, _c_u64, _P(SelftestReport)]),
 }
 DIST_SYMBOLS = tuple(_DIST_SIGS)
 
@@ -412,6 +496,18 @@ def _route_log(lib):
 def log_routed():
     """True when the library's log goes to Python logging."""
     return _log_cb is not None
+
+
+def as_bytes_path(path, name):
+    """A file system path argument (str, bytes or os.PathLike) as bytes."""
+    try:
+        p = os.fsencode(path)
+    except TypeError:
+        raise TypeError(f"{name}: got {type(path).__name__}; expected a path (str, bytes or "
+                        "os.PathLike)") from None
+    if not p or b"\0" in p:
+        raise ValueError(f"{name}: got {path!r}; expected a non-empty path without NUL bytes")
+    return p
 
 
 # ------------------------------------------------------------ error mapping

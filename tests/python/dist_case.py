@@ -1,0 +1,107 @@
+"""The drop-in merge checked over a torch.distributed group, one worker per
+rank (shared by test_dist_gpu.py, one GPU per rank over NCCL, and
+test_dist_one_gpu.py, every rank on one GPU over gloo): each rank's
+dcp_topk_merge and dcp_topk_merge_rows bit-exact against the oracle
+(ref_packed_merge of all ranks' logits, which every rank regenerates from the
+seed), saturated rows in every call, over consecutive calls."""
+import os
+import sys
+
+import harness
+import torch
+import torch.distributed as dist
+
+K, N, T, S, B, CALLS = 512, 96, 24, 3000, 16, 20
+
+
+def inputs(W, call):
+    import refs
+    g = torch.Generator().manual_seed(1000 + call)
+    fam = refs.FAMILIES[call % len(refs.FAMILIES)]
+    lg = [refs.logits_bf16(T, S, fam, g) for _ in range(W)]
+    # Every 4th row: one rank holds the row's top scores, so it saturates.
+    for t in range(0, T, 4):
+        lg[(t + call) % W][t] = torch.linspace(50, 40, S).to(torch.bfloat16)
+    re = [torch.randint(S // 3, S + 1, (T,), generator=g, dtype=torch.int32) for _ in range(W)]
+    return lg, re
+
+
+def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None, expect=None):
+    """One rank. device: its GPU (default: the rank's own); expect: (bootstrap,
+    path) the library's group must choose, or None."""
+    sys.path.insert(0, harness.HERE)
+    os.environ["DCPTOPK_DIST_BACKEND"] = backend
+    dev_index = rank if device is None else device
+    torch.cuda.set_device(dev_index)
+    dev = torch.device("cuda", dev_index)
+    kw = {"device_id": dev} if pg_backend == "nccl" else {}
+    dist.init_process_group(pg_backend, init_method=f"file://{init_file}", world_size=W,
+                            rank=rank, **kw)
+    import dcptopk
+    from dcptopk import _dist
+    from dcptopk import merge as M
+    try:
+        group = dist.group.WORLD
+        M.register_dcp_topk_merge_warmup(K, N, W, block_size=B, emit_ids=True)
+        M.init_dcp_topk_rescue_workspace(T, K, N, group=group)
+        if expect is not None:
+            rt = _dist.runtime(group, dev_index)
+            path, why = rt.path()
+            assert (rt.bootstrap, path) == expect, \
+                f"rank {rank}: bootstrap {rt.bootstrap}, path {path} ({why}); expected {expect}"
+        cfg = dcptopk.make_config("packed", topk=K, local_topk=N, world_size=W, block_size=B)
+        bt = torch.randint(0, 1000, (T, S // B + 1), generator=torch.Generator().manual_seed(5),
+                           dtype=torch.int32)
+        req = torch.arange(T, dtype=torch.int32)
+        for call in range(CALLS):
+            lg, re = inputs(W, call)
+            rows_c = [dcptopk.RowsOutput(req, bt, torch.empty(T, K, dtype=torch.int32),
+                                         torch.empty(T, dtype=torch.int32), B) for _ in range(W)]
+            want, _, rescued = dcptopk.ref_packed_merge(cfg, lg, re, S, rows=rows_c)
+            assert rescued > 0, f"call {call}: no saturated row"
+            ids = torch.full((T, K), -7, dtype=torch.int32, device=dev)
+            M.dcp_topk_merge(lg[rank].to(dev), re[rank].to(dev), ids, N)
+            rows_out = torch.full((T, K), -7, dtype=torch.int32, device=dev)
+            valid = torch.full((T,), -7, dtype=torch.int32, device=dev)
+            ids2 = torch.full((T, K), -7, dtype=torch.int32, device=dev)
+            M.dcp_topk_merge_rows(logits=lg[rank].to(dev), row_ends=re[rank].to(dev),
+                                  local_topk=N, topk=K, req_id=req.to(dev),
+                                  block_table=bt.to(dev), block_size=B, stride_rows=B,
+                                  dcp_rank=rank, rows_out=rows_out, valid_out=valid,
+                                  ids_out=ids2, group=group)
+            M.get_dcp_topk_rescue_workspace(K, N).check()
+            assert torch.equal(ids.cpu(), want[rank]), f"rank {rank} call {call}: ids"
+            assert torch.equal(ids2.cpu(), want[rank]), f"rank {rank} call {call}: ids (rows)"
+            assert torch.equal(rows_out.cpu(), rows_c[rank].rows_out), \
+                f"rank {rank} call {call}: rows"
+            assert torch.equal(valid.cpu(), rows_c[rank].counts_out), \
+                f"rank {rank} call {call}: counts"
+        # Teardown: no rank frees memory a peer may still reach (CUDA IPC
+        # leaves that undefined) before every rank's last step finished.
+        torch.cuda.synchronize()
+        dist.barrier()
+        M.get_dcp_topk_rescue_workspace(K, N).close()
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        failures.put(f"rank {rank}: {e}")
+    finally:
+        dist.destroy_process_group()
+
+
+def run(W, backend, **kw):
+    """Spawns W ranks of worker; raises with every rank's failure."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.get_context("spawn")
+        failures = ctx.Queue()
+        args = (W, os.path.join(d, "init"), failures, backend, kw.get("pg_backend", "nccl"),
+                kw.get("device"), kw.get("expect"))
+        mp.start_processes(worker, args=args, nprocs=W, join=True, start_method="spawn")
+        errs = []
+        while not failures.empty():
+            errs.append(failures.get())
+        assert not errs, errs
+    print(f"{backend}: {W} ranks, {CALLS} calls each, bit-exact")
