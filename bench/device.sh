@@ -113,7 +113,7 @@ stage_sanitize() {
 }
 
 stage_bench() {
-    for b in ${BENCHES:-bench_warmup bench_pair bench_topn bench_packed}; do
+    for b in ${BENCHES:-bench_warmup bench_pair bench_topn bench_packed bench_dist}; do
         [ -x "$build/bench/$b" ] || { note "$b: not built"; continue; }
         timeout 150 "$build/bench/$b" >"$OUT/$b.log" 2>&1
         note "$b: rc=$?"

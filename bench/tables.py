@@ -7,7 +7,8 @@ Its first record is the run's header, written by device.sh:
 
     {"bench": "run", "date": "...", "gpu": "...", "driver": "...", "commit": "..."}
 
-then the records of bench_warmup, bench_pair, bench_topn and bench_packed, and
+then the records of bench_warmup, bench_pair, bench_topn, bench_packed and
+bench_dist, and
 those of bench/torch_*.py (torch.topk on the same shapes, in the same run, and
 the Python binding's host overhead, torch_host.py).
 
@@ -340,12 +341,47 @@ def host_table(runs):
     return t
 
 
+def dist_table(runs):
+    t = Table("The merge across ranks, on one GPU",
+              "`bench/bench_dist`. One-call merge: `dcptopk_group_merge` of a one-rank group "
+              "(packed exact, K = 2048, N = 384), host time per call issued back to back; the "
+              "same launches through `dcptopk_pack` + `dcptopk_select` from a bare loop; the "
+              "difference is the group layer's own host cost (goal <= 5 us); device time of "
+              "one call; host time of one graph replay. Exchange: eight virtual ranks in one "
+              "process on one GPU, the device push (rows stored into every rank's buffer, "
+              "flags released and awaited) against plain device copies of the same rows; "
+              "both move W x W row blocks through one GPU, so they say which is cheaper to "
+              "launch and run, not what eight GPUs take. Microseconds, medians.",
+              ["measure", "path / shape", "host per call", "lower-level calls",
+               "beyond", "device", "graph replay host"])
+    keys = []
+    for run in runs:
+        for rec in run.records:
+            if rec.get("bench") in ("dist_host", "dist_exchange"):
+                key = (rec["bench"], rec.get("path"), rec.get("shape"))
+                if key not in keys:
+                    keys.append(key)
+    for bench, path, shape in keys:
+        if bench == "dist_host":
+            run, rec = newest(runs, is_(bench, path=path, shape=shape))
+            replay = rec.get("replay_host_us")
+            t.add(run, ["one-call merge", f"{path}, {shape}", num(rec.get("host_us")),
+                        num(rec.get("lower_us")), f"**{num(rec.get('beyond_us'))}**",
+                        num(rec.get("device_us")),
+                        num(replay) if replay is not None and replay >= 0 else "-"])
+        else:
+            run, rec = newest(runs, is_(bench, shape=shape))
+            t.add(run, ["exchange: push / copies", shape, "-", "-", "-",
+                        f"{num(rec.get('push_us'))} / {num(rec.get('copy_us'))}", "-"])
+    return t
+
+
 def render(runs):
     runs = sorted(runs, key=Run.sort_key)
     for i, run in enumerate(runs):
         run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
     tables = [warmup_table(runs), pair_table(runs), topn_table(runs), packed_table(runs),
-              host_table(runs)]
+              host_table(runs), dist_table(runs)]
     body = "\n".join(x for x in (tb.render() for tb in tables) if x)
     used = [r for r in runs if any(r in tb.runs for tb in tables)]
     if used:
