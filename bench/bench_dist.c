@@ -224,6 +224,8 @@ static void bench_host(dcptopk_context *ctx, void *stream, const char *how,
             return;
         }
         gc.unique_id = uid;
+        /* One rank alone would take the loopback path. */
+        gc.path = DCPTOPK_PATH_NCCL;
     }
     dcptopk_group *g = NULL;
     if (dcptopk_group_create(ctx, &gc, &g) ||
