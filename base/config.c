@@ -348,6 +348,13 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
     if ((k->fields & DC_F_VARIANT) && (key->variant < 0 || key->variant > 64))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "key->variant = %d: must be in 0..64", key->variant);
+    /* The pair select's variant is its segment count (0 = world_size). */
+    if (key->kernel == DCPTOPK_KERNEL_PAIR_SELECT && key->variant != 0 &&
+        (key->variant > key->world_size || key->world_size % key->variant))
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "key->variant = %d: a pair select's segment count must "
+                       "divide world_size = %d (0 = world_size)",
+                       key->variant, key->world_size);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }

@@ -22,7 +22,7 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
      DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_INTERLEAVE},
     {DCPTOPK_KERNEL_PAIR_SELECT, "pair_select", "pair_select.cu",
      DC_F_TOPK | DC_F_WORLD_SIZE | DC_F_BLOCK_SIZE | DC_F_INTERLEAVE |
-         DC_F_EMIT_IDS | DC_F_LAYOUT},
+         DC_F_EMIT_IDS | DC_F_LAYOUT | DC_F_VARIANT},
     /* Reserved: the number was a loopback all-gather kernel that never got a
      * template; kept so that no later kernel reuses it. */
     {DCPTOPK_KERNEL_LOOPBACK, "loopback", NULL, 0},
@@ -31,6 +31,8 @@ static const dc_kernel_info kernels[DCPTOPK_KERNEL_COUNT] = {
     {DCPTOPK_KERNEL_EXCHANGE, "exchange", "exchange_push.cu", DC_F_WORLD_SIZE},
     {DCPTOPK_KERNEL_EXCHANGE_SETTLE, "exchange_settle", "exchange_settle.cu",
      DC_F_WORLD_SIZE},
+    {DCPTOPK_KERNEL_NODE_PAIRS, "node_pairs", "node_pairs.cu",
+     DC_F_TOPK | DC_F_LOCAL_TOPK | DC_F_WORLD_SIZE | DC_F_INTERLEAVE},
 };
 
 const dc_kernel_info *dc_kernel_get(int32_t kernel)

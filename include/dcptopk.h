@@ -301,7 +301,8 @@ DCPTOPK_API int32_t dcptopk_rescue_slots(int32_t k, int32_t n); /* (k-1)/n    */
                                          /* number stays taken (keys pin it)*/ \
     X(PUSH, 7, "push")                   /* saturated rank: local top-K push */ \
     X(EXCHANGE, 8, "exchange")           /* device-side push all-gather     */ \
-    X(EXCHANGE_SETTLE, 9, "exchange_settle") /* captured push: parity copy */
+    X(EXCHANGE_SETTLE, 9, "exchange_settle") /* captured push: parity copy */ \
+    X(NODE_PAIRS, 10, "node_pairs")      /* node top K -> pair candidates   */
 
 typedef enum dcptopk_kernel {
 #define DCPTOPK_X_KERNEL(name, num, str) DCPTOPK_KERNEL_##name = num,
@@ -333,6 +334,13 @@ typedef struct dcptopk_key {
 DCPTOPK_API dcptopk_result dcptopk_config_keys(
     const dcptopk_merge_config *config, const char *arch, dcptopk_key *keys,
     size_t cap, size_t *count);
+/* The keys of the hierarchical merge of an exact packed config over `nodes`
+ * nodes of W / nodes ranks (dcptopk_node_pairs): the node merge's keys
+ * (world_size W / nodes), node_pairs, and the pair select over the nodes.
+ * nodes = 1 is dcptopk_config_keys. */
+DCPTOPK_API dcptopk_result dcptopk_config_keys_nodes(
+    const dcptopk_merge_config *config, int32_t nodes, const char *arch,
+    dcptopk_key *keys, size_t cap, size_t *count);
 /* "select(topk=2048,local_topk=384,world_size=8,...)@sm_90a"; returns the
  * length it needs (like snprintf). */
 /* The inverse of dcptopk_key_format: parses "kernel(field=value,...)@arch"
@@ -575,6 +583,46 @@ DCPTOPK_API dcptopk_result dcptopk_select(dcptopk_context *ctx,
                                           dcptopk_workspace *ws,
                                           const dcptopk_select_args *args);
 
+/* The hierarchical merge (docs/DISTRIBUTED.md, "Across nodes"): ranks
+ * [first_rank, first_rank + L) of a node run the exact packed merge among
+ * themselves (a config with world_size = L), which gives every rank of the
+ * node the node's exact top K; dcptopk_node_pairs turns those ids into pair
+ * candidates (fp32 score bits of the bf16 logit, global gid of the W-rank
+ * merge) in the node's output order; the nodes' candidates gathered
+ * node-major [D, T, K, 2] then go through dcptopk_pair_select_nodes with the
+ * global pair config (world_size W, D = W / L nodes). The result is the flat
+ * exact merge's, bit for bit: ids, owned rows and counts. */
+typedef struct dcptopk_node_pairs_args {
+    uint32_t struct_size;
+    const int32_t *gathered;   /* the node merge's [L, rank_stride_rows, N + N/32] */
+    int64_t rank_stride_rows;  /* 0 = T                                       */
+    int64_t rows;              /* T                                           */
+    const int32_t *ids;        /* [T, ids_stride]: the node merge's ids       */
+    int64_t ids_stride;        /* 0 = K                                       */
+    int32_t sorted;            /* 1: every rank packed with dcptopk_pack (ascending
+                                  local ids); 0: with dcptopk_pack_indices     */
+    int32_t first_rank;        /* global rank of the node's first rank        */
+    int32_t world_size;        /* W of the whole merge, a multiple of L       */
+    int32_t *pairs_out;        /* [T, K, 2] int32, 8-byte aligned              */
+    void *stream;
+} dcptopk_node_pairs_args;
+#define DCPTOPK_NODE_PAIRS_ARGS_INIT                                           \
+    { sizeof(dcptopk_node_pairs_args), NULL, 0, 0, NULL, 0, 1, 0, 0, NULL, NULL }
+
+/* After dcptopk_select of the node config on `ws` (its saturation words and
+ * receive slots), on the same stream and before the rank's next merge. */
+DCPTOPK_API dcptopk_result dcptopk_node_pairs(
+    dcptopk_context *ctx, const dcptopk_merge_config *node_config,
+    dcptopk_workspace *ws, const dcptopk_node_pairs_args *args);
+/* dcptopk_pair_select over `nodes` segments of K candidates a row (rank-major:
+ * rank_stride_rows rows between two nodes' segments; row-major: [T, nodes*K,
+ * 2]) of a pair config whose world_size W is the whole merge's: gids and
+ * owned rows decode with W, args->rank is the global rank. nodes divides W;
+ * nodes = W is dcptopk_pair_select. */
+DCPTOPK_API dcptopk_result dcptopk_pair_select_nodes(
+    dcptopk_context *ctx, const dcptopk_merge_config *config, int32_t nodes,
+    const dcptopk_pair_select_args *args);
+
 /* A loopback world: W virtual ranks on one GPU, each with its own workspace;
  * the all-gather is a device copy. For tests and benchmarks. */
 typedef struct dcptopk_loopback dcptopk_loopback;
@@ -595,6 +643,10 @@ DCPTOPK_API uint64_t dcptopk_loopback_saturation(const dcptopk_loopback *lb,
                                                  int32_t rank);
 DCPTOPK_API dcptopk_result dcptopk_loopback_check(dcptopk_loopback *lb,
                                                   void *stream);
+/* Rank r's rescue workspace (exact configs), NULL otherwise: what
+ * dcptopk_node_pairs reads after a loopback merge of a node. */
+DCPTOPK_API dcptopk_workspace *dcptopk_loopback_workspace(
+    const dcptopk_loopback *lb, int32_t rank);
 
 /* ------------------------------------------------------- groups of ranks */
 

@@ -48,3 +48,39 @@ dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
         dc_clear(NULL);
     return r;
 }
+
+dcptopk_result dcptopk_config_keys_nodes(const dcptopk_merge_config *config,
+                                         int32_t nodes, const char *arch,
+                                         dcptopk_key *keys, size_t cap,
+                                         size_t *count)
+{
+    if (nodes == 1)
+        return dcptopk_config_keys(config, arch, keys, cap, count);
+    dcptopk_merge_config c, node, pair;
+    dcptopk_result r = dc_config_read(NULL, config, &c);
+    if (r)
+        return r;
+    if (!count)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "count is NULL");
+    if (cap && !keys)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "keys is NULL with cap = %zu", cap);
+    if (!arch)
+        arch = "sm_90a";
+    if ((r = dc_check_config(NULL, &c)) ||
+        (r = dc_hier_configs(&c, nodes, &node, &pair)))
+        return r;
+    size_t n = 0;
+    if ((r = dcptopk_config_keys(&node, arch, keys, cap, &n)))
+        return r;
+    dcptopk_key extra[2];
+    dc_node_pairs_key(&node, arch, &extra[0]);
+    extra[1] = dc_pair_select_nodes_key(&pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR,
+                                        arch);
+    for (size_t i = 0; i < 2; i++, n++)
+        if (n < cap)
+            keys[n] = extra[i];
+    *count = n;
+    dc_clear(NULL);
+    return DCPTOPK_SUCCESS;
+}

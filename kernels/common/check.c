@@ -423,6 +423,76 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
+dcptopk_result dc_check_node_pairs_args(const dcptopk_context *ctx,
+                                        const dcptopk_merge_config *c,
+                                        const dcptopk_node_pairs_args *a)
+{
+    dcptopk_result r;
+    if ((r = dc_check_packed_config(ctx, c)))
+        return r;
+    if (!c->exact)
+        return DC_INVALID("node_config->exact = 0: the node's top K is exact "
+                          "only after the rescue (exact = 1)");
+    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
+                               "DCPTOPK_NODE_PAIRS_ARGS_INIT")))
+        return r;
+    if ((r = check_rows(ctx, "args->rows", a->rows)) ||
+        (r = check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
+                          a->rows, "rows")) ||
+        (r = check_stride(ctx, "args->ids_stride", a->ids_stride, c->topk,
+                          "topk")))
+        return r;
+    if (a->sorted != 0 && a->sorted != 1)
+        return DC_INVALID("args->sorted = %d: must be 0 or 1", a->sorted);
+    if (a->world_size < c->world_size ||
+        a->world_size > DCPTOPK_MAX_WORLD_SIZE ||
+        a->world_size % c->world_size)
+        return DC_INVALID("args->world_size = %d: must be a multiple of "
+                          "node_config->world_size = %d, at most %d",
+                          a->world_size, c->world_size, DCPTOPK_MAX_WORLD_SIZE);
+    if (a->first_rank < 0 || a->first_rank % c->world_size ||
+        a->first_rank + c->world_size > a->world_size)
+        return DC_INVALID("args->first_rank = %d: must be a multiple of the "
+                          "node size %d below args->world_size = %d",
+                          a->first_rank, c->world_size, a->world_size);
+    if (a->rows > 0 &&
+        ((r = check_ptr(ctx, "args->gathered", a->gathered, 4)) ||
+         (r = check_ptr(ctx, "args->ids", a->ids, 4)) ||
+         (r = check_ptr(ctx, "args->pairs_out", a->pairs_out, 8))))
+        return r;
+    return check_extent(ctx, "args->rows", a->rows, "args->ids_stride",
+                        a->ids_stride ? a->ids_stride : c->topk, 4);
+}
+
+/* The two configs of the hierarchical merge of `c` over `nodes` nodes: the
+ * node's exact packed merge (world_size W / nodes) and the second stage's
+ * pair merge (world_size W, K candidates a node). */
+dcptopk_result dc_hier_configs(const dcptopk_merge_config *c, int32_t nodes,
+                               dcptopk_merge_config *node,
+                               dcptopk_merge_config *pair)
+{
+    if (c->kind != DCPTOPK_MERGE_PACKED || !c->exact)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "config: the hierarchical merge is of an exact packed "
+                       "config (kind %d, exact %d)",
+                       c->kind, c->exact);
+    if (nodes < 2 || nodes > c->world_size || c->world_size % nodes)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                       "nodes = %d: must divide config->world_size = %d, at "
+                       "least 2 (nodes of equal size)",
+                       nodes, c->world_size);
+    *node = *c;
+    node->world_size = c->world_size / nodes;
+    *pair = *c;
+    pair->kind = DCPTOPK_MERGE_PAIR;
+    pair->local_topk = c->topk;
+    pair->exact = 0;
+    dcptopk_result r = dc_check_config(NULL, node);
+    if (!r)
+        r = dc_check_config(NULL, pair);
+    return r;
+}
+
 /* ------------------------------------------------------- pair merge args */
 
 dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,

@@ -28,6 +28,15 @@ DC_HIDDEN dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
 DC_HIDDEN dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
                                               const dcptopk_merge_config *c,
                                               const dcptopk_select_args *a);
+/* The node config (world_size W / nodes) and the second stage's pair config
+ * (world_size W) of the hierarchical merge of the exact packed config c. */
+DC_HIDDEN dcptopk_result dc_hier_configs(const dcptopk_merge_config *c,
+                                         int32_t nodes,
+                                         dcptopk_merge_config *node,
+                                         dcptopk_merge_config *pair);
+DC_HIDDEN dcptopk_result dc_check_node_pairs_args(
+    const dcptopk_context *ctx, const dcptopk_merge_config *c,
+    const dcptopk_node_pairs_args *a);
 DC_HIDDEN dcptopk_result dc_check_pair_select_args(
     const dcptopk_context *ctx, const dcptopk_merge_config *c,
     const dcptopk_pair_select_args *a);

@@ -539,6 +539,73 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
     return r;
 }
 
+/* ------------------------------------------------------------ node pairs */
+
+void dc_node_pairs_key(const dcptopk_merge_config *c, const char *arch,
+                       dcptopk_key *k)
+{
+    dc_key_init(k, DCPTOPK_KERNEL_NODE_PAIRS, arch);
+    k->topk = c->topk;
+    k->local_topk = c->local_topk;
+    k->world_size = c->world_size;
+    k->interleave = c->interleave;
+}
+
+dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
+                                  const dcptopk_merge_config *node_config,
+                                  dcptopk_workspace *ws,
+                                  const dcptopk_node_pairs_args *args)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = read_config(ctx, node_config, &c);
+    if (r || (r = dc_check_node_pairs_args(ctx, &c, args)))
+        return r;
+    if (!ws)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "ws is NULL: the node merge's rescue workspace holds "
+                       "its saturation words and pushed lists");
+    if (ws->ctx != ctx)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "ws was created with another context");
+    if (ws->c.topk != c.topk || ws->c.local_topk != c.local_topk ||
+        ws->c.world_size != c.world_size)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "node_config (topk %d, local_topk %d, world_size %d) "
+                       "does not match the workspace's (topk %d, local_topk "
+                       "%d, world_size %d)",
+                       c.topk, c.local_topk, c.world_size, ws->c.topk,
+                       ws->c.local_topk, ws->c.world_size);
+    if (args->rows > ws->max_rows)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->rows = %lld: more than the workspace's max_rows "
+                       "= %lld",
+                       (long long)args->rows, (long long)ws->max_rows);
+    if (args->rows == 0)
+        return DCPTOPK_SUCCESS;
+    dcptopk_key key;
+    dc_node_pairs_key(&c, ctx->arch, &key);
+    dc_node_pairs_args k = {
+        .gathered = args->gathered,
+        .rank_stride_rows =
+            args->rank_stride_rows ? args->rank_stride_rows : args->rows,
+        .rows = args->rows,
+        .ids = args->ids,
+        .ids_stride = args->ids_stride ? args->ids_stride : c.topk,
+        .sat = (const uint32_t *)(uintptr_t)ws->sat,
+        .recv = (const int32_t *)(uintptr_t)ws->recv,
+        .sorted = args->sorted,
+        .first_rank = args->first_rank,
+        .world = args->world_size,
+        .pairs = args->pairs_out,
+    };
+    const uint32_t bx = (uint32_t)((c.topk + DC_NODE_PAIRS_THREADS - 1) /
+                                   DC_NODE_PAIRS_THREADS);
+    dc_launch_cfg cfg = {{(uint32_t)args->rows, bx, 1},
+                         {DC_NODE_PAIRS_THREADS, 1, 1}, 0, 0, args->stream};
+    dc_abi_argv argv = dc_node_pairs_args_argv(&k);
+    return dc_launch(ctx, &key, "dcptopk_node_pairs", &cfg, argv.p);
+}
+
 /* ------------------------------------------------------------ loopback */
 
 dcptopk_result dcptopk_loopback_create(dcptopk_context *ctx,
@@ -715,6 +782,14 @@ uint64_t dcptopk_loopback_saturation(const dcptopk_loopback *lb, int32_t rank)
     if (!lb || rank < 0 || rank >= lb->c.world_size || !lb->ws[rank])
         return 0;
     return lb->ws[rank]->sat;
+}
+
+dcptopk_workspace *dcptopk_loopback_workspace(const dcptopk_loopback *lb,
+                                              int32_t rank)
+{
+    if (!lb || rank < 0 || rank >= lb->c.world_size)
+        return NULL;
+    return lb->ws[rank];
 }
 
 dcptopk_result dcptopk_loopback_check(dcptopk_loopback *lb, void *stream)

@@ -22,4 +22,9 @@ DC_HIDDEN dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
                                                  dcptopk_workspace *ws,
                                                  const dcptopk_select_args *a);
 
+/* The key of the hierarchical merge's node_pairs kernel for a node config
+ * (world_size = the node's ranks). */
+DC_HIDDEN void dc_node_pairs_key(const dcptopk_merge_config *c,
+                                 const char *arch, dcptopk_key *k);
+
 #endif /* DCPTOPK_PACKED_H */

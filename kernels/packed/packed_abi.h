@@ -111,4 +111,24 @@ DC_ABI_ARGS(dc_select_args, DC_SELECT_PARAMS)
     X(unsigned long long, timeout_ns)
 DC_ABI_ARGS(dc_rescue_args, DC_RESCUE_PARAMS)
 
+/* -------------------------------------------------------------- node_pairs */
+
+/* The hierarchical merge's hand-over (node_pairs.cu): one warp per 32
+ * output slots of a row. */
+#define DC_NODE_PAIRS_THREADS 256
+
+#define DC_NODE_PAIRS_PARAMS(X)                                                \
+    X(const int32_t *DC_RESTRICT, gathered)                                    \
+    X(long long, rank_stride_rows)                                             \
+    X(long long, rows)                                                         \
+    X(const int32_t *DC_RESTRICT, ids)                                         \
+    X(long long, ids_stride)                                                   \
+    X(const uint32_t *DC_RESTRICT, sat)                                        \
+    X(const int32_t *DC_RESTRICT, recv)                                        \
+    X(int32_t, sorted)                                                         \
+    X(int32_t, first_rank)                                                     \
+    X(int32_t, world)                                                          \
+    X(int32_t *DC_RESTRICT, pairs)
+DC_ABI_ARGS(dc_node_pairs_args, DC_NODE_PAIRS_PARAMS)
+
 #endif /* DCPTOPK_PACKED_ABI_H */

@@ -47,9 +47,12 @@ dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
-                                   const dcptopk_merge_config *config,
-                                   const dcptopk_pair_select_args *args)
+/* The select over `segments` segments of K candidates a row (the config's
+ * world_size for the flat merge). */
+static dcptopk_result pair_select_run(dcptopk_context *ctx,
+                                      const dcptopk_merge_config *config,
+                                      int32_t segments,
+                                      const dcptopk_pair_select_args *args)
 {
     dcptopk_merge_config c;
     dcptopk_result r;
@@ -60,12 +63,18 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
     /* (refuses ids_out and rows_out both NULL, like the reference) */
     if ((r = dc_check_pair_select_args(ctx, &c, args)))
         return r;
+    if (segments < 1 || segments > c.world_size || c.world_size % segments)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "segments = %d: must divide config->world_size = %d "
+                       "(one segment of K candidates a node)",
+                       segments, c.world_size);
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
 
     dcptopk_key key;
     pair_key(&key, DCPTOPK_KERNEL_PAIR_SELECT, &c);
     key.layout = args->layout;
+    key.variant = segments == c.world_size ? 0 : segments;
 
     const dcptopk_rows_map *m = &args->rows_map;
     dc_pair_select_args k = {
@@ -94,12 +103,39 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
     memset(&cfg, 0, sizeof cfg);
     cfg.grid[0] = (uint32_t)args->rows; /* <= INT32_MAX (checked) */
     cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)DC_PAIR_SELECT_THREADS(c.world_size, c.topk);
+    cfg.block[0] = (uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk);
     cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(c.world_size, c.topk);
+    cfg.smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk);
     cfg.stream = args->stream;
     dc_abi_argv argv = dc_pair_select_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p);
+}
+
+dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
+                                   const dcptopk_merge_config *config,
+                                   const dcptopk_pair_select_args *args)
+{
+    return pair_select_run(ctx, config, config ? config->world_size : 1, args);
+}
+
+dcptopk_result dcptopk_pair_select_nodes(dcptopk_context *ctx,
+                                         const dcptopk_merge_config *config,
+                                         int32_t nodes,
+                                         const dcptopk_pair_select_args *args)
+{
+    return pair_select_run(ctx, config, nodes, args);
+}
+
+dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
+                                     int32_t nodes, int32_t layout,
+                                     const char *arch)
+{
+    dcptopk_key k;
+    pair_key(&k, DCPTOPK_KERNEL_PAIR_SELECT, c);
+    k.layout = layout;
+    k.variant = nodes == c->world_size ? 0 : nodes;
+    snprintf(k.arch, sizeof k.arch, "%s", arch);
+    return k;
 }
 
 dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,

@@ -14,4 +14,10 @@ DC_HIDDEN dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
                                              dcptopk_key *keys, size_t cap,
                                              size_t *count);
 
+/* The key of dcptopk_pair_select_nodes for `nodes` segments (0 in the key's
+ * variant when nodes = world_size). */
+DC_HIDDEN dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
+                                               int32_t nodes, int32_t layout,
+                                               const char *arch);
+
 #endif /* DCPTOPK_PAIR_H */

@@ -27,6 +27,10 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 
 /* -------------------------------------------------------------- pair_select */
 
+/* Segments of K candidates a row of the select: W, or the pair_select key's
+ * variant when it is not 0 (the node count of the hierarchical merge). */
+#define DC_PAIR_SEGMENTS(w, variant) ((variant) > 0 ? (variant) : (w))
+
 /* Threads of the select for W * K candidates: about 16 candidates a thread,
  * whole warps, 32..512 (one CTA of 1024 threads was slower at W*K = 16384:
  * a thread's emit items stay <= 16, which the template asserts). */

@@ -35,20 +35,25 @@
 //    back from shared memory in 16-byte groups; their XOR-swizzled layout
 //    keeps both access patterns free of bank conflicts.
 #include "pair_abi.h"
-#define DCPTOPK_THREADS DC_PAIR_SELECT_THREADS(DCPTOPK_WORLD_SIZE, DCPTOPK_TOPK)
+#define DCPTOPK_THREADS                                                        \
+    DC_PAIR_SELECT_THREADS(DC_PAIR_SEGMENTS(DCPTOPK_WORLD_SIZE, DCPTOPK_VARIANT), DCPTOPK_TOPK)
 #include "common.cuh"
 
 namespace ps {
 
 constexpr int kK = DCPTOPK_TOPK;
 constexpr int kW = DCPTOPK_WORLD_SIZE;
+// Segments of K candidates a row: W (the flat merge), or the node count of
+// the hierarchical merge's second stage (each node's exact top K; gids and
+// owned rows still decode with W).
+constexpr int kSeg = DC_PAIR_SEGMENTS(kW, DCPTOPK_VARIANT);
 constexpr int kB = DCPTOPK_BLOCK_SIZE;
 constexpr int kS = DCPTOPK_INTERLEAVE;
 constexpr int kThreads = DCPTOPK_THREADS;
 constexpr int kLayout = DCPTOPK_LAYOUT;
 constexpr bool kEmitIds = DCPTOPK_EMIT_IDS != 0;
 
-constexpr int kCands = kW * kK;              // candidates per row
+constexpr int kCands = kSeg * kK;            // candidates per row
 constexpr int kVecs = kCands / 2;            // 16-byte vectors per row
 constexpr int kWarps = kThreads / 32;
 constexpr int kIters = (kVecs + kThreads - 1) / kThreads;
@@ -59,7 +64,7 @@ constexpr int kBins = 2048;                  // 11-bit digits
 constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // Keys live in shared memory when they fit DC_PAIR_SELECT_KEY_BYTES_MAX (the
 // launcher sizes the dynamic shared memory by the same rule).
-constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kW, kK);
+constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kSeg, kK);
 // At most 32 positions a thread and keys in shared memory: the radix passes
 // and the emit keep per-key flags as bit masks in registers (bit j =
 // position tid * kChunk + j).
@@ -87,6 +92,7 @@ constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
+static_assert(kSeg >= 1 && kW % kSeg == 0, "segments divide W");
 static_assert(kLayout == 0 || kLayout == 1, "layout 0 or 1");
 static_assert(kS >= 1, "interleave >= 1");
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");

@@ -158,3 +158,76 @@ TEST(nvrtc_errors_keep_the_log)
     CHECK_CONTAINS(err, "pack_indices.cu");
     CHECK_CONTAINS(err, "--gpu-architecture=sm_90a");
 }
+
+/* The hierarchical merge's own kernels (node_pairs, the pair select over
+ * nodes) for every named exact packed config and node count, sm_90a and
+ * sm_100a: the node merge's keys are those of a named-like config. */
+TEST(hierarchical_keys_compile)
+{
+    unsetenv("DCPTOPK_TEMPLATE_DIR");
+    dcptopk_key keys[64];
+    size_t n = 0;
+    static const char *const archs[] = {"sm_90a", "sm_100a"};
+    for (size_t a = 0; a < 2; a++)
+        for (size_t i = 0; dcptopk_merge_config_name(i); i++) {
+            dcptopk_merge_config c;
+            CHECK_OK(dcptopk_merge_config_named(dcptopk_merge_config_name(i), &c));
+            if (c.kind != DCPTOPK_MERGE_PACKED || !c.exact)
+                continue;
+            for (int32_t d = 2; d <= c.world_size; d *= 2) {
+                if (c.world_size % d)
+                    continue;
+                dcptopk_key list[64];
+                size_t m = 0;
+                CHECK_OK(dcptopk_config_keys_nodes(&c, d, archs[a], list, 64, &m));
+                CHECK(m >= 2 && m <= 64);
+                /* The last two are node_pairs and the pair select. */
+                CHECK_EQ(list[m - 2].kernel, DCPTOPK_KERNEL_NODE_PAIRS);
+                CHECK_EQ(list[m - 2].world_size, c.world_size / d);
+                CHECK_EQ(list[m - 1].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
+                CHECK_EQ(list[m - 1].variant, d == c.world_size ? 0 : d);
+                CHECK_EQ(list[m - 1].world_size, c.world_size);
+                for (size_t j = m - 2; j < m; j++) {
+                    int seen = 0;
+                    for (size_t q = 0; q < n && !seen; q++)
+                        seen = memcmp(&keys[q], &list[j], sizeof list[j]) == 0;
+                    if (!seen && n < 64)
+                        keys[n++] = list[j];
+                }
+            }
+        }
+    CHECK(n >= 4);
+    int missing = 0;
+    int failed = compile_all(keys, n, &missing);
+    CHECK_MSG(failed == 0, "%d of %zu hierarchical keys failed to compile",
+              failed, n);
+}
+
+TEST(hierarchical_keys_refuse_bad_node_counts)
+{
+    dcptopk_merge_config c;
+    CHECK_OK(dcptopk_merge_config_named("deepseek-v3.2-dcp8", &c));
+    dcptopk_key list[64];
+    size_t m = 0;
+    CHECK_EQ(dcptopk_config_keys_nodes(&c, 3, NULL, list, 64, &m),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "nodes = 3");
+    CHECK_EQ(dcptopk_config_keys_nodes(&c, 0, NULL, list, 64, &m),
+             DCPTOPK_INVALID_ARGUMENT);
+    c.exact = 0;
+    CHECK_EQ(dcptopk_config_keys_nodes(&c, 2, NULL, list, 64, &m),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "exact 0");
+    c.exact = 1;
+    CHECK_OK(dcptopk_config_keys_nodes(&c, 1, NULL, list, 64, &m));
+    size_t flat = 0;
+    CHECK_OK(dcptopk_config_keys(&c, NULL, list, 64, &flat));
+    CHECK_EQ(m, flat);
+    /* A pair select's segment count must divide its world size. */
+    dcptopk_key k;
+    CHECK_EQ(dcptopk_key_parse("pair_select(topk=2048,world_size=8,block_size=64,"
+                               "interleave=1,emit_ids=1,layout=0,variant=3)@sm_90a",
+                               &k),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "key->variant = 3");
+}

@@ -79,6 +79,18 @@ int main(void)
     FIELD(dcptopk_pair_select_args, ids_out_stride);
     FIELD(dcptopk_pair_select_args, rows_map);
     FIELD(dcptopk_pair_select_args, stream);
+    SIZE(dcptopk_node_pairs_args);
+    FIELD(dcptopk_node_pairs_args, struct_size);
+    FIELD(dcptopk_node_pairs_args, gathered);
+    FIELD(dcptopk_node_pairs_args, rank_stride_rows);
+    FIELD(dcptopk_node_pairs_args, rows);
+    FIELD(dcptopk_node_pairs_args, ids);
+    FIELD(dcptopk_node_pairs_args, ids_stride);
+    FIELD(dcptopk_node_pairs_args, sorted);
+    FIELD(dcptopk_node_pairs_args, first_rank);
+    FIELD(dcptopk_node_pairs_args, world_size);
+    FIELD(dcptopk_node_pairs_args, pairs_out);
+    FIELD(dcptopk_node_pairs_args, stream);
     SIZE(dcptopk_pair_pack_args);
     FIELD(dcptopk_pair_pack_args, struct_size);
     FIELD(dcptopk_pair_pack_args, logits);

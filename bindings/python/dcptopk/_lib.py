@@ -144,6 +144,13 @@ class SelectArgs(ctypes.Structure):
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp)]
 
 
+class NodePairsArgs(ctypes.Structure):
+    _fields_ = [("struct_size", _c_u32), ("gathered", _vp), ("rank_stride_rows", _c_i64),
+                ("rows", _c_i64), ("ids", _vp), ("ids_stride", _c_i64), ("sorted", _c_i32),
+                ("first_rank", _c_i32), ("world_size", _c_i32), ("pairs_out", _vp),
+                ("stream", _vp)]
+
+
 class WorkspaceLayout(ctypes.Structure):
     _fields_ = [("struct_size", _c_u32), ("recv_bytes", _c_u64), ("flags_bytes", _c_u64)]
 
@@ -235,6 +242,7 @@ STRUCTS = {"dcptopk_merge_config": MergeConfig, "dcptopk_context_config": Contex
            "dcptopk_context_stats": ContextStats, "dcptopk_rows_map": RowsMap,
            "dcptopk_pair_select_args": PairSelectArgs, "dcptopk_pair_pack_args": PairPackArgs,
            "dcptopk_pack_args": PackArgs, "dcptopk_select_args": SelectArgs,
+           "dcptopk_node_pairs_args": NodePairsArgs,
            "dcptopk_workspace_layout": WorkspaceLayout,
            "dcptopk_selftest_report": SelftestReport, "dcptopk_setting": Setting,
            "dcptopk_env_info": EnvInfo, "dcptopk_ref_candidate": RefCandidate,
@@ -273,6 +281,8 @@ _SIGS = {
     "dcptopk_kernel_name": (ctypes.c_char_p, [_c_i32]),
     "dcptopk_config_keys": (_R, [_MC, ctypes.c_char_p, _P(Key), ctypes.c_size_t,
                                  _P(ctypes.c_size_t)]),
+    "dcptopk_config_keys_nodes": (_R, [_MC, _c_i32, ctypes.c_char_p, _P(Key), ctypes.c_size_t,
+                                       _P(ctypes.c_size_t)]),
     "dcptopk_key_format": (ctypes.c_int, [_P(Key), ctypes.c_char_p, ctypes.c_size_t]),
     "dcptopk_warmup": (_R, [_vp, _MC, PROGRESS_FN, _vp, _P(WarmupStats)]),
     "dcptopk_warmup_keys": (_R, [_vp, _P(Key), ctypes.c_size_t, PROGRESS_FN, _vp,
@@ -282,6 +292,8 @@ _SIGS = {
     "dcptopk_pack": (_R, [_vp, _MC, _P(PackArgs)]),
     "dcptopk_pack_indices": (_R, [_vp, _MC, _P(PackArgs)]),
     "dcptopk_select": (_R, [_vp, _MC, _vp, _P(SelectArgs)]),
+    "dcptopk_node_pairs": (_R, [_vp, _MC, _vp, _P(NodePairsArgs)]),
+    "dcptopk_pair_select_nodes": (_R, [_vp, _MC, _c_i32, _P(PairSelectArgs)]),
     "dcptopk_workspace_layout_get": (_R, [_MC, _c_i64, _P(WorkspaceLayout)]),
     "dcptopk_workspace_create": (_R, [_vp, _MC, _c_i64, _c_i32, _P(_c_u64), _P(_c_u64),
                                       _P(_vp)]),
@@ -295,6 +307,7 @@ _SIGS = {
     "dcptopk_loopback_gathered": (_c_u64, [_vp, _c_i32]),
     "dcptopk_loopback_saturation": (_c_u64, [_vp, _c_i32]),
     "dcptopk_loopback_check": (_R, [_vp, _vp]),
+    "dcptopk_loopback_workspace": (_vp, [_vp, _c_i32]),
     "dcptopk_selftest": (_R, [_vp, _MC, _c_i64, _c_u64, _P(SelftestReport)]),
     "dcptopk_ref_pack": (_R, [_MC, _P(PackArgs)]),
     "dcptopk_ref_pack_indices": (_R, [_MC, _P(PackArgs)]),
