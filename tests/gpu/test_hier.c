@@ -3,9 +3,13 @@
  * merge with world_size L, dcptopk_node_pairs on every rank of it, then
  * every rank's dcptopk_pair_select_nodes over the D nodes' candidates (what
  * the rail all-gather would deliver). Checked bit for bit: each rank's node
- * pairs against scores read straight from the logits, and each rank's final
- * ids, owned rows and counts against dcptopk_ref_packed_merge of the flat
- * W-rank world. */
+ * pairs against scores read straight from the logits; each rank's final ids,
+ * owned rows and counts against the hierarchy's contract computed here (the
+ * reference node merge, then a brute-force pair select of the node pairs);
+ * and the selected scores of every row against dcptopk_ref_packed_merge of
+ * the flat W-rank world (the same multiset: both are exact; ids may differ
+ * only among candidates tied at the K-th score, docs/CONTRACT.md). */
+#include "brute.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +74,53 @@ static void expected_pair(const hier *h, int32_t node, int64_t t, int32_t id,
     out[1] = dcptopk_ref_global_id(l, owner, h->w, s);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The sorted bf16 bits of the scores of row t's ids; returns their count. */
+static int row_scores(const hier *h, int64_t t, const int32_t *ids, uint32_t *out)
+{
+    int n = 0;
+    const uint32_t s = (uint32_t)h->flat.interleave, w = (uint32_t)h->w;
+    for (int i = 0; i < h->flat.topk; i++) {
+        if (ids[i] < 0)
+            continue;
+        const uint32_t u = (uint32_t)ids[i];
+        const uint32_t owner = (u / s) % w;
+        const int64_t l = (int64_t)(u / (w * s)) * s + u % s;
+        out[n++] = h->wd->logits[owner][t * h->wd->stride + l];
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_u32);
+    return n;
+}
+
+/* Owned rows of `rank` among ids (docs/CONTRACT.md, "Owned rows"). */
+static int32_t owned_rows(const hier *h, int64_t t, int32_t rank,
+                          const int32_t *ids, int32_t *rows_out)
+{
+    const uint32_t s = (uint32_t)h->flat.interleave, w = (uint32_t)h->w;
+    int32_t c = 0;
+    const int32_t req = h->req_h[t];
+    for (int i = 0; i < h->flat.topk; i++) {
+        if (ids[i] < 0 || req < 0 || req >= NUM_REQS)
+            continue;
+        const uint32_t u = (uint32_t)ids[i];
+        if ((u / s) % w != (uint32_t)rank)
+            continue;
+        const uint32_t l = (u / (w * s)) * s + u % s;
+        if ((int64_t)(l / BLOCK) >= h->cols)
+            continue;
+        const uint32_t e = (uint32_t)h->table_h[req * h->cols + l / BLOCK];
+        rows_out[c++] = (int32_t)(e * (uint32_t)BLOCK + l % BLOCK);
+    }
+    for (int i = c; i < h->flat.topk; i++)
+        rows_out[i] = -1;
+    return c;
+}
+
 static int compare(const char *what, const hier *h, int32_t rank,
                    const int32_t *ref, const int32_t *got, size_t n, int cols)
 {
@@ -121,17 +172,24 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
         h.cols--;
     const size_t out_n = (size_t)rows * (size_t)kk;
     int64_t ret = -1, rescued = 0;
-    int32_t *ids_r[16] = {0}, *rows_r[16] = {0}, *cnt_r[16] = {0};
-    uint32_t *sat_r[16] = {0};
+    /* [0, W): the flat merge's ranks; [W, W + L): one node's ranks. */
+    int32_t *ids_r[32] = {0}, *rows_r[16] = {0}, *cnt_r[16] = {0};
+    uint32_t *sat_r[32] = {0};
     dcptopk_rows_map maps[16];
     dcptopk_loopback *lb[16] = {0};
     uint64_t logits[16] = {0}, ends[16] = {0}, nids[16] = {0}, pairs[16] = {0};
     uint64_t ids_d = 0, rows_d = 0, cnt_d = 0;
     int32_t *buf = malloc(out_n * 8), *want = malloc(out_n * 8),
             *nid_h = malloc(out_n * 4);
+    /* The nodes' pairs as the rail all-gather delivers them, [D, T, K, 2],
+     * and the hierarchy's expected ids, rows, counts of one rank. */
+    int32_t *hp = malloc((size_t)(w / l) * out_n * 8), *eid = malloc(out_n * 4),
+            *erows = malloc(out_n * 4), *ecnt = malloc((size_t)rows * 4);
+    uint32_t *sc_a = malloc((size_t)kk * 4), *sc_b = malloc((size_t)kk * 4);
     h.req_h = malloc((size_t)rows * 4);
     h.table_h = malloc((size_t)NUM_REQS * (size_t)h.cols * 4);
-    if (!buf || !want || !nid_h || !h.req_h || !h.table_h) {
+    if (!buf || !want || !nid_h || !h.req_h || !h.table_h || !hp || !eid ||
+        !erows || !ecnt || !sc_a || !sc_b) {
         DC_FAIL_AT("out of host memory");
         goto out;
     }
@@ -154,6 +212,12 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
         }
         maps[r] = host_map(&h, rows_r[r], cnt_r[r]);
     }
+    for (int r = w; r < w + l; r++)
+        if (!(ids_r[r] = malloc(out_n * 4)) ||
+            !(sat_r[r] = malloc((size_t)rows * 4))) {
+            DC_FAIL_AT("out of host memory");
+            goto out;
+        }
     if (dcptopk_ref_packed_merge(&h.flat, (const uint16_t *const *)wd.logits,
                                  wd.stride, wd.max_local_len,
                                  (const int32_t *const *)wd.row_ends, rows,
@@ -197,6 +261,17 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
             DC_FAIL_AT("node %d merge: %s", node, dcptopk_last_error(ctx));
             goto out;
         }
+        /* The node merge itself against the reference merge of its L ranks. */
+        int64_t node_rescued = 0;
+        if (dcptopk_ref_packed_merge(&h.node,
+                                     (const uint16_t *const *)(wd.logits + node * l),
+                                     wd.stride, wd.max_local_len,
+                                     (const int32_t *const *)(wd.row_ends + node * l),
+                                     rows, ids_r + w, NULL, sat_r + w,
+                                     &node_rescued)) {
+            DC_FAIL_AT("ref node merge: %s", dcptopk_last_error(NULL));
+            goto out;
+        }
         for (int lr = 0; lr < l; lr++) {
             dcptopk_node_pairs_args a = DCPTOPK_NODE_PAIRS_ARGS_INIT;
             a.gathered = (const int32_t *)(uintptr_t)dcptopk_loopback_gathered(lb[node], lr);
@@ -219,14 +294,41 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
                 DC_FAIL_AT("download");
                 goto out;
             }
+            if (compare("node ids", &h, node * l + lr, ids_r[w + lr], nid_h,
+                        out_n, kk))
+                goto out;
             for (size_t i = 0; i < out_n; i++)
                 expected_pair(&h, node, (int64_t)(i / (size_t)kk), nid_h[i],
                               &want[2 * i]);
             if (compare(a.sorted ? "node pairs (sorted)" : "node pairs (scan)",
                         &h, node * l + lr, want, buf, out_n * 2, 2 * kk))
                 goto out;
+            if (lr == 0)
+                memcpy(hp + (size_t)node * out_n * 2, want, out_n * 8);
         }
     }
+
+    /* The hierarchy's result: the pair select of the nodes' pairs. Its
+     * scores must be the flat merge's, row by row. */
+    int64_t tie_rows = 0;
+    for (int64_t t = 0; t < rows; t++) {
+        dc_brute_pair_select(hp, h.d, kk, rows, t, eid + t * kk);
+        const int na = row_scores(&h, t, eid + t * kk, sc_a);
+        const int nb = row_scores(&h, t, ids_r[0] + t * kk, sc_b);
+        if (na != nb || memcmp(sc_a, sc_b, (size_t)na * 4)) {
+            DC_FAIL_AT("K=%d N=%d W=%d L=%d T=%lld row %lld: the hierarchy "
+                       "selected other scores than the flat merge (%d vs %d "
+                       "candidates)",
+                       kk, n, w, l, (long long)rows, (long long)t, na, nb);
+            goto out;
+        }
+        tie_rows += memcmp(eid + t * kk, ids_r[0] + t * kk, (size_t)kk * 4) != 0;
+    }
+    if (tie_rows)
+        printf("K=%d N=%d W=%d L=%d %s: %lld of %lld rows chose other ids "
+               "among tied scores than the flat merge\n",
+               kk, n, w, l, dc_family_name(fam), (long long)tie_rows,
+               (long long)rows);
 
     /* Stage 2: every rank's pair select over the nodes. */
     ids_d = gpu_alloc(ctx, out_n * 4);
@@ -247,16 +349,22 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
             DC_FAIL_AT("pair_select_nodes: %s", dcptopk_last_error(ctx));
             goto out;
         }
+        for (int64_t t = 0; t < rows; t++)
+            ecnt[t] = owned_rows(&h, t, r, eid + t * kk, erows + t * kk);
         if (gpu_download(ctx, buf, ids_d, out_n * 4) ||
-            compare("ids", &h, r, ids_r[r], buf, out_n, kk) ||
+            compare("ids", &h, r, eid, buf, out_n, kk) ||
             gpu_download(ctx, buf, rows_d, out_n * 4) ||
-            compare("rows", &h, r, rows_r[r], buf, out_n, kk) ||
+            compare("rows", &h, r, erows, buf, out_n, kk) ||
             gpu_download(ctx, buf, cnt_d, (size_t)rows * 4) ||
-            compare("counts", &h, r, cnt_r[r], buf, (size_t)rows, 1))
+            compare("counts", &h, r, ecnt, buf, (size_t)rows, 1))
             goto out;
     }
     ret = rescued;
 out:
+    for (int r = 16; r < 32; r++) {
+        free(ids_r[r]);
+        free(sat_r[r]);
+    }
     for (int r = 0; r < 16; r++) {
         dcptopk_loopback_destroy(lb[r]);
         gpu_free(ctx, logits[r]);
@@ -277,6 +385,12 @@ out:
     free(h.table_h);
     free(buf);
     free(want);
+    free(hp);
+    free(eid);
+    free(erows);
+    free(ecnt);
+    free(sc_a);
+    free(sc_b);
     free(nid_h);
     dc_world_free(&wd);
     return ret;
