@@ -89,8 +89,10 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
         return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
                        "config->exact = 1: the rescue round needs every rank "
                        "in one P2P domain, and this group has %d domains "
-                       "(the hierarchical merge across domains is not built "
-                       "yet; use exact = 0 or the pair merge)",
+                       "(across domains run the hierarchical merge: a node "
+                       "group per domain, dcptopk_node_pairs and "
+                       "dcptopk_pair_select_nodes; or exact = 0 or the pair "
+                       "merge)",
                        g->topo.domains);
 
     dcptopk_group_workspace *gw = calloc(1, sizeof *gw);

@@ -806,8 +806,9 @@ DCPTOPK_API const char *dcptopk_group_last_error(const dcptopk_group *group);
 typedef struct dcptopk_group_workspace dcptopk_group_workspace;
 
 /* Collective. config->world_size must be the group's. The exact packed merge
- * needs every rank in one P2P domain (UNSUPPORTED otherwise: the
- * hierarchical merge comes later). max_rows: the most rows of one call. */
+ * needs every rank in one P2P domain (UNSUPPORTED otherwise: across domains
+ * compose the hierarchical merge, dcptopk_node_pairs). max_rows: the most
+ * rows of one call. */
 DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
     dcptopk_group *group, const dcptopk_merge_config *config,
     int64_t max_rows, dcptopk_group_workspace **out);
