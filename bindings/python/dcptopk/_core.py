@@ -469,7 +469,11 @@ def _context_for(ctx_id, tensor):
 
 
 def _stream(device):
+    """The raw handle of the device's current stream."""
     import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:     # no Stream object per call (what Inductor's launchers use)
+        return raw(device)
     return torch.cuda.current_stream(device).cuda_stream
 
 

@@ -223,11 +223,16 @@ def _memo_key(name, args):
             key.append(v)   # a group: by identity, kept alive by the key
         else:
             return None
-    if dev < 0 or _get_current_dispatch_mode() is not None or \
-            torch.cuda.is_current_stream_capturing():
+    if dev < 0 or _get_current_dispatch_mode() is not None or _capturing():
         return None
-    key.append(torch.cuda.current_stream(dev).cuda_stream)
+    key.append(_core._stream(dev))
     return tuple(key)
+
+
+# torch.cuda.is_current_stream_capturing without its Python layers, when
+# torch has the binding it wraps.
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                     torch.cuda.is_current_stream_capturing)
 
 
 def _memo_run(key, body):
