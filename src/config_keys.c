@@ -20,12 +20,14 @@ dcptopk_result dcptopk_merge_config_check(const dcptopk_merge_config *config)
     return r;
 }
 
-dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
-                                   const char *arch, dcptopk_key *keys,
-                                   size_t cap, size_t *count)
+/* The arguments both key listings take: the config read and checked into
+ * *c, *arch defaulted to sm_90a. */
+static dcptopk_result keys_args(const dcptopk_merge_config *config,
+                                const char **arch, const dcptopk_key *keys,
+                                size_t cap, const size_t *count,
+                                dcptopk_merge_config *c)
 {
-    dcptopk_merge_config c;
-    dcptopk_result r = dc_config_read(NULL, config, &c);
+    dcptopk_result r = dc_config_read(NULL, config, c);
     if (r)
         return r;
     if (!count)
@@ -33,12 +35,21 @@ dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
     if (cap && !keys)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "keys is NULL with cap = %zu", cap);
-    if (!arch)
-        arch = "sm_90a";
-    if (!dc_arch_valid(arch) || strlen(arch) >= sizeof keys->arch)
+    if (!*arch)
+        *arch = "sm_90a";
+    if (!dc_arch_valid(*arch) || strlen(*arch) >= sizeof keys->arch)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", arch);
-    if ((r = dc_check_config(NULL, &c)))
+                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", *arch);
+    return dc_check_config(NULL, c);
+}
+
+dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
+                                   const char *arch, dcptopk_key *keys,
+                                   size_t cap, size_t *count)
+{
+    dcptopk_merge_config c;
+    dcptopk_result r = keys_args(config, &arch, keys, cap, count, &c);
+    if (r)
         return r;
     if (c.kind == DCPTOPK_MERGE_PACKED)
         r = dc_packed_config_keys(&c, arch, keys, cap, count);
@@ -57,18 +68,8 @@ dcptopk_result dcptopk_config_keys_nodes(const dcptopk_merge_config *config,
     if (nodes == 1)
         return dcptopk_config_keys(config, arch, keys, cap, count);
     dcptopk_merge_config c, node, pair;
-    dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r)
-        return r;
-    if (!count)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "count is NULL");
-    if (cap && !keys)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "keys is NULL with cap = %zu", cap);
-    if (!arch)
-        arch = "sm_90a";
-    if ((r = dc_check_config(NULL, &c)) ||
-        (r = dc_hier_configs(&c, nodes, &node, &pair)))
+    dcptopk_result r = keys_args(config, &arch, keys, cap, count, &c);
+    if (r || (r = dc_hier_configs(&c, nodes, &node, &pair)))
         return r;
     size_t n = 0;
     if ((r = dcptopk_config_keys(&node, arch, keys, cap, &n)))

@@ -401,17 +401,11 @@ static dc_select_out out_param(const dcptopk_merge_config *c,
     return o;
 }
 
-/* Workspace checks of an exact call. */
-static dcptopk_result check_ws(dcptopk_context *ctx,
-                               const dcptopk_merge_config *c,
-                               const dcptopk_workspace *ws,
-                               const dcptopk_select_args *a)
+/* A workspace of this context and config, with room for `rows`. */
+static dcptopk_result check_ws_fits(dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c,
+                                    const dcptopk_workspace *ws, int64_t rows)
 {
-    if (!ws)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "ws is NULL: config->exact = %d needs a rescue "
-                       "workspace (dcptopk_workspace_create)",
-                       c->exact);
     if (ws->ctx != ctx)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "ws was created with another context");
@@ -423,11 +417,28 @@ static dcptopk_result check_ws(dcptopk_context *ctx,
                        "world_size %d)",
                        c->topk, c->local_topk, c->world_size, ws->c.topk,
                        ws->c.local_topk, ws->c.world_size);
-    if (a->rows > ws->max_rows)
+    if (rows > ws->max_rows)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "args->rows = %lld: more than the workspace's max_rows "
                        "= %lld",
-                       (long long)a->rows, (long long)ws->max_rows);
+                       (long long)rows, (long long)ws->max_rows);
+    return DCPTOPK_SUCCESS;
+}
+
+/* Workspace checks of an exact call. */
+static dcptopk_result check_ws(dcptopk_context *ctx,
+                               const dcptopk_merge_config *c,
+                               const dcptopk_workspace *ws,
+                               const dcptopk_select_args *a)
+{
+    if (!ws)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "ws is NULL: config->exact = %d needs a rescue "
+                       "workspace (dcptopk_workspace_create)",
+                       c->exact);
+    dcptopk_result r = check_ws_fits(ctx, c, ws, a->rows);
+    if (r)
+        return r;
     if (a->rank != ws->rank)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "args->rank = %d: the workspace belongs to rank %d",
@@ -564,22 +575,8 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "ws is NULL: the node merge's rescue workspace holds "
                        "its saturation words and pushed lists");
-    if (ws->ctx != ctx)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "ws was created with another context");
-    if (ws->c.topk != c.topk || ws->c.local_topk != c.local_topk ||
-        ws->c.world_size != c.world_size)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "node_config (topk %d, local_topk %d, world_size %d) "
-                       "does not match the workspace's (topk %d, local_topk "
-                       "%d, world_size %d)",
-                       c.topk, c.local_topk, c.world_size, ws->c.topk,
-                       ws->c.local_topk, ws->c.world_size);
-    if (args->rows > ws->max_rows)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "args->rows = %lld: more than the workspace's max_rows "
-                       "= %lld",
-                       (long long)args->rows, (long long)ws->max_rows);
+    if ((r = check_ws_fits(ctx, &c, ws, args->rows)))
+        return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
     dcptopk_key key;
