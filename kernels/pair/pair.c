@@ -47,11 +47,23 @@ dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
     return DCPTOPK_SUCCESS;
 }
 
-/* The select over `segments` segments of K candidates a row (the config's
- * world_size for the flat merge). */
+dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
+                                     int32_t nodes, int32_t layout,
+                                     const char *arch)
+{
+    dcptopk_key k;
+    pair_key(&k, DCPTOPK_KERNEL_PAIR_SELECT, c);
+    k.layout = layout;
+    k.variant = nodes == c->world_size ? 0 : nodes;
+    snprintf(k.arch, sizeof k.arch, "%s", arch);
+    return k;
+}
+
+/* The select over `nodes` segments of K candidates a row; 0 = the config's
+ * world_size (the flat merge). */
 static dcptopk_result pair_select_run(dcptopk_context *ctx,
                                       const dcptopk_merge_config *config,
-                                      int32_t segments,
+                                      int32_t nodes,
                                       const dcptopk_pair_select_args *args)
 {
     dcptopk_merge_config c;
@@ -63,18 +75,17 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     /* (refuses ids_out and rows_out both NULL, like the reference) */
     if ((r = dc_check_pair_select_args(ctx, &c, args)))
         return r;
+    const int32_t segments = nodes ? nodes : c.world_size;
     if (segments < 1 || segments > c.world_size || c.world_size % segments)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "segments = %d: must divide config->world_size = %d "
+                       "nodes = %d: must divide config->world_size = %d "
                        "(one segment of K candidates a node)",
-                       segments, c.world_size);
+                       nodes, c.world_size);
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
 
-    dcptopk_key key;
-    pair_key(&key, DCPTOPK_KERNEL_PAIR_SELECT, &c);
-    key.layout = args->layout;
-    key.variant = segments == c.world_size ? 0 : segments;
+    const dcptopk_key key =
+        dc_pair_select_nodes_key(&c, segments, args->layout, ctx->arch);
 
     const dcptopk_rows_map *m = &args->rows_map;
     dc_pair_select_args k = {
@@ -115,7 +126,7 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
                                    const dcptopk_merge_config *config,
                                    const dcptopk_pair_select_args *args)
 {
-    return pair_select_run(ctx, config, config ? config->world_size : 1, args);
+    return pair_select_run(ctx, config, 0, args);
 }
 
 dcptopk_result dcptopk_pair_select_nodes(dcptopk_context *ctx,
@@ -123,20 +134,14 @@ dcptopk_result dcptopk_pair_select_nodes(dcptopk_context *ctx,
                                          int32_t nodes,
                                          const dcptopk_pair_select_args *args)
 {
+    if (nodes < 1)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "nodes = %d: must be at least 1 and divide "
+                       "config->world_size",
+                       nodes);
     return pair_select_run(ctx, config, nodes, args);
 }
 
-dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
-                                     int32_t nodes, int32_t layout,
-                                     const char *arch)
-{
-    dcptopk_key k;
-    pair_key(&k, DCPTOPK_KERNEL_PAIR_SELECT, c);
-    k.layout = layout;
-    k.variant = nodes == c->world_size ? 0 : nodes;
-    snprintf(k.arch, sizeof k.arch, "%s", arch);
-    return k;
-}
 
 dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
                                  const dcptopk_merge_config *config,

@@ -495,7 +495,10 @@ TEST(node_pairs_argument_errors)
     ps.ids_out = (int32_t *)(uintptr_t)dbuf;
     CHECK_EQ(dcptopk_pair_select_nodes(ctx, &pair, 3, &ps),
              DCPTOPK_INVALID_ARGUMENT);
-    CHECK_CONTAINS(dcptopk_last_error(ctx), "segments = 3");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "nodes = 3");
+    CHECK_EQ(dcptopk_pair_select_nodes(ctx, &pair, 0, &ps),
+             DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "nodes = 0");
     gpu_free(ctx, dbuf);
     dcptopk_loopback_destroy(lb);
     dcptopk_context_destroy(ctx);
