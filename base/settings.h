@@ -67,7 +67,9 @@ typedef enum dc_setting_kind {
     X(PEER_TIMEOUT_MS, "DCPTOPK_PEER_TIMEOUT_MS", DC_SETTING_INT, 10000, 1,    \
       86400000, "bound of every wait of a group, in ms (config first)")        \
     X(EXCHANGE, "DCPTOPK_EXCHANGE", DC_SETTING_TEXT, 0, 0, 0,                   \
-      "force a group's path: auto, nccl, push, staged or loopback")            \
+      "force a group's path: auto, nccl, push, staged, store or loopback")     \
+    X(DOMAIN_SIZE, "DCPTOPK_DOMAIN_SIZE", DC_SETTING_INT, 0, 1, 16,             \
+      "cap P2P domains at blocks of this many ranks (simulates nodes)")        \
     X(NCCL, "DCPTOPK_NCCL", DC_SETTING_FLAG, 1, 0, 1,                           \
       "0: groups from the environment never create a communicator")            \
     X(NCCL_LIBRARY, "DCPTOPK_NCCL_LIBRARY", DC_SETTING_TEXT, 0, 0, 0,           \

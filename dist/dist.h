@@ -96,6 +96,22 @@ typedef struct dc_path_facts {
 DC_HIDDEN int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f,
                                  char *reason, size_t size);
 
+/* How a group runs the exact packed merge across P2P domains (the
+ * hierarchical merge, docs/DISTRIBUTED.md "Across nodes"): the domains are
+ * the nodes, each of node_size consecutive ranks; the node merge exchanges
+ * over node_path (push, staged, or loopback for one rank a node), the node
+ * top Ks cross the nodes over rail_path (nccl: send/receive between the
+ * ranks of equal node rank; store: through the file store). */
+typedef struct dc_hier_plan {
+    int32_t ok;             /* 0: why says why not                          */
+    int32_t nodes, node_size;
+    int32_t node_path, rail_path;
+    char why[256];
+} dc_hier_plan;
+
+DC_HIDDEN void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
+                                 dc_hier_plan *h);
+
 /* ------------------------------------------------------------ the group */
 
 struct dcptopk_group_workspace;
@@ -109,8 +125,9 @@ struct dcptopk_group {
     dc_store store;
     int64_t timeout_ms;
     int32_t path;
-    char reason[384];
+    char reason[640];
     dc_topo topo;
+    dc_hier_plan hier;      /* when topo.domains > 1                       */
     int32_t broken;         /* a wait timed out: every call refuses        */
     char broken_msg[512];
     /* NCCL bootstrap all-gathers go through this device buffer. */
@@ -171,6 +188,10 @@ typedef struct dc_exchange_call {
 
 DC_HIDDEN dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
                                          const dc_exchange_call *x);
+/* Hierarchical workspace: this node's pairs (slot `node` of gw->rail)
+ * into every rank of this rank's rail, over gw->rail_path. */
+DC_HIDDEN dcptopk_result dc_rail_run(struct dcptopk_group_workspace *gw,
+                                     int64_t rows, void *stream);
 /* The device status of the push exchange (after the stream finished):
  * DCPTOPK_PEER_TIMEOUT or DCPTOPK_GROUP_BROKEN with the kernel's message,
  * or success (also on the other paths). */
@@ -201,6 +222,22 @@ struct dcptopk_group_workspace {
                                     seq no longer follows the device's, so
                                     every call settles and reads off_stable */
     dcptopk_workspace *ws;       /* exact packed merge: the rescue          */
+    /* The exchange's members: ranks [xfirst, xfirst + xsize), this rank is
+     * member xrank, over path xpath. The whole group, or in a hierarchical
+     * workspace this rank's node. */
+    int32_t xfirst, xsize, xrank, xpath;
+    /* Hierarchical workspace (exact packed merge across P2P domains): the
+     * node merge's config (world_size L) and the second stage's pair
+     * config (world_size W), this rank's node of `nodes`, the rail path,
+     * and local device buffers: the node merge's ids [max_rows, K] and the
+     * nodes' pairs [nodes, max_rows, K, 2] (this node's in slot `node`). */
+    int32_t hier;
+    dcptopk_merge_config node_c, pair_c;
+    int32_t nodes, node, rail_path;
+    uint64_t node_ids, rail;
+    /* Store path (exchange or rail): one blob per rank of the group. */
+    void *host;
+    size_t host_blob;
 };
 
 /* The compile keys of the workspace's exchange (at most `cap`): the push

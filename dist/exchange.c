@@ -7,7 +7,11 @@
  *    max_rows, double-buffered by parity, sequence-numbered flags;
  *  - staged: device copies into every peer's buffer (peer memory), a bounded
  *    stream wait and a host barrier: blocks the host, not capturable;
- *  - loopback: one rank, nothing moves. */
+ *  - store: this rank's rows to the host, a store all-gather, every rank's
+ *    rows back to the device: blocks the host, not capturable;
+ *  - loopback: one rank, nothing moves.
+ * The members are gw's (the group, or this rank's node in a hierarchical
+ * workspace); dc_rail_run carries the node top Ks across the nodes. */
 #include <stdio.h>
 #include <string.h>
 
@@ -82,18 +86,18 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
         gw->device_counted = 1;
     dc_push_exchange p;
     memset(&p, 0, sizeof p);
-    p.world_size = g->world_size;
-    p.rank = g->rank;
+    p.world_size = gw->xsize;
+    p.rank = gw->xrank;
     p.rows = x->rows;
     p.max_rows = gw->max_rows;
     p.row_words = gw->row_words;
     p.src = (const int32_t *)(uintptr_t)(
         dc_gw_gathered(gw, g->rank, x->parity) +
-        (uint64_t)g->rank * (uint64_t)gw->max_rows *
+        (uint64_t)gw->xrank * (uint64_t)gw->max_rows *
             (uint64_t)gw->row_words * 4u);
-    for (int32_t r = 0; r < g->world_size; r++) {
-        p.peer_gathered[r] = gw->mem.mapped[r] + gw->off_gathered;
-        p.peer_flags[r] = gw->mem.mapped[r] + gw->off_xflags;
+    for (int32_t i = 0; i < gw->xsize; i++) {
+        p.peer_gathered[i] = gw->mem.mapped[gw->xfirst + i] + gw->off_gathered;
+        p.peer_flags[i] = gw->mem.mapped[gw->xfirst + i] + gw->off_xflags;
     }
     p.ctl = gw->status;
     /* A replay's call number is not the capture's: no host check then. */
@@ -102,7 +106,7 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
     dcptopk_result r = dc_push_exchange_launch(g->ctx, &p, x->stream);
     if (r || !gw->device_counted)
         return r;
-    return dc_exchange_settle_launch(g->ctx, g->world_size, gw->status,
+    return dc_exchange_settle_launch(g->ctx, gw->xsize, gw->status,
                                      gw->mem.local + gw->off_stable, x->rows,
                                      gw->max_rows, gw->row_words, x->stream);
 #else
@@ -121,7 +125,7 @@ dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
     dcptopk_group *g = gw->g;
-    if (g->path != DCPTOPK_PATH_PUSH)
+    if (gw->xpath != DCPTOPK_PATH_PUSH)
         return DCPTOPK_SUCCESS;
     uint32_t code = 0;
     char msg[512] = "";
@@ -141,26 +145,36 @@ dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
 #endif
 }
 
+/* The staged and store paths block the host: not under capture. */
+static dcptopk_result refuse_capture(struct dcptopk_group_workspace *gw,
+                                     void *stream, const char *what)
+{
+    const dc_cuda *cu = dc_cuda_get(NULL);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu && cu->cuStreamIsCapturing((CUstream)stream, &cs) ==
+                  CUDA_SUCCESS &&
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return dc_fail(gw->ctx, DCPTOPK_UNSUPPORTED,
+                       "the %s synchronises the host: it cannot be captured "
+                       "in a CUDA graph (use the push or nccl path)",
+                       what);
+    return DCPTOPK_SUCCESS;
+}
+
 static dcptopk_result ex_staged(struct dcptopk_group_workspace *gw,
                                 const dc_exchange_call *x)
 {
     dcptopk_group *g = gw->g;
-    const dc_cuda *cu = dc_cuda_get(NULL);
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu && cu->cuStreamIsCapturing((CUstream)x->stream, &cs) ==
-                  CUDA_SUCCESS &&
-        cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED,
-                       "the staged exchange synchronises the host: it cannot "
-                       "be captured in a CUDA graph (use the push or nccl "
-                       "path)");
+    dcptopk_result r = refuse_capture(gw, x->stream, "staged exchange");
+    if (r)
+        return r;
     const uint64_t bytes =
         (uint64_t)x->rows * (uint64_t)gw->row_words * 4u;
-    const uint64_t off = (uint64_t)g->rank * (uint64_t)x->stride_rows *
+    const uint64_t off = (uint64_t)gw->xrank * (uint64_t)x->stride_rows *
                          (uint64_t)gw->row_words * 4u;
     const uint64_t src = dc_gw_gathered(gw, g->rank, x->parity) + off;
-    dcptopk_result r;
-    for (int32_t p = 0; p < g->world_size; p++) {
+    for (int32_t i = 0; i < gw->xsize; i++) {
+        const int32_t p = gw->xfirst + i;
         if (p == g->rank)
             continue;
         const uint64_t dst = dc_gw_gathered(gw, p, x->parity);
@@ -180,12 +194,103 @@ static dcptopk_result ex_staged(struct dcptopk_group_workspace *gw,
     return dc_group_host_barrier(g);
 }
 
+/* Through the file store, collective over the whole group: `bytes` at
+ * `mine` (device) go out; member i's blob (global rank first + i * step)
+ * lands at dst + i * dst_stride for the `count` members, except this
+ * rank's own. The host blocks: the stream must finish first. */
+static dcptopk_result store_gather(struct dcptopk_group_workspace *gw,
+                                   void *stream, uint64_t mine, size_t bytes,
+                                   int32_t first, int32_t step, int32_t count,
+                                   uint64_t dst, uint64_t dst_stride)
+{
+    dcptopk_group *g = gw->g;
+    dcptopk_result r = refuse_capture(gw, stream, "store exchange");
+    if (r)
+        return r;
+    if (!gw->host || bytes > gw->host_blob)
+        return dc_fail(g->ctx, DCPTOPK_INTERNAL,
+                       "store exchange of %zu bytes without its host buffer",
+                       bytes);
+    char *all = (char *)gw->host + gw->host_blob; /* W blobs after ours */
+    if (!g->has_store)
+        return dc_fail(g->ctx, DCPTOPK_INTERNAL,
+                       "store exchange in a group without a store");
+    /* The store itself, even where NCCL exists: its bootstrap buffer is
+     * sized for small blobs. */
+    if ((r = dc_group_stream_wait(g, stream)) ||
+        (r = dc_memcpy_dtoh(g->ctx, gw->host, mine, bytes)))
+        return r;
+    if ((r = dc_store_allgather(g->ctx, &g->store, gw->host, bytes, all)))
+        return r == DCPTOPK_PEER_TIMEOUT ? dc_group_break(g, r) : r;
+    for (int32_t i = 0; i < count; i++) {
+        const int32_t p = first + i * step;
+        if (p != g->rank &&
+            (r = dc_memcpy_htod(g->ctx, dst + (uint64_t)i * dst_stride,
+                                all + (size_t)p * bytes, bytes)))
+            return r;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+static dcptopk_result ex_store(struct dcptopk_group_workspace *gw,
+                               const dc_exchange_call *x)
+{
+    const uint64_t slot = (uint64_t)x->stride_rows *
+                          (uint64_t)gw->row_words * 4u;
+    const uint64_t base = dc_gw_gathered(gw, gw->g->rank, x->parity);
+    return store_gather(gw, x->stream, base + (uint64_t)gw->xrank * slot,
+                        (size_t)x->rows * (size_t)gw->row_words * 4u,
+                        gw->xfirst, 1, gw->xsize, base, slot);
+}
+
+dcptopk_result dc_rail_run(struct dcptopk_group_workspace *gw, int64_t rows,
+                           void *stream)
+{
+    dcptopk_group *g = gw->g;
+    const int32_t l = gw->xsize, me = gw->xrank;
+    const size_t count = (size_t)rows * (size_t)gw->c.topk * 2u;
+    const uint64_t slot = (uint64_t)gw->max_rows * (uint64_t)gw->c.topk * 8u;
+    const uint64_t mine = gw->rail + (uint64_t)gw->node * slot;
+    if (gw->rail_path == DCPTOPK_PATH_STORE)
+        return store_gather(gw, stream, mine, count * 4u, me, l, gw->nodes,
+                            gw->rail, slot);
+    const dc_nccl *nc = dc_nccl_get(NULL);
+    if (gw->rail_path != DCPTOPK_PATH_NCCL || !nc || !g->comm)
+        return dc_fail(g->ctx, DCPTOPK_INTERNAL, "rail path %d",
+                       gw->rail_path);
+    /* Point to point on the group's communicator between the ranks of
+     * equal node rank: each node's K pairs a row cross the nodes once,
+     * instead of the L copies an all-gather of the whole group would send. */
+    ncclComm_t comm = (ncclComm_t)g->comm;
+    DC_NCCL(g->ctx, comm, nc->ncclGroupStart());
+    ncclResult_t nr = ncclSuccess;
+    for (int32_t d = 0; d < gw->nodes && nr == ncclSuccess; d++) {
+        if (d == gw->node)
+            continue;
+        const int32_t peer = d * l + me;
+        nr = nc->ncclSend((const void *)(uintptr_t)mine, count, ncclInt32,
+                          peer, comm, (cudaStream_t)stream);
+        if (nr == ncclSuccess)
+            nr = nc->ncclRecv((void *)(uintptr_t)(gw->rail +
+                                                  (uint64_t)d * slot),
+                              count, ncclInt32, peer, comm,
+                              (cudaStream_t)stream);
+    }
+    ncclResult_t er = nc->ncclGroupEnd();
+    if (nr != ncclSuccess || er != ncclSuccess)
+        return dc_nccl_fail(g->ctx, nr != ncclSuccess ? nr : er, comm,
+                            "ncclSend/ncclRecv (rail)");
+    return DCPTOPK_SUCCESS;
+}
+
 dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
                                const dc_exchange_call *x)
 {
-    switch (gw->g->path) {
+    switch (gw->xpath) {
     case DCPTOPK_PATH_NCCL:
         return ex_nccl(gw, x);
+    case DCPTOPK_PATH_STORE:
+        return ex_store(gw, x);
     case DCPTOPK_PATH_PUSH:
         return dc_exchange_push(gw, x);
     case DCPTOPK_PATH_STAGED:
@@ -194,6 +299,6 @@ dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
         return DCPTOPK_SUCCESS; /* one rank: the rows are already in place */
     default:
         return dc_fail(gw->g->ctx, DCPTOPK_INTERNAL, "path %d",
-                       gw->g->path);
+                       gw->xpath);
     }
 }

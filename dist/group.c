@@ -34,6 +34,8 @@ const char *dcptopk_path_name(int32_t path)
         return "loopback";
     case DCPTOPK_PATH_STAGED:
         return "staged";
+    case DCPTOPK_PATH_STORE:
+        return "store";
     default:
         return "unknown";
     }
@@ -58,7 +60,7 @@ static dcptopk_result path_from_env(const dcptopk_context *ctx, int32_t *path)
         return DCPTOPK_SUCCESS;
     const int32_t paths[] = {DCPTOPK_PATH_AUTO, DCPTOPK_PATH_NCCL,
                              DCPTOPK_PATH_PUSH, DCPTOPK_PATH_LOOPBACK,
-                             DCPTOPK_PATH_STAGED};
+                             DCPTOPK_PATH_STAGED, DCPTOPK_PATH_STORE};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         if (strcmp(e, dcptopk_path_name(paths[i])) == 0) {
             *path = paths[i];
@@ -66,7 +68,7 @@ static dcptopk_result path_from_env(const dcptopk_context *ctx, int32_t *path)
         }
     return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                    "DCPTOPK_EXCHANGE = \"%s\": expected auto, nccl, push, "
-                   "staged or loopback", e);
+                   "staged, store or loopback", e);
 }
 
 /* ------------------------------------------------------- broken state */
@@ -289,9 +291,15 @@ static dcptopk_result discover(dcptopk_group *g)
     g->topo.world_size = g->world_size;
     if ((r = dc_group_allgather(g, &me, sizeof me, g->topo.info)))
         return r;
+    /* $DCPTOPK_DOMAIN_SIZE caps the domains at blocks of consecutive
+     * ranks: nodes simulated on one machine (tests of the hierarchical
+     * merge), or a deployment that keeps its peer mappings inside blocks. */
+    const int64_t cap = dc_setting_int(DC_SET_DOMAIN_SIZE);
     uint32_t row = 0, rows[DC_W_MAX];
     for (int32_t s = 0; s < g->world_size; s++)
-        if (s == g->rank || can_reach(g, &me, &g->topo.info[s]))
+        if (s == g->rank ||
+            ((cap < 1 || s / cap == g->rank / cap) &&
+             can_reach(g, &me, &g->topo.info[s])))
             row |= 1u << s;
     if ((r = dc_group_allgather(g, &row, sizeof row, rows)))
         return r;
@@ -307,6 +315,11 @@ static dcptopk_result choose(dcptopk_group *g, int32_t forced)
         return dc_fail(g->ctx, DCPTOPK_UNSUPPORTED, "rank %d: %s", g->rank,
                        g->reason);
     g->path = p;
+    if (g->topo.domains > 1) {
+        dc_hier_plan_make(&g->topo, &f, &g->hier);
+        const size_t n = strlen(g->reason);
+        snprintf(g->reason + n, sizeof g->reason - n, "; %s", g->hier.why);
+    }
     return DCPTOPK_SUCCESS;
 }
 
@@ -815,6 +828,15 @@ int32_t dcptopk_group_rank(const dcptopk_group *g) { return g ? g->rank : -1; }
 int32_t dcptopk_group_world_size(const dcptopk_group *g)
 {
     return g ? g->world_size : 0;
+}
+
+int32_t dcptopk_group_nodes(const dcptopk_group *g)
+{
+    if (!g)
+        return 0;
+    if (g->topo.domains <= 1)
+        return 1;
+    return g->hier.ok ? g->hier.nodes : 0;
 }
 
 dcptopk_result dcptopk_group_path(const dcptopk_group *g, int32_t *path,

@@ -22,9 +22,9 @@ int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
     /* The settle kernel too: a capture after warmup compiles nothing. */
-    if (cap >= 2 && gw->g && gw->g->path == DCPTOPK_PATH_PUSH) {
-        dc_push_exchange_key(gw->c.world_size, gw->ctx->arch, &keys[0]);
-        dc_exchange_settle_key(gw->c.world_size, gw->ctx->arch, &keys[1]);
+    if (cap >= 2 && gw->g && gw->xpath == DCPTOPK_PATH_PUSH) {
+        dc_push_exchange_key(gw->xsize, gw->ctx->arch, &keys[0]);
+        dc_exchange_settle_key(gw->xsize, gw->ctx->arch, &keys[1]);
         return 2;
     }
 #else
@@ -85,15 +85,16 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
                        "a group workspace needs a context with a device "
                        "(ctx device -1)");
     const int exact = c.kind == DCPTOPK_MERGE_PACKED && c.exact;
-    if (exact && g->topo.domains != 1)
+    /* The rescue round reads peer memory: across P2P domains the exact
+     * merge runs as the hierarchy (node merge, node pairs over the rails,
+     * pair select), which maps memory only inside a node. */
+    const int hier = exact && g->topo.domains != 1;
+    if (hier && !g->hier.ok)
         return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
-                       "config->exact = 1: the rescue round needs every rank "
-                       "in one P2P domain, and this group has %d domains "
-                       "(across domains run the hierarchical merge: a node "
-                       "group per domain, dcptopk_node_pairs and "
-                       "dcptopk_pair_select_nodes; or exact = 0 or the pair "
-                       "merge)",
-                       g->topo.domains);
+                       "config->exact = 1 across %d P2P domains runs the "
+                       "hierarchical merge, which cannot run in this group: "
+                       "%s (or use exact = 0 or the pair merge)",
+                       g->topo.domains, g->hier.why);
 
     dcptopk_group_workspace *gw = calloc(1, sizeof *gw);
     if (!gw)
@@ -102,15 +103,38 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     gw->ctx = ctx;
     gw->c = c;
     gw->max_rows = max_rows;
+    gw->xfirst = 0;
+    gw->xsize = g->world_size;
+    gw->xrank = g->rank;
+    gw->xpath = g->path;
+    /* The config of the packed merge this rank's exchange serves. */
+    const dcptopk_merge_config *mc = &gw->c;
+    if (hier) {
+        if (dc_hier_configs(&c, g->hier.nodes, &gw->node_c, &gw->pair_c)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
+            free(gw);
+            return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "%s", msg);
+        }
+        gw->hier = 1;
+        gw->nodes = g->hier.nodes;
+        gw->node = g->rank / g->hier.node_size;
+        gw->xfirst = gw->node * g->hier.node_size;
+        gw->xsize = g->hier.node_size;
+        gw->xrank = g->rank - gw->xfirst;
+        gw->xpath = g->hier.node_path;
+        gw->rail_path = g->hier.rail_path;
+        mc = &gw->node_c;
+    }
     gw->row_words = c.kind == DCPTOPK_MERGE_PACKED
                         ? dcptopk_packed_row_words(c.local_topk)
                         : 2 * c.topk;
     /* Not rounded: the push exchange addresses parity p at p times this
      * (kernels/exchange: [2][W][max_rows][row_words] int32, contiguous). */
-    gw->gathered_bytes = (uint64_t)c.world_size * (uint64_t)max_rows *
+    gw->gathered_bytes = (uint64_t)gw->xsize * (uint64_t)max_rows *
                          (uint64_t)gw->row_words * 4u;
     dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
-    if (exact && dcptopk_workspace_layout_get(&c, max_rows, &lay)) {
+    if (exact && dcptopk_workspace_layout_get(mc, max_rows, &lay)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
         free(gw);
@@ -124,12 +148,12 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     off += 2 * gw->gathered_bytes;
     off = DC_ALIGN(off);
     gw->off_xflags = off;
-    off += DC_ALIGN(2u * (uint64_t)c.world_size * 8u);
+    off += DC_ALIGN(2u * (uint64_t)gw->xsize * 8u);
     const uint64_t off_status = off;
     off += 256;
     /* Push path: where a captured call's rows settle (only this rank reads
      * it; one allocation keeps creation and teardown as they are). */
-    if (g->path == DCPTOPK_PATH_PUSH) {
+    if (gw->xpath == DCPTOPK_PATH_PUSH) {
         gw->off_stable = off;
         off += DC_ALIGN(gw->gathered_bytes);
     }
@@ -145,16 +169,30 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     gw->status = r ? 0 : gw->mem.local + off_status;
     if (!r && exact) {
         uint64_t recv[DC_W_MAX], flags[DC_W_MAX];
-        for (int32_t p = 0; p < c.world_size; p++) {
-            recv[p] = gw->mem.mapped[p] + gw->off_recv;
-            flags[p] = gw->mem.mapped[p] + gw->off_rflags;
+        for (int32_t i = 0; i < gw->xsize; i++) {
+            recv[i] = gw->mem.mapped[gw->xfirst + i] + gw->off_recv;
+            flags[i] = gw->mem.mapped[gw->xfirst + i] + gw->off_rflags;
         }
-        r = dcptopk_workspace_create(ctx, &c, max_rows, g->rank, recv, flags,
-                                     &gw->ws);
+        r = dcptopk_workspace_create(ctx, mc, max_rows, gw->xrank, recv,
+                                     flags, &gw->ws);
         if (!r)
             dc_workspace_set_timeout_ns(gw->ws,
                                         (uint64_t)g->timeout_ms * 1000000ull);
     }
+    const size_t pair_rows = (size_t)max_rows * (size_t)c.topk;
+    if (!r && hier &&
+        !(r = dc_mem_alloc(ctx, pair_rows * 4u, &gw->node_ids)))
+        r = dc_mem_alloc(ctx, (size_t)gw->nodes * pair_rows * 8u, &gw->rail);
+    /* The store path's host blobs: this rank's, then the group's W. */
+    if (gw->xpath == DCPTOPK_PATH_STORE)
+        gw->host_blob = (size_t)max_rows * (size_t)gw->row_words * 4u;
+    if (hier && gw->rail_path == DCPTOPK_PATH_STORE)
+        gw->host_blob = pair_rows * 8u;
+    if (!r && gw->host_blob &&
+        !(gw->host = malloc(gw->host_blob * ((size_t)g->world_size + 1))))
+        r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY,
+                    "the store exchange's host buffer (%zu bytes)",
+                    gw->host_blob * ((size_t)g->world_size + 1));
     if (!r && gw_register(g, gw))
         r = dc_fail(ctx, DCPTOPK_UNSUPPORTED,
                     "the group already has %zu workspaces",
@@ -191,6 +229,11 @@ void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
     if (!gw)
         return;
     dcptopk_workspace_destroy(gw->ws);
+    if (gw->node_ids)
+        dc_mem_free(gw->ctx, gw->node_ids);
+    if (gw->rail)
+        dc_mem_free(gw->ctx, gw->rail);
+    free(gw->host);
     /* CUDA leaves freeing an exported allocation that a peer still has open
      * undefined (cuIpcOpenMemHandle): close ours, wait until every peer
      * closed its, then free. A broken or destroyed group skips the wait:
@@ -212,21 +255,25 @@ uint64_t dcptopk_group_workspace_saturation(const dcptopk_group_workspace *gw)
 
 /* ------------------------------------------------------------ the step */
 
+/* The packed merge of a step; in a hierarchical workspace the node merge,
+ * then the node pairs, the rail exchange and the pair select over nodes. */
 static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
                                    const dcptopk_group_merge_args *a,
                                    const dc_exchange_call *x, uint64_t base)
 {
     dcptopk_group *g = gw->g;
     dcptopk_context *ctx = g->ctx;
-    const dcptopk_merge_config *c = &gw->c;
+    const int hier = gw->hier;
+    const dcptopk_merge_config *c = hier ? &gw->node_c : &gw->c;
     dcptopk_select_args s = DCPTOPK_SELECT_ARGS_INIT;
     s.gathered = (const int32_t *)(uintptr_t)base;
     s.rank_stride_rows = x->stride_rows;
     s.rows = a->rows;
-    s.rank = g->rank;
-    s.ids_out = a->ids_out;
-    s.ids_out_stride = a->ids_out_stride;
-    s.rows_map = a->rows_map;
+    s.rank = gw->xrank;
+    s.ids_out = hier ? (int32_t *)(uintptr_t)gw->node_ids : a->ids_out;
+    s.ids_out_stride = hier ? 0 : a->ids_out_stride;
+    if (!hier)
+        s.rows_map = a->rows_map;
     s.logits = a->logits;
     s.logits_stride = a->logits_stride;
     s.max_local_len = a->max_local_len;
@@ -240,15 +287,28 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     p.local_ids = a->local_ids;
     p.local_ids_stride = a->local_ids_stride;
     p.rows = a->rows;
-    p.out = (int32_t *)(uintptr_t)(base + (uint64_t)g->rank *
+    p.out = (int32_t *)(uintptr_t)(base + (uint64_t)gw->xrank *
                                               (uint64_t)x->stride_rows *
                                               (uint64_t)gw->row_words * 4u);
     p.stream = a->stream;
-    /* Both calls' arguments are checked before anything launches: a rank
+    /* The second stage reads the nodes' pairs in place and writes the
+     * caller's outputs. */
+    dcptopk_pair_select_args ps = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    ps.candidates = (const int32_t *)(uintptr_t)gw->rail;
+    ps.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
+    ps.rows = a->rows;
+    ps.rank_stride_rows = gw->max_rows;
+    ps.rank = g->rank;
+    ps.ids_out = a->ids_out;
+    ps.ids_out_stride = a->ids_out_stride;
+    ps.rows_map = a->rows_map;
+    ps.stream = a->stream;
+    /* Every call's arguments are checked before anything launches: a rank
      * that failed after its exchange would leave its peers' rescues
      * waiting. */
     dcptopk_result r = dc_check_pack_args(ctx, c, &p, a->local_ids != NULL);
-    if (r || (r = dc_check_select_args(ctx, c, &s)))
+    if (r || (r = dc_check_select_args(ctx, c, &s)) ||
+        (hier && (r = dc_check_pair_select_args(ctx, &gw->pair_c, &ps))))
         return r;
     if ((r = a->local_ids ? dcptopk_pack_indices(ctx, c, &p)
                           : dcptopk_pack(ctx, c, &p)) ||
@@ -257,7 +317,25 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     gw->seq = x->seq; /* the exchange counted this call (device side too) */
     if (gw->device_counted)
         s.gathered = (const int32_t *)(uintptr_t)(gw->mem.local + gw->off_stable);
-    return dcptopk_select(ctx, c, gw->ws, &s);
+    if ((r = dcptopk_select(ctx, c, gw->ws, &s)) || !hier)
+        return r;
+    const uint64_t slot = (uint64_t)gw->max_rows * (uint64_t)gw->c.topk * 8u;
+    dcptopk_node_pairs_args np = DCPTOPK_NODE_PAIRS_ARGS_INIT;
+    np.gathered = s.gathered;
+    np.rank_stride_rows = x->stride_rows;
+    np.rows = a->rows;
+    np.ids = (const int32_t *)(uintptr_t)gw->node_ids;
+    /* Every rank of a node packs alike (local_ids or not): the lookup of a
+     * score in its segment depends on it. */
+    np.sorted = a->local_ids == NULL;
+    np.first_rank = gw->xfirst;
+    np.world_size = gw->c.world_size;
+    np.pairs_out = (int32_t *)(uintptr_t)(gw->rail + (uint64_t)gw->node * slot);
+    np.stream = a->stream;
+    if ((r = dcptopk_node_pairs(ctx, c, gw->ws, &np)) ||
+        (r = dc_rail_run(gw, a->rows, a->stream)))
+        return r;
+    return dcptopk_pair_select_nodes(ctx, &gw->pair_c, gw->nodes, &ps);
 }
 
 static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
@@ -267,7 +345,8 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
     dcptopk_group *g = gw->g;
     dcptopk_context *ctx = g->ctx;
     const dcptopk_merge_config *c = &gw->c;
-    const uint64_t own = base + (uint64_t)g->rank * (uint64_t)x->stride_rows *
+    const uint64_t own = base + (uint64_t)gw->xrank *
+                                    (uint64_t)x->stride_rows *
                                     (uint64_t)gw->row_words * 4u;
     dcptopk_pair_select_args s = DCPTOPK_PAIR_SELECT_ARGS_INIT;
     s.candidates = (const int32_t *)(uintptr_t)base;
@@ -347,8 +426,8 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
     x.seq = gw->seq + 1;
     /* NCCL orders its collectives itself: one buffer (and a parity that does
      * not change under graph replay). The other paths alternate halves. */
-    x.parity = g->path == DCPTOPK_PATH_NCCL ? 0 : (int32_t)(x.seq & 1u);
-    x.stride_rows = g->path == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
+    x.parity = gw->xpath == DCPTOPK_PATH_NCCL ? 0 : (int32_t)(x.seq & 1u);
+    x.stride_rows = gw->xpath == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
     x.stream = args->stream;
     const uint64_t base = dc_gw_gathered(gw, g->rank, x.parity);
     return gw->c.kind == DCPTOPK_MERGE_PACKED

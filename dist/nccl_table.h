@@ -30,6 +30,8 @@
     X(ncclCommUserRank)                                                        \
     X(ncclAllGather)                                                           \
     X(ncclBroadcast)                                                           \
+    X(ncclSend)                                                                \
+    X(ncclRecv)                                                                \
     X(ncclGroupStart)                                                          \
     X(ncclGroupEnd)                                                            \
     X(ncclGetErrorString)                                                      \

@@ -137,6 +137,14 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
                                "its host barrier",
                  where);
         return -1;
+    case DCPTOPK_PATH_STORE:
+        if (f->has_store) {
+            snprintf(reason, size, "store: forced (%s)", where);
+            return DCPTOPK_PATH_STORE;
+        }
+        snprintf(reason, size, "the store path was forced but the group has "
+                 "no store (%s)", where);
+        return -1;
     case DCPTOPK_PATH_LOOPBACK:
         if (w == 1) {
             snprintf(reason, size, "loopback: forced (one rank)");
@@ -172,7 +180,86 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
                  nccl_no, where);
         return DCPTOPK_PATH_STAGED;
     }
+    if (f->has_store) {
+        snprintf(reason, size, "store: the ranks are not all in one P2P "
+                 "domain and %s (%s)", nccl_no, where);
+        return DCPTOPK_PATH_STORE;
+    }
     snprintf(reason, size, "no exchange path: the ranks are not all in one "
-             "P2P domain and %s (%s)", nccl_no, where);
+             "P2P domain, %s and the group has no store (%s)", nccl_no, where);
     return -1;
+}
+
+/* Whether the ranks of `members` (a bit set) are on distinct GPUs. */
+static int members_distinct(const dc_topo *t, uint32_t members)
+{
+    for (int32_t r = 0; r < t->world_size; r++)
+        for (int32_t s = r + 1; s < t->world_size; s++)
+            if ((members >> r & 1u) && (members >> s & 1u) &&
+                dc_same_host(&t->info[r], &t->info[s]) &&
+                memcmp(t->info[r].uuid, t->info[s].uuid, 16) == 0)
+                return 0;
+    return 1;
+}
+
+void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
+                       dc_hier_plan *h)
+{
+    const int32_t w = t->world_size;
+    memset(h, 0, sizeof *h);
+    if (t->domains < 2) {
+        snprintf(h->why, sizeof h->why, "one P2P domain: no hierarchy");
+        return;
+    }
+    /* Node d must be ranks [d*L, d*L + L): the node pairs' gids and the
+     * node-major order of the second stage assume it (launchers number the
+     * ranks of a host consecutively). */
+    const int32_t l = w / t->domains;
+    for (int32_t r = 0; r < w; r++)
+        if (w % t->domains || t->domain[r] != r / l * l) {
+            snprintf(h->why, sizeof h->why,
+                     "the %d P2P domains are not %d blocks of consecutive "
+                     "ranks of equal size (rank %d is in the domain of rank "
+                     "%d)",
+                     t->domains, t->domains, r, t->domain[r]);
+            return;
+        }
+    int push_built = 1;
+    for (int32_t r = 0; r < w; r++)
+        push_built &= t->info[r].push_built != 0;
+    h->nodes = t->domains;
+    h->node_size = l;
+    if (l == 1)
+        h->node_path = DCPTOPK_PATH_LOOPBACK;
+    else if (push_built && f->forced != DCPTOPK_PATH_STAGED)
+        h->node_path = DCPTOPK_PATH_PUSH;
+    else
+        h->node_path = DCPTOPK_PATH_STAGED;
+    /* The rails (same node rank, one per node) carry the node top Ks. */
+    int rails_distinct = 1;
+    for (int32_t i = 0; i < l; i++) {
+        uint32_t rail = 0;
+        for (int32_t d = 0; d < h->nodes; d++)
+            rail |= 1u << (d * l + i);
+        rails_distinct &= members_distinct(t, rail);
+    }
+    if (f->has_comm && rails_distinct && f->forced != DCPTOPK_PATH_STORE)
+        h->rail_path = DCPTOPK_PATH_NCCL;
+    else if (f->has_store && f->forced != DCPTOPK_PATH_NCCL)
+        h->rail_path = DCPTOPK_PATH_STORE;
+    else {
+        snprintf(h->why, sizeof h->why,
+                 "%d nodes of %d ranks, but no way across them: %s",
+                 h->nodes, l,
+                 f->has_comm ? "the ranks of a rail share a GPU, which NCCL "
+                               "refuses, and the group has no store"
+                             : "the group has no NCCL communicator");
+        return;
+    }
+    h->ok = 1;
+    snprintf(h->why, sizeof h->why,
+             "exact packed merges run hierarchically: %d nodes of %d ranks, "
+             "%s inside a node, %s across nodes",
+             h->nodes, l, dcptopk_path_name(h->node_path),
+             dcptopk_path_name(h->rail_path));
 }

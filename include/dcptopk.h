@@ -673,12 +673,17 @@ typedef enum dcptopk_path {
     DCPTOPK_PATH_PUSH = 2,     /* device push into every peer's buffer inside
                                   one P2P domain: no host, graph capturable    */
     DCPTOPK_PATH_LOOPBACK = 3, /* one rank: its own rows are the gathered rows */
-    DCPTOPK_PATH_STAGED = 4    /* device copies into every peer's buffer, then
+    DCPTOPK_PATH_STAGED = 4,   /* device copies into every peer's buffer, then
                                   a host barrier through the store: blocks the
                                   host, not capturable (tests, fallback)       */
+    DCPTOPK_PATH_STORE = 5     /* device -> host -> the file store -> host ->
+                                  device: needs only the store's shared
+                                  folder (no NCCL, no peer memory); blocks the
+                                  host, not capturable                       */
 } dcptopk_path;
 
-/* "nccl", "push", "loopback", "staged", "auto"; "unknown" otherwise. */
+/* "nccl", "push", "loopback", "staged", "store", "auto"; "unknown"
+ * otherwise. */
 DCPTOPK_API const char *dcptopk_path_name(int32_t path);
 
 #define DCPTOPK_GROUP_UNIQUE_ID_BYTES 128
@@ -713,7 +718,7 @@ typedef struct dcptopk_group_config {
                                   adds a generation number itself).           */
     int32_t path;              /* dcptopk_path: AUTO, or a path to force
                                   (refused when it cannot work). Environment:
-                                  DCPTOPK_EXCHANGE=nccl|push|staged|auto      */
+                                  DCPTOPK_EXCHANGE=nccl|push|staged|store     */
     /* Bound of every wait, host and device, in ms; 0 = $DCPTOPK_PEER_TIMEOUT_MS
      * or 10000 (processes time-sliced on one GPU wait 10-20 ms routinely). */
     int32_t timeout_ms;
@@ -780,6 +785,12 @@ DCPTOPK_API dcptopk_result dcptopk_group_create_from_env(
 
 DCPTOPK_API int32_t dcptopk_group_rank(const dcptopk_group *group);
 DCPTOPK_API int32_t dcptopk_group_world_size(const dcptopk_group *group);
+/* The nodes an exact packed merge of this group runs over: 1 when every
+ * rank is in one P2P domain (the flat merge), D > 1 when the group runs the
+ * hierarchical merge over D P2P domains of W / D consecutive ranks (its
+ * results are dcptopk_ref_hier_merge's), 0 when it can run neither (the
+ * path's reason says why). */
+DCPTOPK_API int32_t dcptopk_group_nodes(const dcptopk_group *group);
 /* The exchange path the group chose (dcptopk_path) and why, e.g. "push: all
  * 4 ranks share one P2P domain (host h1, 1 device)". reason may be NULL. */
 DCPTOPK_API dcptopk_result dcptopk_group_path(const dcptopk_group *group,
@@ -907,7 +918,9 @@ DCPTOPK_API dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
  * the global top K), runs `steps` consecutive one-call merges
  * (dcptopk_group_merge) through a group workspace and compares its own ids,
  * physical rows, counts and saturation words bit for bit with
- * dcptopk_ref_packed_merge. The summary names the exchange path. Returns
+ * dcptopk_ref_packed_merge (dcptopk_ref_hier_merge when the group runs the
+ * hierarchical merge, dcptopk_group_nodes > 1). The summary names the
+ * exchange path. Returns
  * DCPTOPK_INTERNAL when an output differs. Packed configs, interleave 1. */
 DCPTOPK_API dcptopk_result dcptopk_selftest_group(
     dcptopk_group *group, const dcptopk_merge_config *config, int64_t rows,
@@ -968,6 +981,18 @@ DCPTOPK_API dcptopk_result dcptopk_ref_packed_merge(
     const int32_t *const *row_ends, int64_t rows, int32_t *const *ids_out,
     const dcptopk_rows_map *rows_maps, uint32_t *const *sat_out,
     int64_t *rescued_rows);
+/* The hierarchical merge of an exact packed config over `nodes` nodes of
+ * L = W / nodes consecutive ranks (docs/CONTRACT.md, "Hierarchical merge"):
+ * each node's packed merge (world_size L), its node pairs, then the pair
+ * select over the nodes with the global W. Arguments and outputs as
+ * dcptopk_ref_packed_merge; sat_out[r] gets rank r's node merge's words.
+ * nodes = 1 is dcptopk_ref_packed_merge. */
+DCPTOPK_API dcptopk_result dcptopk_ref_hier_merge(
+    const dcptopk_merge_config *config, int32_t nodes,
+    const uint16_t *const *logits, int64_t logits_stride,
+    int64_t max_local_len, const int32_t *const *row_ends, int64_t rows,
+    int32_t *const *ids_out, const dcptopk_rows_map *rows_maps,
+    uint32_t *const *sat_out, int64_t *rescued_rows);
 /* The pair merge. */
 DCPTOPK_API dcptopk_result dcptopk_ref_pair_select(
     const dcptopk_merge_config *config, const dcptopk_pair_select_args *args);

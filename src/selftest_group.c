@@ -140,6 +140,10 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
     memset((char *)out + sizeof out->struct_size, 0,
            sizeof *out - sizeof out->struct_size);
     const int32_t W = c.world_size, K = c.topk, me = g->rank;
+    /* Across P2P domains the group runs the hierarchy: its reference. */
+    const int32_t nodes = dcptopk_group_nodes(g) > 1 && c.exact
+                              ? dcptopk_group_nodes(g)
+                              : 1;
     dcptopk_group_workspace *gw = NULL;
     if ((r = dcptopk_group_workspace_create(g, &c, rows, &gw)))
         return r;
@@ -198,10 +202,10 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
         for (int32_t p = 0; p < W; p++)
             sg_map(&maps[p], req, table, rws[p], cnt[p]);
         int64_t rescued = 0;
-        r = dcptopk_ref_packed_merge(&c, (const uint16_t *const *)logits,
-                                     SG_COLS, SG_COLS,
-                                     (const int32_t *const *)ends, rows, ids,
-                                     maps, sat, &rescued);
+        r = dcptopk_ref_hier_merge(&c, nodes, (const uint16_t *const *)logits,
+                                   SG_COLS, SG_COLS,
+                                   (const int32_t *const *)ends, rows, ids,
+                                   maps, sat, &rescued);
         if (r) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
@@ -255,13 +259,17 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
     }
     out->on_gpu = r == DCPTOPK_SUCCESS;
     out->gpu_ms = t_gpu;
-    char reason[384] = "";
+    char reason[640] = "", hier_note[64] = "";
+    if (nodes > 1)
+        snprintf(hier_note, sizeof hier_note, ", hierarchical over %d nodes",
+                 nodes);
     dcptopk_group_path(g, &path, reason, sizeof reason);
     snprintf(out->summary, sizeof out->summary,
-             "rank %d of %d, path %s: %d step(s) of %lld rows (K=%d N=%d, "
-             "%lld rescued rows): %lld of %lld rows differ from the "
+             "rank %d of %d, path %s%s: %d step(s) of %lld rows (K=%d "
+             "N=%d, %lld rescued rows): %lld of %lld rows differ from the "
              "reference",
-             me, W, dcptopk_path_name(path), steps, (long long)rows, K,
+             me, W, dcptopk_path_name(path), hier_note, steps,
+             (long long)rows, K,
              c.local_topk, (long long)out->rows_rescued,
              (long long)out->mismatches, (long long)out->rows_checked);
     /* Peers may still push into this rank's memory until they are done. */

@@ -245,7 +245,8 @@ int cmd_selftest(int argc, char **argv)
                       {"--rows", 1, 0, NULL},   {"--seed", 1, 0, NULL},
                       {"--no-gpu", 0, 0, NULL}, {"--verbose", 0, 0, NULL},
                       {"--ranks", 1, 0, NULL},  {"--steps", 1, 0, NULL},
-                      {"--as-rank", 0, 0, NULL}, {NULL, 0, 0, NULL}};
+                      {"--as-rank", 0, 0, NULL}, {"--node-size", 1, 0, NULL},
+                      {NULL, 0, 0, NULL}};
     const char *pos[1];
     int npos, help, rc;
     if ((rc = cli_parse("selftest", argc, argv, opts, pos, 1, &npos, &help)))
@@ -254,6 +255,8 @@ int cmd_selftest(int argc, char **argv)
         printf(
             "usage: dcptopk selftest [CONFIG] [--rows R] [--seed S] [--device D]\n"
             "                        [--cache PATH] [--no-gpu] [--verbose]\n"
+            "       dcptopk selftest [CONFIG] --ranks N [--node-size L]\n"
+            "                        [--steps S] [--rows R] [--seed S]\n"
             "\n"
             "Prints the library version, the number of CUDA devices and the\n"
             "default config, then runs three checks and says what each verified:\n"
@@ -281,6 +284,10 @@ int cmd_selftest(int argc, char **argv)
             "merges of CONFIG with W = N, rows saturated at the maximum count\n"
             "included, each rank's outputs compared bit for bit with the\n"
             "reference.\n"
+            "With --node-size L (L divides N): the ranks form N / L simulated\n"
+            "nodes (DCPTOPK_DOMAIN_SIZE=L: no peer memory between nodes), so\n"
+            "the exact merge runs hierarchically, checked against\n"
+            "dcptopk_ref_hier_merge.\n"
             "\n"
             "Exit code 6 when a comparison fails, 1 when a library call fails.\n");
         return CLI_OK;
@@ -339,6 +346,17 @@ int cmd_selftest(int argc, char **argv)
                      steps < 1 || steps > 100000))
         return rc ? rc : cli_error(CLI_USAGE, "--steps = %d: must be in "
                                    "1..100000", steps);
+    cli_opt *ns = cli_find(opts, "--node-size");
+    if (ns->seen) {
+        int32_t l = 0;
+        if ((rc = cli_parse_i32("--node-size", ns->value, &l)))
+            return rc;
+        if (ranks < 1 || l < 1 || ranks % l)
+            return cli_error(CLI_USAGE, "--node-size = %d: needs --ranks N "
+                             "and must divide it (N = %d)", l, ranks);
+        /* The children inherit it: their groups see nodes of L ranks. */
+        setenv("DCPTOPK_DOMAIN_SIZE", ns->value, 1);
+    }
     if (cli_find(opts, "--as-rank")->seen)
         return st_as_rank(cache, &cfg, rows, steps, seed);
     if (ranks > 0)

@@ -54,7 +54,7 @@ int st_as_rank(const char *cache, const dcptopk_merge_config *cfg,
         return rc;
     }
     int32_t path = 0;
-    char reason[384];
+    char reason[640];
     dcptopk_group_path(g, &path, reason, sizeof reason);
     if (env.rank == 0)
         printf("      exchange path: %s (%s)\n", dcptopk_path_name(path),

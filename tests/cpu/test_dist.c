@@ -525,10 +525,68 @@ TEST(path_choice_synthetic)
     f.forced = DCPTOPK_PATH_PUSH;
     CHECK_EQ(dc_path_choose(&t, &f, why, sizeof why), -1);
     CHECK_CONTAINS(why, "not all in one P2P domain");
+    /* The hierarchy: 2 nodes of 4, push inside, nccl across. */
     f.forced = DCPTOPK_PATH_AUTO;
+    dc_hier_plan h;
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 1);
+    CHECK_EQ(h.nodes, 2);
+    CHECK_EQ(h.node_size, 4);
+    CHECK_EQ(h.node_path, DCPTOPK_PATH_PUSH);
+    CHECK_EQ(h.rail_path, DCPTOPK_PATH_NCCL);
+    CHECK_CONTAINS(h.why, "2 nodes of 4 ranks, push inside a node, nccl "
+                          "across nodes");
+    /* No NCCL: the store, flat and across the nodes; no store either: no
+     * path, no hierarchy. */
     f.has_comm = 0;
+    CHECK_EQ(dc_path_choose(&t, &f, why, sizeof why), DCPTOPK_PATH_STORE);
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 1);
+    CHECK_EQ(h.rail_path, DCPTOPK_PATH_STORE);
+    f.has_store = 0;
     CHECK_EQ(dc_path_choose(&t, &f, why, sizeof why), -1);
     CHECK_CONTAINS(why, "no exchange path");
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 0);
+    CHECK_CONTAINS(h.why, "no NCCL communicator");
+    f.has_store = 1;
+    /* Without the push exchange a node stages; forced staged too. */
+    topo_make(&t, 8, h2, g8, 0, 0);
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.node_path, DCPTOPK_PATH_STAGED);
+    /* One GPU per node (8 hosts): nodes of one rank, loopback inside. */
+    const int h8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    topo_make(&t, 8, h8, g0, 1, 0);
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 1);
+    CHECK_EQ(h.nodes, 8);
+    CHECK_EQ(h.node_path, DCPTOPK_PATH_LOOPBACK);
+    /* Nodes of unequal size, or not consecutive ranks: no hierarchy. */
+    const int h31[4] = {0, 0, 0, 1};
+    topo_make(&t, 4, h31, g8, 1, 0);
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 0);
+    CHECK_CONTAINS(h.why, "not 2 blocks of consecutive ranks");
+    const int hx[4] = {0, 1, 0, 1};
+    topo_make(&t, 4, hx, g8, 1, 0);
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 0);
+    /* Simulated nodes on one GPU: NCCL refuses the rails, the store
+     * carries them. */
+    topo_make(&t, 4, h0, g0, 1, 0);
+    const uint32_t blocks[4] = {0x3u, 0x3u, 0xCu, 0xCu};
+    dc_topo_domains(&t, blocks);
+    CHECK_EQ(t.domains, 2);
+    f.has_comm = 1;
+    dc_hier_plan_make(&t, &f, &h);
+    CHECK_EQ(h.ok, 1);
+    CHECK_EQ(h.rail_path, DCPTOPK_PATH_STORE);
+    f.has_comm = 0;
+    f.forced = DCPTOPK_PATH_STORE;
+    topo_make(&t, 2, h0, g0, 0, 0);
+    CHECK_EQ(dc_path_choose(&t, &f, why, sizeof why), DCPTOPK_PATH_STORE);
+    f.forced = DCPTOPK_PATH_AUTO;
+    topo_make(&t, 8, h2, g8, 1, 0);
 
     /* One host, but rank 3 cannot map anyone (no peer access): 2 domains,
      * reach symmetric (nobody maps rank 3 either). */

@@ -6,6 +6,8 @@
  *    capture and replay of the one-call merge (on a capturable path), a
  *    rank killed mid-run (the others get DCPTOPK_PEER_TIMEOUT within the
  *    bound, then DCPTOPK_GROUP_BROKEN), `dcptopk selftest --ranks 4`;
+ *  - simulated nodes (DCPTOPK_DOMAIN_SIZE): the hierarchical merge, against
+ *    dcptopk_ref_hier_merge; the store path;
  *  - one process: a one-rank group (loopback path) with the packed and the
  *    pair merge and graph replay; NCCL with W = 1: group creation from a
  *    unique id, adoption of an existing communicator, the NCCL exchange
@@ -123,6 +125,73 @@ TEST(procs_selftest_cli)
     NEED_GPU();
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s selftest --ranks 4 --rows 32 --steps 2",
+             DC_TEST_CLI);
+    int st = system(cmd);
+    CHECK_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
+}
+
+/* Simulated nodes (DCPTOPK_DOMAIN_SIZE: no peer memory between blocks of
+ * ranks): the group runs the hierarchical merge (node merge over push or
+ * staged, node pairs through the store, pair select over the nodes), every
+ * rank bit for bit against dcptopk_ref_hier_merge. */
+static void hier_case(int w, const char *node_size, const char *extra,
+                      const char *steps)
+{
+    const char *env[] = {node_size, steps, "DC_DIST_ROWS=24", extra, NULL};
+    CHECK_EQ(dr_spawn(w, "merge", env), w);
+}
+
+TEST(procs_hier_w4_nodes_of_2)
+{
+    NEED_GPU();
+    hier_case(4, "DCPTOPK_DOMAIN_SIZE=2", NULL, "DC_DIST_STEPS=8");
+}
+
+TEST(procs_hier_w8_nodes_of_4)
+{
+    NEED_GPU();
+    hier_case(8, "DCPTOPK_DOMAIN_SIZE=4", NULL, "DC_DIST_STEPS=4");
+}
+
+TEST(procs_hier_w4_nodes_of_1)
+{
+    NEED_GPU();
+    hier_case(4, "DCPTOPK_DOMAIN_SIZE=1", NULL, "DC_DIST_STEPS=4");
+}
+
+TEST(procs_hier_w6_nodes_of_3_staged)
+{
+    NEED_GPU();
+    hier_case(6, "DCPTOPK_DOMAIN_SIZE=3", "DCPTOPK_EXCHANGE=staged",
+              "DC_DIST_STEPS=4");
+}
+
+/* The flat merge through the store path (no peer memory at all). */
+TEST(procs_store_path_w3)
+{
+    NEED_GPU();
+    const char *env[] = {"DCPTOPK_EXCHANGE=store", "DC_DIST_STEPS=4",
+                         "DC_DIST_ROWS=24", NULL};
+    CHECK_EQ(dr_spawn(3, "merge", env), 3);
+}
+
+/* A rank dies inside a hierarchical merge (nodes of one rank, so that the
+ * survivors' rebuilt group is again nodes of equal size): the others time
+ * out, then rebuild and merge. */
+TEST(procs_hier_killed_rank)
+{
+    NEED_GPU();
+    const char *env[] = {"DCPTOPK_PEER_TIMEOUT_MS=3000", "DC_DIST_ROWS=16",
+                         "DCPTOPK_DOMAIN_SIZE=1", NULL};
+    CHECK_EQ(dr_spawn(3, "die", env), 2);
+}
+
+TEST(procs_selftest_cli_nodes)
+{
+    NEED_GPU();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s selftest --ranks 4 --node-size 2 --rows 32 --steps 2",
              DC_TEST_CLI);
     int st = system(cmd);
     CHECK_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);

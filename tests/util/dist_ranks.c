@@ -92,10 +92,14 @@ int64_t rk_inputs(rk *k, int family, uint64_t seed)
         return -1;
     }
     int64_t rescued = 0;
-    dcptopk_result r = dcptopk_ref_packed_merge(
-        &k->c, (const uint16_t *const *)w.logits, w.stride, w.max_local_len,
-        (const int32_t *const *)w.row_ends, k->rows, k->ids_ref, NULL,
-        k->sat_ref, &rescued);
+    /* Across P2P domains (DCPTOPK_DOMAIN_SIZE) the group runs the
+     * hierarchical merge, whose reference differs on ties at the K-th
+     * score. */
+    const int32_t nodes = dcptopk_group_nodes(k->g);
+    dcptopk_result r = dcptopk_ref_hier_merge(
+        &k->c, nodes > 1 ? nodes : 1, (const uint16_t *const *)w.logits,
+        w.stride, w.max_local_len, (const int32_t *const *)w.row_ends,
+        k->rows, k->ids_ref, NULL, k->sat_ref, &rescued);
     int rc = r ? -1 : 0;
     if (r)
         fprintf(stderr, "ref: %s\n", dcptopk_last_error(NULL));
@@ -189,7 +193,7 @@ static int role_run(const char *role)
         return 11;
     }
     int32_t path = 0;
-    char why[384];
+    char why[640];
     dcptopk_group_path(g, &path, why, sizeof why);
     if (dcptopk_group_rank(g) == 0)
         printf("path: %s (%s)\n", dcptopk_path_name(path), why);
@@ -228,7 +232,9 @@ static int role_run(const char *role)
             rk_merge(&k, stream) || dcptopk_group_check(g, stream) ||
             rk_compare(&k, "warmup"))
             rc = 20;
-        else if (path == DCPTOPK_PATH_STAGED) {
+        else if (path == DCPTOPK_PATH_STAGED || path == DCPTOPK_PATH_STORE ||
+                 (dcptopk_group_nodes(g) > 1 &&
+                  strstr(why, "store across nodes"))) {
             /* A host barrier per step: it refuses capture. The push path
              * settles the device's current parity into a fixed buffer. */
             printf("the %s path is not capturable: skipped\n",

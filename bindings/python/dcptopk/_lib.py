@@ -226,7 +226,8 @@ class GroupMergeArgs(ctypes.Structure):
 
 
 GROUP_UNIQUE_ID_BYTES = 128
-PATH_NAMES = {0: "auto", 1: "nccl", 2: "push", 3: "loopback", 4: "staged"}
+PATH_NAMES = {0: "auto", 1: "nccl", 2: "push", 3: "loopback", 4: "staged",
+              5: "store"}
 
 
 def new(cls):
@@ -316,6 +317,8 @@ _SIGS = {
     "dcptopk_ref_rescue_row": (_R, [_MC, _P(SelectArgs), _c_i64, _c_u32, _P(_vp)]),
     "dcptopk_ref_packed_merge": (_R, [_MC, _P(_vp), _c_i64, _c_i64, _P(_vp), _c_i64, _P(_vp),
                                       _P(RowsMap), _P(_vp), _P(_c_i64)]),
+    "dcptopk_ref_hier_merge": (_R, [_MC, _c_i32, _P(_vp), _c_i64, _c_i64, _P(_vp), _c_i64,
+                                    _P(_vp), _P(RowsMap), _P(_vp), _P(_c_i64)]),
     "dcptopk_ref_pair_select": (_R, [_MC, _P(PairSelectArgs)]),
     "dcptopk_ref_pair_pack": (_R, [_MC, _P(PairPackArgs)]),
     "dcptopk_ref_check_contract": (_R, [_MC, _vp, _vp, _c_i64, _c_i64, _vp, _c_i64,
@@ -361,6 +364,7 @@ _DIST_SIGS = {
     "dcptopk_group_destroy": (None, [_vp]),
     "dcptopk_group_rank": (_c_i32, [_vp]),
     "dcptopk_group_world_size": (_c_i32, [_vp]),
+    "dcptopk_group_nodes": (_c_i32, [_vp]),
     "dcptopk_group_path": (_R, [_vp, _P(_c_i32), ctypes.c_char_p, ctypes.c_size_t]),
     "dcptopk_group_check": (_R, [_vp, _vp]),
     "dcptopk_group_last_error": (ctypes.c_char_p, [_vp]),
