@@ -104,7 +104,23 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
     const int nccl_ok = f->has_comm && distinct;
     const int staged_ok = one_domain && (f->has_store || f->has_comm);
 
-    switch (f->forced) {
+    /* Across domains a forced push or staged path can only serve the
+     * nodes of the hierarchy (dc_hier_plan_make); the flat exchange still
+     * needs a path that crosses domains. */
+    const char *inside = "";
+    if (!one_domain && (f->forced == DCPTOPK_PATH_PUSH ||
+                        f->forced == DCPTOPK_PATH_STAGED)) {
+        inside = f->forced == DCPTOPK_PATH_PUSH
+                     ? "push forced: it runs inside each node; "
+                     : "staged forced: it runs inside each node; ";
+        if (f->forced == DCPTOPK_PATH_PUSH && !push_built) {
+            snprintf(reason, size, "the push path was forced but this "
+                     "library lacks the device push exchange "
+                     "(kernels/exchange) (%s)", where);
+            return -1;
+        }
+    }
+    switch (*inside ? DCPTOPK_PATH_AUTO : f->forced) {
     case DCPTOPK_PATH_AUTO:
         break;
     case DCPTOPK_PATH_NCCL:
@@ -168,7 +184,7 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
         return DCPTOPK_PATH_PUSH;
     }
     if (nccl_ok) {
-        snprintf(reason, size, "nccl: %s (%s)",
+        snprintf(reason, size, "nccl: %s%s (%s)", inside,
                  one_domain ? "this library lacks the device push exchange"
                             : "the ranks are not all in one P2P domain",
                  where);
@@ -181,8 +197,8 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
         return DCPTOPK_PATH_STAGED;
     }
     if (f->has_store) {
-        snprintf(reason, size, "store: the ranks are not all in one P2P "
-                 "domain and %s (%s)", nccl_no, where);
+        snprintf(reason, size, "store: %sthe ranks are not all in one P2P "
+                 "domain and %s (%s)", inside, nccl_no, where);
         return DCPTOPK_PATH_STORE;
     }
     snprintf(reason, size, "no exchange path: the ranks are not all in one "

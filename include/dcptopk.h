@@ -816,9 +816,12 @@ DCPTOPK_API const char *dcptopk_group_last_error(const dcptopk_group *group);
  * plain pointers within one), exchanged once, then a barrier. */
 typedef struct dcptopk_group_workspace dcptopk_group_workspace;
 
-/* Collective. config->world_size must be the group's. The exact packed merge
- * needs every rank in one P2P domain (UNSUPPORTED otherwise: across domains
- * compose the hierarchical merge, dcptopk_node_pairs). max_rows: the most
+/* Collective. config->world_size must be the group's. Across P2P domains
+ * (dcptopk_group_nodes > 1) an exact packed config runs the hierarchical
+ * merge: peer memory only inside each node (domain), the node top Ks over
+ * NCCL send/receive (or the store) between the ranks of equal node rank,
+ * and the results of dcptopk_ref_hier_merge; UNSUPPORTED when the domains
+ * are not blocks of consecutive ranks of equal size. max_rows: the most
  * rows of one call. */
 DCPTOPK_API dcptopk_result dcptopk_group_workspace_create(
     dcptopk_group *group, const dcptopk_merge_config *config,
