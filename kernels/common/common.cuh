@@ -150,4 +150,32 @@ __device__ __forceinline__ uint32_t warp_id()
     return threadIdx.x >> 5;
 }
 
+// Ordered stream compaction of one flag per thread: the flagged threads'
+// values into list[] in thread order, the count returned to every thread.
+// The order is a pure function of the flags, so every CTA of a cluster that
+// sees the same flags builds the same list. warp_counts: NT / 32 ints of
+// shared memory. Contains two __syncthreads.
+template <int NT>
+__device__ __forceinline__ int compact_ordered(bool flag, uint32_t value, uint32_t *list,
+                                               int *warp_counts)
+{
+    static_assert(NT % 32 == 0 && NT <= 1024, "threads: a multiple of 32, at most 1024");
+    const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, flag);
+    const uint32_t w = threadIdx.x / 32u, lane = threadIdx.x % 32u;
+    if (lane == 0)
+        warp_counts[w] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) {
+        const int c = warp_counts[i];
+        before += i < (int)w ? c : 0;
+        total += c;
+    }
+    if (flag)
+        list[before + __popc(ballot & ((1u << lane) - 1u))] = value;
+    __syncthreads();
+    return total;
+}
+
 } // namespace dc

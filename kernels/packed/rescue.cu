@@ -1,7 +1,8 @@
 // rescue.cu - round 2 of the exact packed merge (docs/CONTRACT.md, "Rescue").
 //
 // Persistent grid: about one CTA per SM, looping over rows. A row whose
-// saturation word has an empty mask costs one load. Otherwise the CTA waits,
+// saturation word has an empty mask costs one load, made together with the
+// CTA's next THREADS rows' loads. Otherwise the CTA waits,
 // bounded by `timeout_ns` (%globaltimer), for flags[r * max_rows + t] ==
 // seq[t] + 1 of every saturated rank r (acquire loads: the pushes are peer
 // stores released by push.cu), then re-selects the top K of the unsaturated
@@ -113,70 +114,84 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
     __shared__ Smem sm;
     __shared__ int s_abort;
+    __shared__ uint32_t s_rows[THREADS];
+    __shared__ int s_warps[THREADS / 32];
     const int tid = threadIdx.x;
-    for (long long t = blockIdx.x; t < rows; t += gridDim.x) {
-        const uint32_t word = sat[t];
-        const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
-        if (mask == 0u)
-            continue;
-        if (__popc(mask) > NSAT_MAX)
-            continue; // not a word the select writes: nothing was pushed
-        const uint32_t expected = seq[t] + 1u;
-        if (tid == 0) {
-            s_abort = 0;
-            int acc = 0;
-            for (int r = 0; r < WORLD; ++r) {
-                sm.seg[r] = acc;
-                acc += ((mask >> r) & 1u) ? TOPK : LTOPK;
-            }
-            sm.seg[WORLD] = acc;
+    // Row t belongs to CTA t % gridDim.x. Its rows' saturation words are
+    // read THREADS at a time and the saturated ones listed: one row at a
+    // time would cost a memory latency per row, most of the launch when no
+    // row saturates.
+    const long long stride = (long long)gridDim.x * THREADS;
+    for (long long base = blockIdx.x; base < rows; base += stride) {
+        const long long mine = base + (long long)tid * gridDim.x;
+        bool hit = false;
+        if (mine < rows) {
+            const uint32_t m = (sat[mine] >> 16) & ((1u << WORLD) - 1u);
+            // A mask the select never writes (too many ranks): nothing pushed.
+            hit = m != 0u && __popc(m) <= NSAT_MAX;
         }
-        __syncthreads();
-        if (tid < WORLD && ((mask >> tid) & 1u)) {
-            const uint32_t *f = flags + (long long)tid * max_rows + t;
-            const unsigned long long start = globaltimer();
-            while (ld_acquire_sys(f) != expected) {
-                if (ld_volatile(status) != 0u) {
-                    s_abort = 1;
-                    break;
+        const int listed = dc::compact_ordered<THREADS>(hit, (uint32_t)mine, s_rows, s_warps);
+        for (int li = 0; li < listed; li++) {
+            const long long t = (long long)s_rows[li];
+            const uint32_t word = sat[t];
+            const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
+            const uint32_t expected = seq[t] + 1u;
+            if (tid == 0) {
+                s_abort = 0;
+                int acc = 0;
+                for (int r = 0; r < WORLD; ++r) {
+                    sm.seg[r] = acc;
+                    acc += ((mask >> r) & 1u) ? TOPK : LTOPK;
                 }
-                if (globaltimer() - start > timeout_ns) {
-                    if (atomicCAS(status, 0u, STATUS_TIMEOUT) == 0u) {
-                        status[1] = (uint32_t)t;
-                        status[2] = (uint32_t)tid;
-                        status[3] = expected;
+                sm.seg[WORLD] = acc;
+            }
+            __syncthreads();
+            if (tid < WORLD && ((mask >> tid) & 1u)) {
+                const uint32_t *f = flags + (long long)tid * max_rows + t;
+                const unsigned long long start = globaltimer();
+                while (ld_acquire_sys(f) != expected) {
+                    if (ld_volatile(status) != 0u) {
+                        s_abort = 1;
+                        break;
                     }
-                    s_abort = 1;
-                    break;
+                    if (globaltimer() - start > timeout_ns) {
+                        if (atomicCAS(status, 0u, STATUS_TIMEOUT) == 0u) {
+                            status[1] = (uint32_t)t;
+                            status[2] = (uint32_t)tid;
+                            status[3] = expected;
+                        }
+                        s_abort = 1;
+                        break;
+                    }
+                    asm volatile("nanosleep.u32 256;");
                 }
-                asm volatile("nanosleep.u32 256;");
             }
-        }
-        __threadfence();
-        __syncthreads();
-        const int skip = s_abort;
-        RowCtx c;
-        c.g0 = gathered + t * WORDS;
-        c.rank_words = rank_stride_rows * WORDS;
-        c.recv_row = recv + t * (long long)(SLOTS * PUSH_WORDS);
-        c.mask = mask;
-        c.tau = word & 0xFFFFu;
-        c.total = sm.seg[WORLD];
-        c.seg = sm.seg;
-        if (!skip) {
-            const RescueKeys<(KPT <= REG_MAX)> keys(c);
-            const Sel s = radix_select<KPT>(keys, sm);
-            emit<KPT>(keys, s, [&](int i) {
-                const int flat = i * THREADS + tid;
-                int r = 0;
+            __threadfence();
+            __syncthreads();
+            const int skip = s_abort;
+            RowCtx c;
+            c.g0 = gathered + t * WORDS;
+            c.rank_words = rank_stride_rows * WORDS;
+            c.recv_row = recv + t * (long long)(SLOTS * PUSH_WORDS);
+            c.mask = mask;
+            c.tau = word & 0xFFFFu;
+            c.total = sm.seg[WORLD];
+            c.seg = sm.seg;
+            if (!skip) {
+                const RescueKeys<(KPT <= REG_MAX)> keys(c);
+                const Sel s = radix_select<KPT>(keys, sm);
+                emit<KPT>(keys, s, [&](int i) {
+                    const int flat = i * THREADS + tid;
+                    int r = 0;
 #pragma unroll
-                for (int q = 1; q < WORLD; ++q)
-                    r += flat >= sm.seg[q];
-                return r;
-            }, o, t, sm);
-            if (tid == 0)
-                seq[t] = expected;
+                    for (int q = 1; q < WORLD; ++q)
+                        r += flat >= sm.seg[q];
+                    return r;
+                }, o, t, sm);
+                if (tid == 0)
+                    seq[t] = expected;
+            }
+            __syncthreads(); // sm.seg and s_abort are rewritten for the next row
         }
-        __syncthreads(); // sm.seg and s_abort are rewritten for the next row
-    }
+    } // s_rows is rewritten only after the last row's barrier above
 }

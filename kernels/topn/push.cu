@@ -5,10 +5,11 @@
 //     peer_recv[p] + (t * SLOTS + s) * (K + K/32)   int32 words,
 // then, after a system-scope fence, flag peer_flags[p][rank * max_rows + t] is
 // released with seq[t] + 1 on every rank p. Rows without the bit cost one
-// load. It never waits.
+// load, made together with the group's next rows' loads. It never waits.
 //
-// Grid: T * C CTAs, C = 2^DCPTOPK_VARIANT (a cluster when C > 1), dynamic
-// shared memory as in topn_pack.cu.
+// Grid: G * C CTAs, G <= T groups of C = 2^DCPTOPK_VARIANT CTAs (a cluster
+// when C > 1) looping over the rows; dynamic shared memory as in
+// topn_pack.cu.
 #include "topn_abi.h"
 #define DCPTOPK_THREADS DC_PUSH_THREADS
 #define DC_TOPN_CLUSTER (1 << DCPTOPK_VARIANT)
@@ -50,32 +51,47 @@ extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
 dcptopk_push(DC_KERNEL_PARAMS(DC_PUSH_PARAMS))
 {
     extern __shared__ dc::u32x4 dc_topn_smem[];
+    __shared__ uint32_t s_rows[DCPTOPK_THREADS];
+    __shared__ int s_warps[DCPTOPK_THREADS / 32];
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
     uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
-    const long long t = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
-    // Uniform over the cluster: all its CTAs share t and the saturation word.
-    if (t >= rows)
-        return;
-    const uint32_t mask = sat[t] >> 16;
-    if (!((mask >> rank) & 1u))
-        return;
-    const uint32_t slot = (uint32_t)__popc(mask & ((1u << rank) - 1u));
-    PushOut o;
-    o.recv = peer_recv;
-    o.off = (t * SLOTS + (long long)slot) * WORDS;
-    dc::topn_row<K>(logits + t * logits_stride, dc::topn_row_bound(row_ends[t], max_local_len),
-                    chunk, keys, sh, o);
-    // Every writer fences its peer stores at system scope, the group barrier
-    // orders them before the release below (cumulativity of the fence +
-    // barrier + release chain, PTX ISA "Memory Consistency Model").
-    __threadfence_system();
-    dc::group_sync();
-    if (dc::cluster_rank() == 0 && threadIdx.x == 0) {
-        const uint32_t v = seq[t] + 1u;
+    // Row t belongs to group t % groups (a group: the CTAs of a cluster).
+    // Its rows' saturation words are read DCPTOPK_THREADS at a time and the
+    // rows with this rank's bit listed, in the same order in every CTA of
+    // the group (the flags are the same): most rows have no bit, and a grid
+    // of one group per row spent most of the launch starting CTAs that exit.
+    const long long groups = (long long)(gridDim.x / DC_TOPN_CLUSTER);
+    const long long group = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
+    for (long long base = group; base < rows; base += groups * DCPTOPK_THREADS) {
+        const long long mine = base + (long long)threadIdx.x * groups;
+        const bool hit = mine < rows && ((sat[mine] >> (16 + rank)) & 1u);
+        const int listed =
+            dc::compact_ordered<DCPTOPK_THREADS>(hit, (uint32_t)mine, s_rows, s_warps);
+        for (int li = 0; li < listed; li++) {
+            const long long t = (long long)s_rows[li];
+            const uint32_t mask = sat[t] >> 16;
+            const uint32_t slot = (uint32_t)__popc(mask & ((1u << rank) - 1u));
+            PushOut o;
+            o.recv = peer_recv;
+            o.off = (t * SLOTS + (long long)slot) * WORDS;
+            dc::topn_row<K>(logits + t * logits_stride,
+                            dc::topn_row_bound(row_ends[t], max_local_len), chunk, keys, sh, o);
+            // Every writer fences its peer stores at system scope, the group
+            // barrier orders them before the release below (cumulativity of
+            // the fence + barrier + release chain, PTX ISA "Memory
+            // Consistency Model"). It also ends this row's use of the shared
+            // memory before the next row's.
+            __threadfence_system();
+            dc::group_sync();
+            if (dc::cluster_rank() == 0 && threadIdx.x == 0) {
+                const uint32_t v = seq[t] + 1u;
 #pragma unroll
-        for (int p = 0; p < W; p++) {
-            uint32_t *f = (uint32_t *)peer_flags[p] + (long long)rank * max_rows + t;
-            asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(v) : "memory");
+                for (int p = 0; p < W; p++) {
+                    uint32_t *f = (uint32_t *)peer_flags[p] + (long long)rank * max_rows + t;
+                    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f), "r"(v)
+                                 : "memory");
+                }
+            }
         }
     }
 }

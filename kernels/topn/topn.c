@@ -195,6 +195,13 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
         .max_rows = a->max_rows,
         .chunk = chunk,
     };
+    /* Groups loop over the rows (push.cu): as many as are resident at once
+     * (two CTAs of DC_PUSH_THREADS an SM), never more than the rows. */
+    const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
+    const int64_t groups_max = 2 * sms / (int64_t)cfg.cluster_x;
+    const int64_t groups = a->rows < groups_max ? a->rows
+                                                : (groups_max > 0 ? groups_max : 1);
+    cfg.grid[0] = (uint32_t)(groups * (int64_t)cfg.cluster_x);
     dc_abi_argv argv = dc_push_kernel_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_push", &cfg, argv.p);
 }
