@@ -587,6 +587,18 @@ TEST(push_lists)
     CHECK_EQ(failures, 0);
 }
 
+/* More rows than the push's resident groups (two CTAs an SM): every group
+ * loops over its rows and lists the ones with this rank's bit. */
+TEST(push_many_rows)
+{
+    GPU_CTX(ctx);
+    int failures = 0;
+    failures += push_case(ctx, 512, 96, 4, 1, 1500, 1000, DC_FAM_NORMAL, -1, 5u);
+    failures += push_case(ctx, 2048, 384, 8, 7, 700, 4096, DC_FAM_INTEGER, -1, 6u);
+    dcptopk_context_destroy(ctx);
+    CHECK_EQ(failures, 0);
+}
+
 /* Small push through every variant (sanitizers). */
 TEST(push_small)
 {
