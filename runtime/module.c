@@ -735,13 +735,26 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
     }
 
     CUresult cr;
-    if (cfg->cluster_x > 1) {
-        CUlaunchAttribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cfg->cluster_x;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
+    /* The kernels' dependent-launch instructions exist from sm_90 on. */
+    const int pdl = cfg->pdl && strncmp(k.arch, "sm_", 3) == 0 &&
+                    atoi(k.arch + 3) >= 90;
+    if (cfg->cluster_x > 1 || pdl) {
+        CUlaunchAttribute attr[2];
+        unsigned n_attr = 0;
+        memset(attr, 0, sizeof attr);
+        if (cfg->cluster_x > 1) {
+            attr[n_attr].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr[n_attr].value.clusterDim.x = cfg->cluster_x;
+            attr[n_attr].value.clusterDim.y = 1;
+            attr[n_attr].value.clusterDim.z = 1;
+            n_attr++;
+        }
+        if (pdl) {
+            attr[n_attr].id =
+                CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr[n_attr].value.programmaticStreamSerializationAllowed = 1;
+            n_attr++;
+        }
         CUlaunchConfig lc;
         memset(&lc, 0, sizeof lc);
         lc.gridDimX = cfg->grid[0];
@@ -752,8 +765,8 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
         lc.blockDimZ = cfg->block[2];
         lc.sharedMemBytes = cfg->smem_bytes;
         lc.hStream = (CUstream)cfg->stream;
-        lc.attrs = &attr;
-        lc.numAttrs = 1;
+        lc.attrs = attr;
+        lc.numAttrs = n_attr;
         cr = rt->cu->cuLaunchKernelEx(&lc, fn, params, NULL);
     } else {
         cr = rt->cu->cuLaunchKernel(fn, cfg->grid[0], cfg->grid[1],
@@ -767,7 +780,8 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
         snprintf(call, sizeof call,
                  "%s(%s \"%s\", grid {%u,%u,%u}, block {%u,%u,%u}, smem %u, "
                  "cluster %u)",
-                 cfg->cluster_x > 1 ? "cuLaunchKernelEx" : "cuLaunchKernel",
+                 cfg->cluster_x > 1 || pdl ? "cuLaunchKernelEx"
+                                           : "cuLaunchKernel",
                  key_text, entry, cfg->grid[0], cfg->grid[1], cfg->grid[2],
                  cfg->block[0], cfg->block[1], cfg->block[2], cfg->smem_bytes,
                  cfg->cluster_x);

@@ -18,6 +18,11 @@ typedef struct dc_launch_cfg {
     uint32_t smem_bytes;  /* dynamic shared memory; > 48 KiB is opted in    */
     uint32_t cluster_x;   /* thread-block cluster size along x; 0/1 = none  */
     void *stream;
+    /* 1: programmatic dependent launch (sm_90+): the kernel may be
+     * scheduled while the previous kernel on the stream is still running,
+     * once all that kernel's CTAs have started or triggered; it must run
+     * dc::pdl_wait() (common.cuh) before reading what that kernel wrote. */
+    uint32_t pdl;
 } dc_launch_cfg;
 
 /* Looks up (or, unless sealed in strict mode, compiles/loads) the module of

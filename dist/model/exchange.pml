@@ -242,11 +242,11 @@ proctype rank(byte me)
 #endif
         fi;
 
-        /* push.cu:72 a saturated rank (its bit in the mask, push.cu:67)
-         * computes its local top K (push.cu:77) and stores it into receive
-         * slot popcount(mask below me) of every rank; then push.cu:84
-         * fences and push.cu:91 releases flag (me, t) = seq[t] + 1
-         * (push.cu:87) on every rank. */
+        /* push.cu:79 a saturated rank (its bit in the mask, push.cu:73)
+         * computes its local top K (push.cu:84) and stores it into receive
+         * slot popcount(mask below me) of every rank; then push.cu:91
+         * fences and push.cu:98 releases flag (me, t) = seq[t] + 1
+         * (push.cu:94) on every rank. */
         if
         :: BIT(m, me) ->
             atomic {
@@ -267,19 +267,19 @@ proctype rank(byte me)
         :: else -> skip
         fi;
 
-        /* rescue.cu:129 the row's mask (none: rescue.cu:131 not listed) */
+        /* rescue.cu:134 the row's mask (none: rescue.cu:136 not listed) */
         if
         :: m != 0 ->
-            /* rescue.cu:138 expected = seq[t] + 1; rescue.cu:152 acquire
-             * loads until every saturated rank's flag has it, rescue.cu:153
-             * giving up on a status, rescue.cu:158 or after the bound */
+            /* rescue.cu:145 expected = seq[t] + 1; rescue.cu:159 acquire
+             * loads until every saturated rank's flag has it, rescue.cu:160
+             * giving up on a status, rescue.cu:165 or after the bound */
             expected = rseq + 1;
             if
             :: rstat == ST_OK && ALL_RFLAGS(me, m, expected) ->
                 assert(!healthy || (RFLAG_OLD(me, m, 0, expected) && RFLAG_OLD(me, m, 1, expected) &&
                                     RFLAG_OLD(me, m, 2, expected))); /* P3: never newer */
-                /* rescue.cu:175 the receive slots of the row, and rescue.cu:
-                 * 182 the unsaturated ranks' round-1 words (gathered parity
+                /* rescue.cu:182 the receive slots of the row, and rescue.cu:
+                 * 189 the unsaturated ranks' round-1 words (gathered parity
                  * p, still in the reading interval: P1) */
                 rreading[me] = healthy;
                 atomic {
@@ -293,7 +293,7 @@ proctype rank(byte me)
                     }
                     s = 0;
                     rreading[me] = 0;
-                    /* rescue.cu:192 seq[t] = expected */
+                    /* rescue.cu:199 seq[t] = expected */
                     rseq = expected
                 }
             :: rstat != ST_OK -> skip

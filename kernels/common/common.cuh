@@ -150,6 +150,25 @@ __device__ __forceinline__ uint32_t warp_id()
     return threadIdx.x >> 5;
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before): pdl_trigger lets
+// the next kernel on the stream, when launched with the attribute, be
+// scheduled once every CTA of this one has triggered or exited; pdl_wait,
+// in that next kernel, waits until this one finished and its writes are
+// visible. A kernel launched without the attribute passes pdl_wait at once.
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Ordered stream compaction of one flag per thread: the flagged threads'
 // values into list[] in thread order, the count returned to every thread.
 // The order is a pure function of the flags, so every CTA of a cluster that

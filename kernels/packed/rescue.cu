@@ -117,22 +117,29 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
     __shared__ uint32_t s_rows[THREADS];
     __shared__ int s_warps[THREADS / 32];
     const int tid = threadIdx.x;
+    // Launched as a dependent of the push (packed.c): nothing the select or
+    // the push wrote is read before they finished.
+    dc::pdl_wait();
     // Row t belongs to CTA t % gridDim.x. Its rows' saturation words are
     // read THREADS at a time and the saturated ones listed: one row at a
     // time would cost a memory latency per row, most of the launch when no
     // row saturates.
     const long long stride = (long long)gridDim.x * THREADS;
     for (long long base = blockIdx.x; base < rows; base += stride) {
-        const long long mine = base + (long long)tid * gridDim.x;
+        // With a row a CTA (decode) no list: every thread reads the word.
+        const bool single = rows <= (long long)gridDim.x;
+        const long long mine = single ? base : base + (long long)tid * gridDim.x;
         bool hit = false;
         if (mine < rows) {
             const uint32_t m = (sat[mine] >> 16) & ((1u << WORLD) - 1u);
             // A mask the select never writes (too many ranks): nothing pushed.
             hit = m != 0u && __popc(m) <= NSAT_MAX;
         }
-        const int listed = dc::compact_ordered<THREADS>(hit, (uint32_t)mine, s_rows, s_warps);
+        const int listed = single ? (int)hit
+                                  : dc::compact_ordered<THREADS>(hit, (uint32_t)mine,
+                                                                 s_rows, s_warps);
         for (int li = 0; li < listed; li++) {
-            const long long t = (long long)s_rows[li];
+            const long long t = single ? mine : (long long)s_rows[li];
             const uint32_t word = sat[t];
             const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
             const uint32_t expected = seq[t] + 1u;

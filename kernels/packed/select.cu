@@ -649,6 +649,8 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
     extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
     __shared__ __align__(16) SmallSmem fs;
+    if constexpr (EXACT)
+        dc::pdl_trigger(); // the push may start its CTAs (it waits for us)
     const long long rank_words = rank_stride_rows * WORDS;
     const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
     const long long t = blockIdx.x; // one CTA a row
@@ -860,6 +862,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, PREFETCH ? DC_SELECT_PREFE
 dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
     __shared__ Smem sm;
+    if constexpr (EXACT)
+        dc::pdl_trigger(); // the push may start its CTAs (it waits for us)
     const long long rank_words = rank_stride_rows * WORDS;
     if constexpr (PREFETCH) {
         // Dynamic shared memory: two row buffers of ROW_WORDS words.

@@ -55,6 +55,10 @@ dcptopk_push(DC_KERNEL_PARAMS(DC_PUSH_PARAMS))
     __shared__ int s_warps[DCPTOPK_THREADS / 32];
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
     uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
+    // Launched as a dependent of the select (topn.c): the rescue may start
+    // its CTAs now; the select's saturation words are read only after it.
+    dc::pdl_trigger();
+    dc::pdl_wait();
     // Row t belongs to group t % groups (a group: the CTAs of a cluster).
     // Its rows' saturation words are read DCPTOPK_THREADS at a time and the
     // rows with this rank's bit listed, in the same order in every CTA of
@@ -63,12 +67,15 @@ dcptopk_push(DC_KERNEL_PARAMS(DC_PUSH_PARAMS))
     const long long groups = (long long)(gridDim.x / DC_TOPN_CLUSTER);
     const long long group = (long long)(blockIdx.x / DC_TOPN_CLUSTER);
     for (long long base = group; base < rows; base += groups * DCPTOPK_THREADS) {
-        const long long mine = base + (long long)threadIdx.x * groups;
+        // With a row a group (decode) no list: every thread reads the word.
+        const bool single = rows <= groups;
+        const long long mine = single ? base : base + (long long)threadIdx.x * groups;
         const bool hit = mine < rows && ((sat[mine] >> (16 + rank)) & 1u);
         const int listed =
-            dc::compact_ordered<DCPTOPK_THREADS>(hit, (uint32_t)mine, s_rows, s_warps);
+            single ? (int)hit
+                   : dc::compact_ordered<DCPTOPK_THREADS>(hit, (uint32_t)mine, s_rows, s_warps);
         for (int li = 0; li < listed; li++) {
-            const long long t = (long long)s_rows[li];
+            const long long t = single ? mine : (long long)s_rows[li];
             const uint32_t mask = sat[t] >> 16;
             const uint32_t slot = (uint32_t)__popc(mask & ((1u << rank) - 1u));
             PushOut o;

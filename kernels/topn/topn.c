@@ -202,6 +202,9 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
     const int64_t groups = a->rows < groups_max ? a->rows
                                                 : (groups_max > 0 ? groups_max : 1);
     cfg.grid[0] = (uint32_t)(groups * (int64_t)cfg.cluster_x);
+    /* It follows the select, whose CTAs trigger it at their start: its
+     * launch overlaps the select's last wave (push.cu waits first). */
+    cfg.pdl = 1;
     dc_abi_argv argv = dc_push_kernel_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_push", &cfg, argv.p);
 }
