@@ -362,6 +362,7 @@ def test_launch_env_and_a_group_from_it():
                     assert (g.rank, g.world_size) == (0, 1)
                     path, why = g.path()
                     assert path == "loopback", (path, why)
+                    assert g.nodes == 1, g.nodes
                     g.barrier()
                 raises(ValueError, lambda: g.rank, match="closed")
                 raises(ValueError, dcptopk.Group, ctx, d, path=9, match="path: got 9")

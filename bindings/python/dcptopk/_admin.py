@@ -190,7 +190,7 @@ def ref_decode(packed_row, n, j, owner, world_size, interleave=1):
 # ------------------------------------------------------ launcher and groups
 
 def path_name(path):
-    """"nccl", "push", "loopback", "staged", "auto" for a dcptopk_path number."""
+    """"nccl", "push", "loopback", "staged", "store", "auto" for a dcptopk_path number."""
     lib = library()
     if has_dist_runtime(lib):
         return lib.dcptopk_path_name(int(path)).decode()
@@ -226,7 +226,7 @@ class Group:
 
     def __init__(self, ctx, store_dir=None, *, path=0, timeout_ms=0, store_prefix=None):
         lib = _need_dist("Group")
-        _checks.integer(path, "path", 0, 4, "a dcptopk_path number 0..4 (0 = auto)")
+        _checks.integer(path, "path", 0, 5, "a dcptopk_path number 0..5 (0 = auto)")
         _checks.integer(timeout_ms, "timeout_ms", 0, 86400000,
                         "milliseconds, 0 = $DCPTOPK_PEER_TIMEOUT_MS or 10000")
         gc = new(GroupConfig)
@@ -259,10 +259,16 @@ class Group:
     def world_size(self):
         return library().dcptopk_group_world_size(self._live())
 
+    @property
+    def nodes(self):
+        """Nodes an exact packed merge runs over: 1 flat, D > 1 the
+        hierarchical merge, 0 neither (see path())."""
+        return library().dcptopk_group_nodes(self._live())
+
     def path(self):
         """(path name, reason) of the exchange the group chose."""
-        p, why = ctypes.c_int32(0), ctypes.create_string_buffer(512)
-        self._check(library().dcptopk_group_path(self._live(), ctypes.byref(p), why, 512))
+        p, why = ctypes.c_int32(0), ctypes.create_string_buffer(640)
+        self._check(library().dcptopk_group_path(self._live(), ctypes.byref(p), why, 640))
         return path_name(p.value), why.value.decode(errors="replace")
 
     def barrier(self):

@@ -229,11 +229,17 @@ class LibraryRuntime:
             raise DcptopkError(rc, lib.dcptopk_result_name(rc).decode(),
                                lib.dcptopk_group_last_error(self._h).decode(errors="replace"))
 
+    @property
+    def nodes(self):
+        """Nodes an exact packed merge runs over: 1 flat, D > 1 the
+        hierarchical merge, 0 neither (see path())."""
+        return library().dcptopk_group_nodes(self._h)
+
     def path(self):
         """(path name, reason) of the exchange the group chose."""
         p = ctypes.c_int32(0)
-        why = ctypes.create_string_buffer(512)
-        self._check(library().dcptopk_group_path(self._h, ctypes.byref(p), why, 512))
+        why = ctypes.create_string_buffer(640)
+        self._check(library().dcptopk_group_path(self._h, ctypes.byref(p), why, 640))
         return PATH_NAMES.get(p.value, str(p.value)), why.value.decode(errors="replace")
 
     def workspace(self, cfg, max_rows):
