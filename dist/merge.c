@@ -255,6 +255,25 @@ uint64_t dcptopk_group_workspace_saturation(const dcptopk_group_workspace *gw)
 
 /* ------------------------------------------------------------ the step */
 
+/* The step's pair select: rank-major candidates in place, the caller's
+ * outputs. */
+static dcptopk_pair_select_args step_pair_select(
+    const dcptopk_group_workspace *gw, const dcptopk_group_merge_args *a,
+    uint64_t candidates, int64_t stride_rows)
+{
+    dcptopk_pair_select_args s = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    s.candidates = (const int32_t *)(uintptr_t)candidates;
+    s.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
+    s.rows = a->rows;
+    s.rank_stride_rows = stride_rows;
+    s.rank = gw->g->rank;
+    s.ids_out = a->ids_out;
+    s.ids_out_stride = a->ids_out_stride;
+    s.rows_map = a->rows_map;
+    s.stream = a->stream;
+    return s;
+}
+
 /* The packed merge of a step; in a hierarchical workspace the node merge,
  * then the node pairs, the rail exchange and the pair select over nodes. */
 static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
@@ -293,16 +312,8 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     p.stream = a->stream;
     /* The second stage reads the nodes' pairs in place and writes the
      * caller's outputs. */
-    dcptopk_pair_select_args ps = DCPTOPK_PAIR_SELECT_ARGS_INIT;
-    ps.candidates = (const int32_t *)(uintptr_t)gw->rail;
-    ps.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
-    ps.rows = a->rows;
-    ps.rank_stride_rows = gw->max_rows;
-    ps.rank = g->rank;
-    ps.ids_out = a->ids_out;
-    ps.ids_out_stride = a->ids_out_stride;
-    ps.rows_map = a->rows_map;
-    ps.stream = a->stream;
+    const dcptopk_pair_select_args ps =
+        step_pair_select(gw, a, gw->rail, gw->max_rows);
     /* Every call's arguments are checked before anything launches: a rank
      * that failed after its exchange would leave its peers' rescues
      * waiting. */
@@ -348,16 +359,7 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
     const uint64_t own = base + (uint64_t)gw->xrank *
                                     (uint64_t)x->stride_rows *
                                     (uint64_t)gw->row_words * 4u;
-    dcptopk_pair_select_args s = DCPTOPK_PAIR_SELECT_ARGS_INIT;
-    s.candidates = (const int32_t *)(uintptr_t)base;
-    s.layout = DCPTOPK_LAYOUT_RANK_MAJOR;
-    s.rows = a->rows;
-    s.rank_stride_rows = x->stride_rows;
-    s.rank = g->rank;
-    s.ids_out = a->ids_out;
-    s.ids_out_stride = a->ids_out_stride;
-    s.rows_map = a->rows_map;
-    s.stream = a->stream;
+    dcptopk_pair_select_args s = step_pair_select(gw, a, base, x->stride_rows);
     dcptopk_pair_pack_args p = DCPTOPK_PAIR_PACK_ARGS_INIT;
     p.logits = a->pair_logits;
     p.logits_stride = a->pair_logits_stride;
