@@ -134,10 +134,18 @@ dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
         stream, &code, msg, sizeof msg);
     if (r || code == DC_EXCHANGE_STATUS_OK)
         return r;
+    /* The kernel numbers the exchange's members: in a node, from the
+     * node's first rank. */
+    char where[96] = "";
+    if (gw->xfirst != 0 || gw->xsize != g->world_size)
+        snprintf(where, sizeof where,
+                 " (the exchange of node %d: its rank i is global rank "
+                 "%d + i)",
+                 gw->node, gw->xfirst);
     return dc_fail(g->ctx,
                    code == DC_EXCHANGE_STATUS_TIMEOUT ? DCPTOPK_PEER_TIMEOUT
                                                       : DCPTOPK_GROUP_BROKEN,
-                   "rank %d: push exchange: %s", g->rank, msg);
+                   "rank %d: push exchange%s: %s", g->rank, where, msg);
 #else
     (void)gw;
     (void)stream;
