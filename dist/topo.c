@@ -43,16 +43,29 @@ void dc_topo_domains(dc_topo *t, const uint32_t *rows)
     }
 }
 
-static int distinct_devices(const dc_topo *t, int32_t *a, int32_t *b)
+/* Whether the ranks of `members` (a bit set) are on distinct GPUs; if not,
+ * *a and *b are the first two that share one. */
+static int distinct_devices(const dc_topo *t, uint32_t members, int32_t *a,
+                            int32_t *b)
 {
     for (int32_t r = 0; r < t->world_size; r++)
         for (int32_t s = r + 1; s < t->world_size; s++)
-            if (dc_same_host(&t->info[r], &t->info[s]) &&
+            if ((members >> r & 1u) && (members >> s & 1u) &&
+                dc_same_host(&t->info[r], &t->info[s]) &&
                 memcmp(t->info[r].uuid, t->info[s].uuid, 16) == 0) {
                 *a = r;
                 *b = s;
                 return 0;
             }
+    return 1;
+}
+
+/* Whether every rank's library has the device push exchange. */
+static int all_push_built(const dc_topo *t)
+{
+    for (int32_t r = 0; r < t->world_size; r++)
+        if (!t->info[r].push_built)
+            return 0;
     return 1;
 }
 
@@ -86,11 +99,9 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
 {
     const int32_t w = t->world_size;
     const int one_domain = t->domains == 1;
-    int push_built = 1;
-    for (int32_t r = 0; r < w; r++)
-        push_built &= t->info[r].push_built != 0;
+    const int push_built = all_push_built(t);
     int32_t da = -1, db = -1;
-    const int distinct = distinct_devices(t, &da, &db);
+    const int distinct = distinct_devices(t, 0xFFFFFFFFu, &da, &db);
     char where[160];
     snprintf(where, sizeof where, "%d ranks, %d host(s), %d device(s), %d P2P "
              "domain(s)", w, count_hosts(t), count_devices(t), t->domains);
@@ -206,18 +217,6 @@ int32_t dc_path_choose(const dc_topo *t, const dc_path_facts *f, char *reason,
     return -1;
 }
 
-/* Whether the ranks of `members` (a bit set) are on distinct GPUs. */
-static int members_distinct(const dc_topo *t, uint32_t members)
-{
-    for (int32_t r = 0; r < t->world_size; r++)
-        for (int32_t s = r + 1; s < t->world_size; s++)
-            if ((members >> r & 1u) && (members >> s & 1u) &&
-                dc_same_host(&t->info[r], &t->info[s]) &&
-                memcmp(t->info[r].uuid, t->info[s].uuid, 16) == 0)
-                return 0;
-    return 1;
-}
-
 void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
                        dc_hier_plan *h)
 {
@@ -240,9 +239,7 @@ void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
                      t->domains, t->domains, r, t->domain[r]);
             return;
         }
-    int push_built = 1;
-    for (int32_t r = 0; r < w; r++)
-        push_built &= t->info[r].push_built != 0;
+    const int push_built = all_push_built(t);
     h->nodes = t->domains;
     h->node_size = l;
     if (l == 1)
@@ -257,7 +254,8 @@ void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
         uint32_t rail = 0;
         for (int32_t d = 0; d < h->nodes; d++)
             rail |= 1u << (d * l + i);
-        rails_distinct &= members_distinct(t, rail);
+        int32_t ra, rb;
+        rails_distinct &= distinct_devices(t, rail, &ra, &rb);
     }
     if (f->has_comm && rails_distinct && f->forced != DCPTOPK_PATH_STORE)
         h->rail_path = DCPTOPK_PATH_NCCL;

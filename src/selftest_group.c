@@ -141,9 +141,8 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
            sizeof *out - sizeof out->struct_size);
     const int32_t W = c.world_size, K = c.topk, me = g->rank;
     /* Across P2P domains the group runs the hierarchy: its reference. */
-    const int32_t nodes = dcptopk_group_nodes(g) > 1 && c.exact
-                              ? dcptopk_group_nodes(g)
-                              : 1;
+    const int32_t group_nodes = dcptopk_group_nodes(g);
+    const int32_t nodes = c.exact && group_nodes > 1 ? group_nodes : 1;
     dcptopk_group_workspace *gw = NULL;
     if ((r = dcptopk_group_workspace_create(g, &c, rows, &gw)))
         return r;

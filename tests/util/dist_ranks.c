@@ -232,9 +232,7 @@ static int role_run(const char *role)
             rk_merge(&k, stream) || dcptopk_group_check(g, stream) ||
             rk_compare(&k, "warmup"))
             rc = 20;
-        else if (path == DCPTOPK_PATH_STAGED || path == DCPTOPK_PATH_STORE ||
-                 (dcptopk_group_nodes(g) > 1 &&
-                  strstr(why, "store across nodes"))) {
+        else if (path == DCPTOPK_PATH_STAGED || path == DCPTOPK_PATH_STORE) {
             /* A host barrier per step: it refuses capture. The push path
              * settles the device's current parity into a fixed buffer. */
             printf("the %s path is not capturable: skipped\n",
