@@ -135,6 +135,8 @@ struct dcptopk_group {
     uint64_t boot_buf;
     size_t boot_cap;
     struct dcptopk_group_workspace *workspaces[8]; /* for group_check      */
+    uint32_t workspaces_made; /* collective creations so far: names a
+                                 workspace's own store files             */
 };
 
 /* Collective, host side: every rank's `size` bytes into all[W * size]
@@ -235,9 +237,12 @@ struct dcptopk_group_workspace {
     dcptopk_merge_config node_c, pair_c;
     int32_t nodes, node, rail_path;
     uint64_t node_ids, rail;
-    /* Store path (exchange or rail): one blob per rank of the group. */
+    /* Store path: this rank's blob, then one per member of the store's
+     * gather (the group's W ranks, or the rail's D); a rail through the
+     * store gathers over a store of its own, whose ranks are the nodes. */
     void *host;
     size_t host_blob;
+    dc_store rail_store;
 };
 
 /* The compile keys of the workspace's exchange (at most `cap`): the push

@@ -202,53 +202,51 @@ static dcptopk_result ex_staged(struct dcptopk_group_workspace *gw,
     return dc_group_host_barrier(g);
 }
 
-/* Through the file store, collective over the whole group: `bytes` at
- * `mine` (device) go out; member i's blob (global rank first + i * step)
- * lands at dst + i * dst_stride for the `count` members, except this
- * rank's own. The host blocks: the stream must finish first. */
+/* Through the file store `s` (collective over its ranks): `bytes` at `mine`
+ * (device) go out; the blob of s's rank i lands at dst + i * dst_stride,
+ * except this rank's own. The host blocks: the stream must finish first. */
 static dcptopk_result store_gather(struct dcptopk_group_workspace *gw,
-                                   void *stream, uint64_t mine, size_t bytes,
-                                   int32_t first, int32_t step, int32_t count,
-                                   uint64_t dst, uint64_t dst_stride)
+                                   dc_store *s, void *stream, uint64_t mine,
+                                   size_t bytes, uint64_t dst,
+                                   uint64_t dst_stride)
 {
     dcptopk_group *g = gw->g;
     dcptopk_result r = refuse_capture(gw, stream, "store exchange");
     if (r)
         return r;
-    if (!gw->host || bytes > gw->host_blob)
+    if (!g->has_store || !gw->host || bytes > gw->host_blob)
         return dc_fail(g->ctx, DCPTOPK_INTERNAL,
-                       "store exchange of %zu bytes without its host buffer",
+                       "store exchange of %zu bytes without a store or its "
+                       "host buffer",
                        bytes);
-    char *all = (char *)gw->host + gw->host_blob; /* W blobs after ours */
-    if (!g->has_store)
-        return dc_fail(g->ctx, DCPTOPK_INTERNAL,
-                       "store exchange in a group without a store");
+    char *all = (char *)gw->host + gw->host_blob; /* the members' blobs */
     /* The store itself, even where NCCL exists: its bootstrap buffer is
      * sized for small blobs. */
     if ((r = dc_group_stream_wait(g, stream)) ||
         (r = dc_memcpy_dtoh(g->ctx, gw->host, mine, bytes)))
         return r;
-    if ((r = dc_store_allgather(g->ctx, &g->store, gw->host, bytes, all)))
+    if ((r = dc_store_allgather(g->ctx, s, gw->host, bytes, all)))
         return r == DCPTOPK_PEER_TIMEOUT ? dc_group_break(g, r) : r;
-    for (int32_t i = 0; i < count; i++) {
-        const int32_t p = first + i * step;
-        if (p != g->rank &&
+    for (int32_t i = 0; i < s->world_size; i++)
+        if (i != s->rank &&
             (r = dc_memcpy_htod(g->ctx, dst + (uint64_t)i * dst_stride,
-                                all + (size_t)p * bytes, bytes)))
+                                all + (size_t)i * bytes, bytes)))
             return r;
-    }
     return DCPTOPK_SUCCESS;
 }
 
+/* The flat exchange through the group's store (never a node's: a node
+ * exchanges over its peer memory). */
 static dcptopk_result ex_store(struct dcptopk_group_workspace *gw,
                                const dc_exchange_call *x)
 {
     const uint64_t slot = (uint64_t)x->stride_rows *
                           (uint64_t)gw->row_words * 4u;
     const uint64_t base = dc_gw_gathered(gw, gw->g->rank, x->parity);
-    return store_gather(gw, x->stream, base + (uint64_t)gw->xrank * slot,
-                        (size_t)x->rows * (size_t)gw->row_words * 4u,
-                        gw->xfirst, 1, gw->xsize, base, slot);
+    return store_gather(gw, &gw->g->store, x->stream,
+                        base + (uint64_t)gw->g->rank * slot,
+                        (size_t)x->rows * (size_t)gw->row_words * 4u, base,
+                        slot);
 }
 
 dcptopk_result dc_rail_run(struct dcptopk_group_workspace *gw, int64_t rows,
@@ -260,7 +258,7 @@ dcptopk_result dc_rail_run(struct dcptopk_group_workspace *gw, int64_t rows,
     const uint64_t slot = (uint64_t)gw->max_rows * (uint64_t)gw->c.topk * 8u;
     const uint64_t mine = gw->rail + (uint64_t)gw->node * slot;
     if (gw->rail_path == DCPTOPK_PATH_STORE)
-        return store_gather(gw, stream, mine, count * 4u, me, l, gw->nodes,
+        return store_gather(gw, &gw->rail_store, stream, mine, count * 4u,
                             gw->rail, slot);
     const dc_nccl *nc = dc_nccl_get(NULL);
     if (gw->rail_path != DCPTOPK_PATH_NCCL || !nc || !g->comm)

@@ -162,6 +162,7 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     gw->off_rflags = off;
     off += DC_ALIGN(lay.flags_bytes);
 
+    g->workspaces_made++; /* every rank, in the same order (collective) */
     /* dc_peer_alloc takes part in its exchange even when it fails, and so
      * does the agreement below: a rank that failed never leaves its peers
      * waiting. */
@@ -183,16 +184,29 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
     if (!r && hier &&
         !(r = dc_mem_alloc(ctx, pair_rows * 4u, &gw->node_ids)))
         r = dc_mem_alloc(ctx, (size_t)gw->nodes * pair_rows * 8u, &gw->rail);
-    /* The store path's host blobs: this rank's, then the group's W. */
-    if (gw->xpath == DCPTOPK_PATH_STORE)
+    /* The store path's host blobs: this rank's, then its gather's. A rail
+     * through the store gathers the D nodes' pairs over a store of its own
+     * (rank = node), named by this workspace's creation count, so that
+     * each rank reads only its rail's blobs. */
+    size_t members = 0;
+    if (gw->xpath == DCPTOPK_PATH_STORE) {
         gw->host_blob = (size_t)max_rows * (size_t)gw->row_words * 4u;
-    if (hier && gw->rail_path == DCPTOPK_PATH_STORE)
+        members = (size_t)g->world_size;
+    }
+    if (!r && hier && gw->rail_path == DCPTOPK_PATH_STORE) {
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "%.96s.w%u.rail%d", g->store.prefix,
+                 g->workspaces_made, gw->xrank);
+        r = dc_store_open(ctx, &gw->rail_store, g->store.dir, prefix,
+                          gw->node, gw->nodes, g->timeout_ms);
         gw->host_blob = pair_rows * 8u;
+        members = (size_t)gw->nodes;
+    }
     if (!r && gw->host_blob &&
-        !(gw->host = malloc(gw->host_blob * ((size_t)g->world_size + 1))))
+        !(gw->host = malloc(gw->host_blob * (members + 1))))
         r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY,
                     "the store exchange's host buffer (%zu bytes)",
-                    gw->host_blob * ((size_t)g->world_size + 1));
+                    gw->host_blob * (members + 1));
     if (!r && gw_register(g, gw))
         r = dc_fail(ctx, DCPTOPK_UNSUPPORTED,
                     "the group already has %zu workspaces",
