@@ -8,7 +8,11 @@
  * CUDA events around each call, 5 warm-up calls, the median of 25; inputs
  * rotate over buffers larger than the 60 MiB L2 and are never zeros. Prints a
  * table and one `JSON {...}` line per row. bench/torch_packed.py times
- * torch.topk on the same shapes. */
+ * torch.topk on the same shapes.
+ *
+ * BENCH_PACKED_ONLY narrows the run for a profiler (bench/profile.sh):
+ * "select" times the two selects alone, "rescue" the saturated rescues
+ * alone, at the percentages listed in BENCH_PACKED_PCT ("1,10,100"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +196,12 @@ static void fill_packed(int32_t *g, int64_t rows, int32_t n, int64_t len)
     }
 }
 
+static int only_is(const char *what)
+{
+    const char *only = getenv("BENCH_PACKED_ONLY");
+    return !only || !*only || strcmp(only, what) == 0;
+}
+
 static void bench_select(dcptopk_context *ctx, void *stream)
 {
     const int32_t W = 8, K = 2048, N = 384;
@@ -224,10 +234,14 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         a.stream = stream;
         b.a[i] = a;
     }
-    double us = time_us(ctx, stream, run_select, &b, NULL);
+    const int sel = only_is("select"), res = only_is("rescue");
+    double us = 0;
     /* floor: 85 MB read + 55 MB ids written at 4.3 TB/s */
     double floor_us = ((double)gbytes + (double)T * K * 4) / 4.3e6;
-    report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+    if (sel) {
+        us = time_us(ctx, stream, run_select, &b, NULL);
+        report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+    }
 
     /* Exact select: + saturation words + push + rescue (no saturated row). */
     uint64_t recv = 0, flags = 0, lg = 0, re = 0;
@@ -252,11 +266,13 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         b.a[i].max_local_len = 2048;
         b.a[i].row_ends = (const int32_t *)(uintptr_t)re;
     }
-    us = time_us(ctx, stream, run_select, &b, NULL);
-    report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
-           floor_us);
-    if (dcptopk_workspace_check(b.ws, stream))
-        DIE("check");
+    if (sel) {
+        us = time_us(ctx, stream, run_select, &b, NULL);
+        report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
+               floor_us);
+        if (dcptopk_workspace_check(b.ws, stream))
+            DIE("check");
+    }
 
     /* Rescue alone, no saturated row, T = 64 (sat words are zero: the exact
      * select above wrote them for T rows; rows 0..63 of a clean workspace). */
@@ -265,12 +281,14 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         DIE("workspace");
     for (int i = 0; i < NBUF; i++)
         b.a[i].rows = 64;
-    us = time_us(ctx, stream, run_rescue, &b, NULL);
-    report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
-    us = piped_us(ctx, stream, run_rescue, &b, 50);
-    report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
-    us = graph_us(ctx, stream, run_rescue, &b, 50);
-    report("rescue, no saturated row, graph", "W=8 K=2048 N=384 T=64 x50", us, 0);
+    if (sel && res) {
+        us = time_us(ctx, stream, run_rescue, &b, NULL);
+        report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
+        us = piped_us(ctx, stream, run_rescue, &b, 50);
+        report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
+        us = graph_us(ctx, stream, run_rescue, &b, 50);
+        report("rescue, no saturated row, graph", "W=8 K=2048 N=384 T=64 x50", us, 0);
+    }
 
     /* Rescue with 1%, 10%, 100% of T = 6710 rows saturated (rank 3, tau16
      * in the middle of the keys); flags always 1 and seq reset to 0 before
@@ -288,8 +306,11 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         DIE("rescue inputs");
     for (int i = 0; i < NBUF; i++)
         b.a[i].rows = T;
-    const int pct[3] = {1, 10, 100};
-    for (int p = 0; p < 3; p++) {
+    int pct[3] = {1, 10, 100}, npct = res ? 3 : 0;
+    const char *pl = getenv("BENCH_PACKED_PCT");
+    if (res && pl && *pl)
+        npct = sscanf(pl, "%d,%d,%d", &pct[0], &pct[1], &pct[2]);
+    for (int p = 0; p < npct; p++) {
         for (int64_t t = 0; t < T; t++)
             sat[t] = (t * 100 / T) < 0 ? 0
                      : ((t % 100) < pct[p]) ? ((1u << 3) << 16) | 0xBF00u
@@ -423,8 +444,10 @@ int main(int argc, char **argv)
         DIE("stream");
     printf("%-34s %-36s %12s\n", "workload", "shape", "median");
     bench_select(ctx, stream);
-    bench_loopback(ctx, stream, 64, 16384);
-    bench_loopback(ctx, stream, 6710, 4096);
+    if (only_is("loopback")) {
+        bench_loopback(ctx, stream, 64, 16384);
+        bench_loopback(ctx, stream, 6710, 4096);
+    }
     dc_stream_destroy(ctx, stream);
     dcptopk_context_destroy(ctx);
     return 0;

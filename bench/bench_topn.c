@@ -146,6 +146,10 @@ int main(int argc, char **argv)
         c.local_topk = n;
         const int32_t auto_v = dc_topn_variant(T, S, sms);
         for (int fam = 0; fam < FAM_COUNT; fam++) {
+            /* One family alone for a profiler (bench/profile.sh). */
+            const char *only = getenv("BENCH_TOPN_FAMILY");
+            if (only && *only && strcmp(only, fam_names[fam]) != 0)
+                continue;
             for (int64_t t = 0; t < T; t++)
                 gen_row(fam, host + t * S, S);
             for (int b = 0; b < nbuf; b++)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# bench/profile.sh - Nsight Compute profiles of the three hot kernels (pair
+# bench/profile.sh - Nsight Compute profiles of the hot kernels (pair
 # select W=8 K=2048 T=6710, fused top-N + pack 6710 x 16384 and, as
-# topn_decode, 64 x 131072, packed select W=8 K=2048 N=384 T=6710): one
-# launch each, full section set with source
+# topn_decode, 64 x 131072, each also on the integer family as topn_int and
+# topn_decode_int; packed select W=8 K=2048 N=384 T=6710; the exact select's
+# push with no saturated row as push; the rescue with 10% and 100% of the
+# rows saturated as rescue10 and rescue100): one launch each, full section
+# set with source
 # counters, exported as the report, a details text page and a per-SASS-line
 # CSV (stall samples, executed instructions) under $OUT/prof.
 #
@@ -35,5 +38,16 @@ profile() { # name kernel-regex skip command...
 [[ " $which " == *" topn "* ]] && profile topn 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
 [[ " $which " == *" topn_decode "* ]] &&
     profile topn_decode 'topn' 3 "$build/bench/bench_topn" 20 'T=64,'
-[[ " $which " == *" select "* ]] && profile select 'dcptopk_select' 3 "$build/bench/bench_packed"
+[[ " $which " == *" topn_int "* ]] && BENCH_TOPN_FAMILY=integer0..3 \
+    profile topn_int 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
+[[ " $which " == *" topn_decode_int "* ]] && BENCH_TOPN_FAMILY=integer0..3 \
+    profile topn_decode_int 'topn' 3 "$build/bench/bench_topn" 20 'T=64,'
+[[ " $which " == *" select "* ]] && BENCH_PACKED_ONLY=select \
+    profile select 'dcptopk_select' 3 "$build/bench/bench_packed"
+[[ " $which " == *" push "* ]] && BENCH_PACKED_ONLY=select \
+    profile push 'dcptopk_push' 3 "$build/bench/bench_packed"
+[[ " $which " == *" rescue10 "* ]] && BENCH_PACKED_ONLY=rescue BENCH_PACKED_PCT=10 \
+    profile rescue10 'dcptopk_rescue' 3 "$build/bench/bench_packed"
+[[ " $which " == *" rescue100 "* ]] && BENCH_PACKED_ONLY=rescue BENCH_PACKED_PCT=100 \
+    profile rescue100 'dcptopk_rescue' 3 "$build/bench/bench_packed"
 exit 0
