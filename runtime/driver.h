@@ -34,6 +34,7 @@
     X(cuModuleUnload)                                                          \
     X(cuFuncSetAttribute)                                                      \
     X(cuFuncGetAttribute)                                                      \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
     X(cuLaunchKernel)                                                          \
     X(cuLaunchKernelEx)                                                        \
     X(cuMemAlloc)                                                              \

@@ -30,6 +30,10 @@ typedef struct dc_func {
     CUfunction fn;
     uint32_t smem_max; /* dynamic shared memory opted in so far (load_lock) */
     uint32_t smem_static; /* static shared memory of the function           */
+    /* The occupancy last asked (cfg->fill): CTAs an SM at occ_block
+     * threads and occ_smem dynamic bytes; occ_ctas 0 = not asked yet. */
+    uint32_t occ_block, occ_smem;
+    int occ_ctas;
 } dc_func;
 
 typedef struct dc_module {
@@ -560,6 +564,45 @@ void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit)
 }
 
 /* Function `entry` of the loaded key k: cheap path under the read lock. */
+/* CTAs of `entry` an SM holds with `block` threads and `smem` dynamic
+ * bytes, from the driver once per function and size (persistent grids). */
+static dcptopk_result func_occupancy(dcptopk_context *ctx, dc_module *m,
+                                     const char *entry, CUfunction fn,
+                                     uint32_t block, uint32_t smem, int *ctas)
+{
+    struct dc_runtime *rt = ctx->rt;
+    dc_func *f = NULL;
+    *ctas = 0;
+    pthread_rwlock_rdlock(&rt->lock);
+    for (int i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i].name, entry) == 0)
+            f = &m->funcs[i];
+    if (f && f->occ_ctas > 0 && f->occ_block == block && f->occ_smem == smem)
+        *ctas = f->occ_ctas;
+    pthread_rwlock_unlock(&rt->lock);
+    if (*ctas > 0)
+        return DCPTOPK_SUCCESS;
+    int n = 0;
+    CUresult cr = rt->cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, fn, (int)block, (size_t)smem);
+    if (cr != CUDA_SUCCESS)
+        return dc_cu_fail(ctx, cr, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (n < 1)
+        return dc_fail(ctx, DCPTOPK_INTERNAL,
+                       "\"%s\" fits no CTA of %u threads and %u bytes of "
+                       "shared memory on an SM",
+                       entry, block, smem);
+    pthread_rwlock_wrlock(&rt->lock);
+    if (f) {
+        f->occ_block = block;
+        f->occ_smem = smem;
+        f->occ_ctas = n;
+    }
+    pthread_rwlock_unlock(&rt->lock);
+    *ctas = n;
+    return DCPTOPK_SUCCESS;
+}
+
 static int func_find(struct dc_runtime *rt, const dcptopk_key *k,
                      const char *entry, CUfunction *fn, uint32_t *smem_max,
                      dc_module **mod)
@@ -734,6 +777,26 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
             return r;
     }
 
+    uint32_t grid_x = cfg->grid[0];
+    if (cfg->fill) {
+        int ctas = 0;
+        if (!m) {
+            pthread_rwlock_rdlock(&rt->lock);
+            m = table_find(rt, &k);
+            pthread_rwlock_unlock(&rt->lock);
+        }
+        if (!m)
+            return dc_fail(ctx, DCPTOPK_INTERNAL, "module missing at its launch");
+        if ((r = func_occupancy(ctx, m, entry, fn,
+                                cfg->block[0] * cfg->block[1] * cfg->block[2],
+                                cfg->smem_bytes, &ctas)))
+            return r;
+        const uint64_t cap = (uint64_t)(rt->sm_count > 0 ? rt->sm_count : 1) *
+                             (uint64_t)ctas;
+        if ((uint64_t)grid_x > cap)
+            grid_x = (uint32_t)cap;
+    }
+
     CUresult cr;
     /* The kernels' dependent-launch instructions exist from sm_90 on. */
     const int pdl = cfg->pdl && strncmp(k.arch, "sm_", 3) == 0 &&
@@ -757,7 +820,7 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
         }
         CUlaunchConfig lc;
         memset(&lc, 0, sizeof lc);
-        lc.gridDimX = cfg->grid[0];
+        lc.gridDimX = grid_x;
         lc.gridDimY = cfg->grid[1];
         lc.gridDimZ = cfg->grid[2];
         lc.blockDimX = cfg->block[0];
@@ -769,7 +832,7 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
         lc.numAttrs = n_attr;
         cr = rt->cu->cuLaunchKernelEx(&lc, fn, params, NULL);
     } else {
-        cr = rt->cu->cuLaunchKernel(fn, cfg->grid[0], cfg->grid[1],
+        cr = rt->cu->cuLaunchKernel(fn, grid_x, cfg->grid[1],
                                     cfg->grid[2], cfg->block[0], cfg->block[1],
                                     cfg->block[2], cfg->smem_bytes,
                                     (CUstream)cfg->stream, params, NULL);
@@ -782,7 +845,7 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
                  "cluster %u)",
                  cfg->cluster_x > 1 || pdl ? "cuLaunchKernelEx"
                                            : "cuLaunchKernel",
-                 key_text, entry, cfg->grid[0], cfg->grid[1], cfg->grid[2],
+                 key_text, entry, grid_x, cfg->grid[1], cfg->grid[2],
                  cfg->block[0], cfg->block[1], cfg->block[2], cfg->smem_bytes,
                  cfg->cluster_x);
         return dc_cu_fail(ctx, cr, call);

@@ -23,6 +23,10 @@ typedef struct dc_launch_cfg {
      * once all that kernel's CTAs have started or triggered; it must run
      * dc::pdl_wait() (common.cuh) before reading what that kernel wrote. */
     uint32_t pdl;
+    /* 1: a persistent grid: grid[0] is capped at the SM count times the
+     * CTAs of this function an SM holds at this block and shared memory
+     * size (the driver's occupancy, asked once per function). */
+    uint32_t fill;
 } dc_launch_cfg;
 
 /* Looks up (or, unless sealed in strict mode, compiles/loads) the module of

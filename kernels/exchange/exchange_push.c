@@ -161,7 +161,7 @@ dcptopk_result dc_push_exchange_launch(dcptopk_context *ctx,
     dcptopk_key key;
     dc_push_exchange_key(x->world_size, ctx->arch, &key);
     dc_launch_cfg cfg = {{grid_size(ctx, x->rows * (int64_t)x->row_words), 1, 1},
-                         {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0};
+                         {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0, 0};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_push", &cfg, params);
 }
@@ -266,7 +266,7 @@ dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
      * SM cap of grid_size is kept (it leaves SMs to the other ranks). */
     dc_launch_cfg cfg = {
         {grid_size(ctx, (int64_t)world_size * rows * (int64_t)row_words), 1, 1},
-        {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0};
+        {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0, 0};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_settle", &cfg, params);
 }

@@ -173,7 +173,7 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
         };
         dc_launch_cfg cfg = {{(uint32_t)((c.local_topk + threads - 1) / threads),
                               (uint32_t)k.rows, 1},
-                             {threads, 1, 1}, 0, 0, args->stream, 0};
+                             {threads, 1, 1}, 0, 0, args->stream, 0, 0};
         dc_abi_argv argv = dc_pack_indices_args_argv(&k);
         if ((r = dc_launch(ctx, &key, "dcptopk_pack_indices", &cfg, argv.p)))
             return r;
@@ -463,7 +463,7 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     };
     const int32_t w = c->world_size, n = c->local_topk;
     const int32_t threads = DC_SELECT_THREADS_FOR(w, n);
-    dc_launch_cfg cfg = {{(uint32_t)k.rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream, 0};
+    dc_launch_cfg cfg = {{(uint32_t)k.rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream, 0, 0};
     const int64_t kpt = ((int64_t)w * n + threads - 1) / threads;
     const int64_t row_bytes = DC_SELECT_ROW_BYTES((int64_t)w, n);
     const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
@@ -523,10 +523,12 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
         .status = (uint32_t *)(uintptr_t)ws->status,
         .timeout_ns = ws->timeout_ns,
     };
-    const int32_t sms = dc_ctx_sm_count(ctx);
-    const uint32_t grid = (uint32_t)(k.rows < sms ? k.rows : (sms > 0 ? sms : 1));
-    /* A dependent launch of the push (rescue.cu waits for it first). */
-    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_RESCUE_THREADS, 1, 1}, 0, 0, a->stream, 1};
+    /* A persistent grid (cfg.fill: at most the CTAs the SMs hold), a CTA a
+     * row for fewer rows; a dependent launch of the push (rescue.cu waits
+     * for it first). */
+    const uint32_t grid = (uint32_t)(k.rows < INT32_MAX ? k.rows : INT32_MAX);
+    const uint32_t smem = DC_RESCUE_SMEM_BYTES(c->topk, c->local_topk, c->world_size);
+    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_RESCUE_THREADS, 1, 1}, smem, 0, a->stream, 1, 1};
     dc_abi_argv argv = dc_rescue_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_rescue", &cfg, argv.p);
 }
@@ -599,7 +601,7 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
     const uint32_t bx = (uint32_t)((c.topk + DC_NODE_PAIRS_THREADS - 1) /
                                    DC_NODE_PAIRS_THREADS);
     dc_launch_cfg cfg = {{(uint32_t)args->rows, bx, 1},
-                         {DC_NODE_PAIRS_THREADS, 1, 1}, 0, 0, args->stream, 0};
+                         {DC_NODE_PAIRS_THREADS, 1, 1}, 0, 0, args->stream, 0, 0};
     dc_abi_argv argv = dc_node_pairs_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_node_pairs", &cfg, argv.p);
 }

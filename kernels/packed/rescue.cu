@@ -1,6 +1,8 @@
 // rescue.cu - round 2 of the exact packed merge (docs/CONTRACT.md, "Rescue").
 //
-// Persistent grid: about one CTA per SM, looping over rows. A row whose
+// Persistent grid: as many CTAs as the SMs hold (the launcher asks the
+// driver; two an SM when a row's keys fit shared memory, see packed_abi.h),
+// looping over rows. A row whose
 // saturation word has an empty mask costs one load, made together with the
 // CTA's next THREADS rows' loads. Otherwise the CTA waits,
 // bounded by `timeout_ns` (%globaltimer), for flags[r * max_rows + t] ==
@@ -17,13 +19,20 @@
 // dcptopk_workspace_check.
 #include "packed_abi.h"
 #define DCPTOPK_THREADS DC_RESCUE_THREADS
+// Keys carry their rank (select_core.cuh): the emit needs no segment search.
+#define DCSEL_TAG_BITS 4
 #include "select_core.cuh"
 
 using namespace dcsel;
 
-constexpr int NSAT_MAX = SLOTS < WORLD ? SLOTS : WORLD;
-constexpr int RMAX = WORLD * LTOPK + NSAT_MAX * (TOPK - LTOPK);
+constexpr int NSAT_MAX = DC_RESCUE_NSAT_MAX(TOPK, LTOPK, WORLD);
+constexpr int RMAX = DC_RESCUE_KEYS_MAX(TOPK, LTOPK, WORLD);
 constexpr int KPT = (RMAX + THREADS - 1) / THREADS;
+// Keys in shared memory: registers stay few enough for two CTAs an SM.
+constexpr bool SMEM_KEYS = DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) > 0u;
+constexpr int MIN_CTAS = SMEM_KEYS ? 2 : 1;
+static_assert(!SMEM_KEYS || DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) == KPT * THREADS * 8u,
+              "the launcher's shared memory holds every key slot");
 constexpr uint32_t STATUS_TIMEOUT = DC_RESCUE_STATUS_TIMEOUT;
 
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p)
@@ -62,34 +71,96 @@ struct RowCtx {
     const int *seg;          // smem segment starts [WORLD + 1]
 };
 
-__device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
+// Where key slot `flat` of the row comes from: rank r's slot j, its words
+// at src (a pushed list or the rank's round-1 row).
+struct Slot {
+    const int32_t *src;
+    int r, j, plane_at;
+    bool pushed, valid;
+};
+
+__device__ __forceinline__ Slot slot_of(const RowCtx &c, int flat)
 {
-    if (flat >= c.total)
-        return 0ull;
-    int r = 0;
+    Slot q;
+    q.r = 0;
 #pragma unroll
-    for (int q = 1; q < WORLD; ++q)
-        r += flat >= c.seg[q];
-    const int j = flat - c.seg[r];
-    if ((c.mask >> r) & 1u) {
-        const int s = __popc(c.mask & ((1u << r) - 1u));
-        const int32_t *lst = c.recv_row + (long long)s * PUSH_WORDS;
-        return decode(ld_cg(lst + j), ld_cg(lst + TOPK + (j >> 5)), j, r);
-    }
-    const int32_t *sg = c.g0 + (long long)r * c.rank_words;
-    const uint32_t word = (uint32_t)sg[j];
-    if ((word >> 16) < c.tau)
-        return 0ull;
-    return decode(word, (uint32_t)sg[LTOPK + (j >> 5)], j, r);
+    for (int i = 1; i < WORLD; ++i)
+        q.r += flat >= c.seg[i];
+    q.j = flat - c.seg[q.r];
+    q.pushed = (c.mask >> q.r) & 1u;
+    q.src = q.pushed ? c.recv_row + (long long)__popc(c.mask & ((1u << q.r) - 1u)) * PUSH_WORDS
+                     : c.g0 + (long long)q.r * c.rank_words;
+    q.plane_at = q.pushed ? TOPK : LTOPK;
+    q.valid = flat < c.total;
+    return q;
 }
 
-template <bool REG>
+__device__ __forceinline__ uint64_t slot_key(const RowCtx &c, const Slot &q, uint32_t word,
+                                             uint32_t plane)
+{
+    // An unsaturated rank's words below tau16 are not candidates.
+    if (!q.valid || (!q.pushed && (word >> 16) < c.tau))
+        word = 0u;
+    return decode(word, plane, q.j, q.r);
+}
+
+__device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
+{
+    const Slot q = slot_of(c, flat);
+    uint32_t word = 0u, plane = 0u;
+    if (q.valid) {
+        word = ld_cg(q.src + q.j);
+        plane = ld_cg(q.src + q.plane_at + (q.j >> 5));
+    }
+    return slot_key(c, q, word, plane);
+}
+
+enum class Store { smem, reg, global };
+constexpr Store STORE = SMEM_KEYS ? Store::smem : KPT <= REG_MAX ? Store::reg : Store::global;
+
+template <Store S>
 struct RescueKeys;
 
+// Key i of this thread at kbuf[i * THREADS + tid]: conflict-free 8-byte
+// loads, and the CTA's barriers order the writes before every pass.
 template <>
-struct RescueKeys<true> {
+struct RescueKeys<Store::smem> {
+    uint64_t *kb;
+    // The words and plane words of LOAD_BATCH slots are loaded before any
+    // is decoded: their loads are in flight together (in program order the
+    // compiler kept each slot's two loads, its decode and its store apart
+    // from the next slot's, one memory latency a slot).
+    static constexpr int LOAD_BATCH = 8;
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf) : kb(kbuf + threadIdx.x)
+    {
+        const int tid = (int)threadIdx.x;
+#pragma unroll 1
+        for (int i0 = 0; i0 < KPT; i0 += LOAD_BATCH) {
+            uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
+#pragma unroll
+            for (int b = 0; b < LOAD_BATCH; ++b) {
+                const Slot q = slot_of(c, (i0 + b) * THREADS + tid);
+                w[b] = p[b] = 0u;
+                if (i0 + b < KPT && q.valid) {
+                    w[b] = ld_cg(q.src + q.j);
+                    p[b] = ld_cg(q.src + q.plane_at + (q.j >> 5));
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < LOAD_BATCH; ++b)
+                if (i0 + b < KPT)
+                    kb[(i0 + b) * THREADS] =
+                        slot_key(c, slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
+        }
+        __syncthreads();
+    }
+    __device__ __forceinline__ uint64_t get(int i) const { return kb[i * THREADS]; }
+};
+
+template <>
+struct RescueKeys<Store::reg> {
     uint64_t k[KPT];
-    __device__ __forceinline__ RescueKeys(const RowCtx &c)
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *)
     {
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
@@ -99,9 +170,9 @@ struct RescueKeys<true> {
 };
 
 template <>
-struct RescueKeys<false> {
+struct RescueKeys<Store::global> {
     RowCtx c;
-    __device__ __forceinline__ RescueKeys(const RowCtx &cc) : c(cc) {}
+    __device__ __forceinline__ RescueKeys(const RowCtx &cc, uint64_t *) : c(cc) {}
     __device__ __forceinline__ uint64_t get(int i) const
     {
         return rescue_key(c, i * THREADS + (int)threadIdx.x);
@@ -109,9 +180,10 @@ struct RescueKeys<false> {
 };
 
 // Parameters: DC_RESCUE_PARAMS (packed_abi.h).
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS)
 dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
+    extern __shared__ uint64_t kbuf[]; // DC_RESCUE_SMEM_BYTES (smem keys)
     __shared__ Smem sm;
     __shared__ int s_abort;
     __shared__ uint32_t s_rows[THREADS];
@@ -185,16 +257,9 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
             c.total = sm.seg[WORLD];
             c.seg = sm.seg;
             if (!skip) {
-                const RescueKeys<(KPT <= REG_MAX)> keys(c);
+                const RescueKeys<STORE> keys(c, kbuf);
                 const Sel s = radix_select<KPT>(keys, sm);
-                emit<KPT>(keys, s, [&](int i) {
-                    const int flat = i * THREADS + tid;
-                    int r = 0;
-#pragma unroll
-                    for (int q = 1; q < WORLD; ++q)
-                        r += flat >= sm.seg[q];
-                    return r;
-                }, o, t, sm);
+                emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm);
                 if (tid == 0)
                     seq[t] = expected;
             }

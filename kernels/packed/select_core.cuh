@@ -39,8 +39,16 @@ constexpr int GID_BITS = DCPTOPK_GID_BITS;
 #else
 constexpr int GID_BITS = DC_GID_BITS(WORLD);
 #endif
+// The includer may append the sending rank below every key (rescue.cu), so
+// that a key names its segment without a search: it orders and ties keys
+// as the untagged key does, since equal gids always come from one rank.
+#ifdef DCSEL_TAG_BITS
+constexpr int TAG_BITS = DCSEL_TAG_BITS;
+#else
+constexpr int TAG_BITS = 0;
+#endif
 // One bit above ord16: the +1 of a key whose other bits are all ones.
-constexpr int KEY_BITS = 17 + GID_BITS;
+constexpr int KEY_BITS = 17 + GID_BITS + TAG_BITS;
 constexpr uint64_t GID_MASK = (1ull << GID_BITS) - 1ull;
 constexpr int RADIX = 9;
 constexpr int BINS = 1 << RADIX;
@@ -92,17 +100,24 @@ __device__ __forceinline__ uint64_t decode(uint32_t word, uint32_t plane, int j,
         return 0ull;
     const uint32_t l = (0xFFFFu - (word & 0xFFFFu)) | (((plane >> (j & 31)) & 1u) << 16);
     const uint32_t gid = (uint32_t)dc::global_id((int32_t)l, owner, WORLD, ILV);
-    return (((uint64_t)(word >> 16) << GID_BITS) | (GID_MASK - (uint64_t)gid)) + 1ull;
+    const uint64_t key = (((uint64_t)(word >> 16) << GID_BITS) | (GID_MASK - (uint64_t)gid)) + 1ull;
+    return (key << TAG_BITS) | (uint64_t)(TAG_BITS ? owner : 0);
 }
 
 __device__ __forceinline__ uint32_t key_ord16(uint64_t key)
 {
-    return (uint32_t)((key - 1ull) >> GID_BITS);
+    return (uint32_t)(((key >> TAG_BITS) - 1ull) >> GID_BITS);
 }
 
 __device__ __forceinline__ uint32_t key_gid(uint64_t key)
 {
-    return (uint32_t)(GID_MASK - ((key - 1ull) & GID_MASK));
+    return (uint32_t)(GID_MASK - (((key >> TAG_BITS) - 1ull) & GID_MASK));
+}
+
+// The rank a tagged key came from.
+__device__ __forceinline__ int key_tag(uint64_t key)
+{
+    return (int)(key & ((1ull << TAG_BITS) - 1ull));
 }
 
 __device__ __forceinline__ uint32_t lanemask_lt()
@@ -238,7 +253,9 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
     uint64_t prefix = 0ull;
     int committed = 0;
     bool fin = false;
-#pragma unroll
+    // Not unrolled: the passes differ only in their shifts, and five copies
+    // of the loops over every key would not fit the instruction cache.
+#pragma unroll 1
     for (int p = 0; p < PASSES; ++p) {
         if (fin)
             break;
@@ -372,11 +389,25 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
                                      long long t, Smem &sm)
 {
     const int tid = threadIdx.x;
+    // Register-resident keys: the selection is decided once a key, as one
+    // bit, instead of at every ballot of both emits (64-bit compares).
+    uint32_t selm = 0u;
+    if constexpr (KPT <= REG_MAX && KPT <= 32) {
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            selm |= (selected(s, keys.get(i), i * THREADS + tid) ? 1u : 0u) << i;
+    }
+    auto sel_of = [&](int i) -> bool {
+        if constexpr (KPT <= REG_MAX && KPT <= 32)
+            return (selm >> i) & 1u;
+        else
+            return selected(s, keys.get(i), i * THREADS + tid);
+    };
     if constexpr (EMIT_IDS) {
         if (o.ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
             const int n = ballot_rank<KPT>(
-                sm, [&](int i) { return selected(s, keys.get(i), i * THREADS + tid); },
+                sm, [&](int i) { return sel_of(i); },
                 [&](int i, int r) { ids[r] = (int32_t)key_gid(keys.get(i)); });
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
@@ -397,7 +428,7 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
                 sm,
                 [&](int i) {
                     const uint64_t k = keys.get(i);
-                    if (!req_ok || seg_of(i) != o.rank || !selected(s, k, i * THREADS + tid))
+                    if (!req_ok || !sel_of(i) || seg_of(i) != o.rank)
                         return false;
                     return (long long)(local_of(k) / (uint32_t)BLOCK) < (long long)m.block_table_cols;
                 },
