@@ -10,9 +10,10 @@
  * table and one `JSON {...}` line per row. bench/torch_packed.py times
  * torch.topk on the same shapes.
  *
- * BENCH_PACKED_ONLY narrows the run for a profiler (bench/profile.sh):
- * "select" times the two selects alone, "rescue" the saturated rescues
- * alone, at the percentages listed in BENCH_PACKED_PCT ("1,10,100"). */
+ * BENCH_PACKED_ONLY narrows the run for a profiler (bench/profile.sh), a
+ * comma-separated list of: "select" (the two selects), "rescue" (the
+ * saturated rescues, at the percentages listed in BENCH_PACKED_PCT,
+ * "1,10,100"), "loopback"; the decode rescue needs both select and rescue. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,10 +197,22 @@ static void fill_packed(int32_t *g, int64_t rows, int32_t n, int64_t len)
     }
 }
 
+/* Whether BENCH_PACKED_ONLY (unset: everything; else a comma-separated
+ * list) names `what`. */
 static int only_is(const char *what)
 {
     const char *only = getenv("BENCH_PACKED_ONLY");
-    return !only || !*only || strcmp(only, what) == 0;
+    if (!only || !*only)
+        return 1;
+    const size_t n = strlen(what);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, what, n) == 0)
+            return 1;
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
 }
 
 static void bench_select(dcptopk_context *ctx, void *stream)
