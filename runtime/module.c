@@ -563,7 +563,15 @@ void dc_rt_count_precompiled(dcptopk_context *ctx, int cache_hit)
         atomic_fetch_sub(&ctx->rt->cache_hits, 1);
 }
 
-/* Function `entry` of the loaded key k: cheap path under the read lock. */
+/* The resolved function `entry` of m, or NULL; under rt->lock. */
+static dc_func *func_named(dc_module *m, const char *entry)
+{
+    for (int i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i].name, entry) == 0)
+            return &m->funcs[i];
+    return NULL;
+}
+
 /* CTAs of `entry` an SM holds with `block` threads and `smem` dynamic
  * bytes, from the driver once per function and size (persistent grids). */
 static dcptopk_result func_occupancy(dcptopk_context *ctx, dc_module *m,
@@ -574,9 +582,7 @@ static dcptopk_result func_occupancy(dcptopk_context *ctx, dc_module *m,
     dc_func *f = NULL;
     *ctas = 0;
     pthread_rwlock_rdlock(&rt->lock);
-    for (int i = 0; i < m->nfuncs; i++)
-        if (strcmp(m->funcs[i].name, entry) == 0)
-            f = &m->funcs[i];
+    f = func_named(m, entry);
     if (f && f->occ_ctas > 0 && f->occ_block == block && f->occ_smem == smem)
         *ctas = f->occ_ctas;
     pthread_rwlock_unlock(&rt->lock);
@@ -603,26 +609,22 @@ static dcptopk_result func_occupancy(dcptopk_context *ctx, dc_module *m,
     return DCPTOPK_SUCCESS;
 }
 
+/* Function `entry` of the loaded key k: cheap path under the read lock.
+ * *mod is the key's module whether or not the function was resolved. */
 static int func_find(struct dc_runtime *rt, const dcptopk_key *k,
                      const char *entry, CUfunction *fn, uint32_t *smem_max,
                      dc_module **mod)
 {
-    int found = 0;
     pthread_rwlock_rdlock(&rt->lock);
     dc_module *m = table_find(rt, k);
+    const dc_func *f = m ? func_named(m, entry) : NULL;
     *mod = m;
-    if (m) {
-        for (int i = 0; i < m->nfuncs; i++) {
-            if (strcmp(m->funcs[i].name, entry) == 0) {
-                *fn = m->funcs[i].fn;
-                *smem_max = m->funcs[i].smem_max;
-                found = 1;
-                break;
-            }
-        }
+    if (f) {
+        *fn = f->fn;
+        *smem_max = f->smem_max;
     }
     pthread_rwlock_unlock(&rt->lock);
-    return found;
+    return f != NULL;
 }
 
 /* Resolves `entry` in a loaded module and/or raises its shared memory
@@ -634,11 +636,8 @@ static dcptopk_result func_resolve(dcptopk_context *ctx, dc_module *m,
     struct dc_runtime *rt = ctx->rt;
     dcptopk_result r = DCPTOPK_SUCCESS;
     pthread_mutex_lock(&rt->load_lock);
-    dc_func *f = NULL;
     pthread_rwlock_rdlock(&rt->lock);
-    for (int i = 0; i < m->nfuncs; i++)
-        if (strcmp(m->funcs[i].name, entry) == 0)
-            f = &m->funcs[i];
+    dc_func *f = func_named(m, entry);
     pthread_rwlock_unlock(&rt->lock);
     if (!f) {
         char key_text[320];
@@ -779,14 +778,8 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
 
     uint32_t grid_x = cfg->grid[0];
     if (cfg->fill) {
+        /* m is the key's module here: found above, or loaded. */
         int ctas = 0;
-        if (!m) {
-            pthread_rwlock_rdlock(&rt->lock);
-            m = table_find(rt, &k);
-            pthread_rwlock_unlock(&rt->lock);
-        }
-        if (!m)
-            return dc_fail(ctx, DCPTOPK_INTERNAL, "module missing at its launch");
         if ((r = func_occupancy(ctx, m, entry, fn,
                                 cfg->block[0] * cfg->block[1] * cfg->block[2],
                                 cfg->smem_bytes, &ctas)))
