@@ -98,20 +98,28 @@ __device__ __forceinline__ Slot slot_of(const RowCtx &c, int flat)
 __device__ __forceinline__ uint64_t slot_key(const RowCtx &c, const Slot &q, uint32_t word,
                                              uint32_t plane)
 {
-    // An unsaturated rank's words below tau16 are not candidates.
-    if (!q.valid || (!q.pushed && (word >> 16) < c.tau))
+    // An unsaturated rank's words below tau16 are not candidates (past the
+    // row's keys slot_load gave 0: no key).
+    if (!q.pushed && (word >> 16) < c.tau)
         word = 0u;
     return decode(word, plane, q.j, q.r);
+}
+
+// The slot's word and plane word (0 past the row's keys).
+__device__ __forceinline__ void slot_load(const Slot &q, uint32_t &word, uint32_t &plane)
+{
+    word = plane = 0u;
+    if (q.valid) {
+        word = ld_cg(q.src + q.j);
+        plane = ld_cg(q.src + q.plane_at + (q.j >> 5));
+    }
 }
 
 __device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
 {
     const Slot q = slot_of(c, flat);
-    uint32_t word = 0u, plane = 0u;
-    if (q.valid) {
-        word = ld_cg(q.src + q.j);
-        plane = ld_cg(q.src + q.plane_at + (q.j >> 5));
-    }
+    uint32_t word, plane;
+    slot_load(q, word, plane);
     return slot_key(c, q, word, plane);
 }
 
@@ -138,14 +146,11 @@ struct RescueKeys<Store::smem> {
         for (int i0 = 0; i0 < KPT; i0 += LOAD_BATCH) {
             uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
 #pragma unroll
-            for (int b = 0; b < LOAD_BATCH; ++b) {
-                const Slot q = slot_of(c, (i0 + b) * THREADS + tid);
-                w[b] = p[b] = 0u;
-                if (i0 + b < KPT && q.valid) {
-                    w[b] = ld_cg(q.src + q.j);
-                    p[b] = ld_cg(q.src + q.plane_at + (q.j >> 5));
-                }
-            }
+            for (int b = 0; b < LOAD_BATCH; ++b)
+                if (i0 + b < KPT)
+                    slot_load(slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
+            // slot_of again rather than kept: the batch's slots would hold
+            // registers across the loads.
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < KPT)
