@@ -178,6 +178,18 @@ static dcptopk_result run_rescue(void *user, int iter)
     return dc_packed_rescue_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
 }
 
+static dcptopk_result run_select_kernel(void *user, int iter)
+{
+    sel_bench *b = user;
+    return dc_packed_select_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+}
+
+static dcptopk_result run_push(void *user, int iter)
+{
+    sel_bench *b = user;
+    return dc_packed_push_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+}
+
 /* Host packed rows of one rank segment: N distinct local ids, ascending,
  * normal bf16 keys (no rank saturated: every rank has words below tau). */
 static void fill_packed(int32_t *g, int64_t rows, int32_t n, int64_t len)
@@ -283,6 +295,16 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         us = time_us(ctx, stream, run_select, &b, NULL);
         report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
                floor_us);
+        if (dcptopk_workspace_check(b.ws, stream))
+            DIE("check");
+        /* Its parts alone (no row saturated): where the exact select's
+         * time over the plain one goes. */
+        us = time_us(ctx, stream, run_select_kernel, &b, NULL);
+        report("select exact: select kernel", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+        us = time_us(ctx, stream, run_push, &b, NULL);
+        report("select exact: push, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
+        us = time_us(ctx, stream, run_rescue, &b, NULL);
+        report("select exact: rescue, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
     }

@@ -446,11 +446,11 @@ static dcptopk_result check_ws(dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
-/* Round 1: the select, and in exact mode the push right after it. */
-static dcptopk_result launch_select(dcptopk_context *ctx,
-                                    const dcptopk_merge_config *c,
-                                    dcptopk_workspace *ws,
-                                    const dcptopk_select_args *a)
+/* Round 1's select kernel alone; packed.h. */
+dcptopk_result dc_packed_select_launch(dcptopk_context *ctx,
+                                       const dcptopk_merge_config *c,
+                                       dcptopk_workspace *ws,
+                                       const dcptopk_select_args *a)
 {
     dcptopk_key key;
     select_key(&key, c, ctx->arch);
@@ -482,9 +482,15 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
         cfg.smem_bytes = (uint32_t)(2 * row_bytes);
     }
     dc_abi_argv argv = dc_select_args_argv(&k);
-    dcptopk_result r = dc_launch(ctx, &key, "dcptopk_select", &cfg, argv.p);
-    if (r || !c->exact)
-        return r;
+    return dc_launch(ctx, &key, "dcptopk_select", &cfg, argv.p);
+}
+
+/* Round 1's push of this rank's saturated rows; packed.h. */
+dcptopk_result dc_packed_push_launch(dcptopk_context *ctx,
+                                     const dcptopk_merge_config *c,
+                                     dcptopk_workspace *ws,
+                                     const dcptopk_select_args *a)
+{
     dc_push_args pa;
     memset(&pa, 0, sizeof pa);
     pa.logits = a->logits;
@@ -500,6 +506,18 @@ static dcptopk_result launch_select(dcptopk_context *ctx,
     pa.max_rows = ws->max_rows;
     pa.stream = a->stream;
     return dc_push_launch(ctx, c, &pa);
+}
+
+/* Round 1: the select, and in exact mode the push right after it. */
+static dcptopk_result launch_select(dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c,
+                                    dcptopk_workspace *ws,
+                                    const dcptopk_select_args *a)
+{
+    dcptopk_result r = dc_packed_select_launch(ctx, c, ws, a);
+    if (r || !c->exact)
+        return r;
+    return dc_packed_push_launch(ctx, c, ws, a);
 }
 
 /* Round 2: the rescue (persistent grid); packed.h. */

@@ -14,6 +14,18 @@ DC_HIDDEN dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
                                                dcptopk_key *keys, size_t cap,
                                                size_t *count);
 
+/* Round 1 in two parts, the select kernel (which writes the saturation
+ * words in exact mode) and the push of the rank's saturated rows:
+ * dcptopk_select launches both, bench/bench_packed.c times each alone. */
+DC_HIDDEN dcptopk_result dc_packed_select_launch(dcptopk_context *ctx,
+                                                 const dcptopk_merge_config *c,
+                                                 dcptopk_workspace *ws,
+                                                 const dcptopk_select_args *a);
+DC_HIDDEN dcptopk_result dc_packed_push_launch(dcptopk_context *ctx,
+                                               const dcptopk_merge_config *c,
+                                               dcptopk_workspace *ws,
+                                               const dcptopk_select_args *a);
+
 /* Round 2 of the exact select alone (the rescue kernel on its persistent
  * grid), after a select on the same workspace: bench/bench_packed.c times it
  * on its own. */

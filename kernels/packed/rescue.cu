@@ -134,26 +134,28 @@ struct RescueKeys;
 template <>
 struct RescueKeys<Store::smem> {
     uint64_t *kb;
+    int rounds;
     // The words and plane words of LOAD_BATCH slots are loaded before any
     // is decoded: their loads are in flight together (in program order the
     // compiler kept each slot's two loads, its decode and its store apart
     // from the next slot's, one memory latency a slot).
     static constexpr int LOAD_BATCH = 8;
-    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf) : kb(kbuf + threadIdx.x)
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int n)
+        : kb(kbuf + threadIdx.x), rounds(n)
     {
         const int tid = (int)threadIdx.x;
 #pragma unroll 1
-        for (int i0 = 0; i0 < KPT; i0 += LOAD_BATCH) {
+        for (int i0 = 0; i0 < rounds; i0 += LOAD_BATCH) {
             uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
-                if (i0 + b < KPT)
+                if (i0 + b < rounds)
                     slot_load(slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
             // slot_of again rather than kept: the batch's slots would hold
             // registers across the loads.
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
-                if (i0 + b < KPT)
+                if (i0 + b < rounds)
                     kb[(i0 + b) * THREADS] =
                         slot_key(c, slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
         }
@@ -165,11 +167,11 @@ struct RescueKeys<Store::smem> {
 template <>
 struct RescueKeys<Store::reg> {
     uint64_t k[KPT];
-    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *)
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *, int rounds)
     {
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
-            k[i] = rescue_key(c, i * THREADS + (int)threadIdx.x);
+            k[i] = i < rounds ? rescue_key(c, i * THREADS + (int)threadIdx.x) : 0ull;
     }
     __device__ __forceinline__ uint64_t get(int i) const { return k[i]; }
 };
@@ -177,7 +179,7 @@ struct RescueKeys<Store::reg> {
 template <>
 struct RescueKeys<Store::global> {
     RowCtx c;
-    __device__ __forceinline__ RescueKeys(const RowCtx &cc, uint64_t *) : c(cc) {}
+    __device__ __forceinline__ RescueKeys(const RowCtx &cc, uint64_t *, int) : c(cc) {}
     __device__ __forceinline__ uint64_t get(int i) const
     {
         return rescue_key(c, i * THREADS + (int)threadIdx.x);
@@ -262,9 +264,12 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
             c.total = sm.seg[WORLD];
             c.seg = sm.seg;
             if (!skip) {
-                const RescueKeys<STORE> keys(c, kbuf);
-                const Sel s = radix_select<KPT>(keys, sm);
-                emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm);
+                // The row's own key rounds, not KPT (the bound for the most
+                // saturated ranks): most saturated rows have one.
+                const int rounds = (c.total + THREADS - 1) / THREADS;
+                const RescueKeys<STORE> keys(c, kbuf, rounds);
+                const Sel s = radix_select<KPT>(keys, sm, rounds);
+                emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm, rounds);
                 if (tid == 0)
                     seq[t] = expected;
             }

@@ -160,31 +160,35 @@ __device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
     return x;
 }
 
-// Calls f(i) for i in [0, KPT): fully unrolled for register-resident keys.
+// Calls f(i) for i in [0, rounds): fully unrolled for register-resident
+// keys. `rounds` <= KPT is the same in every thread: a row may hold fewer
+// keys than the kernel's bound (the rescue's rows with few saturated ranks),
+// and its empty rounds are then skipped, not scanned.
 template <int KPT, class F>
-__device__ __forceinline__ void for_chunk(int c0, F f)
+__device__ __forceinline__ void for_chunk(int c0, F f, int rounds = KPT)
 {
     if constexpr (KPT <= REG_MAX) {
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
-            f(i);
+            if (i < rounds)
+                f(i);
     } else {
 #pragma unroll 4
         for (int ii = 0; ii < CHUNK; ++ii)
-            if (c0 + ii < KPT)
+            if (c0 + ii < rounds)
                 f(c0 + ii);
     }
 }
 
 template <int KPT, class F>
-__device__ __forceinline__ void for_keys(F f)
+__device__ __forceinline__ void for_keys(F f, int rounds = KPT)
 {
     if constexpr (KPT <= REG_MAX) {
-        for_chunk<KPT>(0, f);
+        for_chunk<KPT>(0, f, rounds);
     } else {
 #pragma unroll 1
-        for (int c0 = 0; c0 < KPT; c0 += CHUNK)
-            for_chunk<KPT>(c0, f);
+        for (int c0 = 0; c0 < rounds; c0 += CHUNK)
+            for_chunk<KPT>(c0, f, rounds);
     }
 }
 
@@ -192,7 +196,7 @@ __device__ __forceinline__ void for_keys(F f)
 // those keys in position order. Returns the number of such keys. Every
 // thread of the block must call it (barriers inside).
 template <int KPT, class Pred, class Emit>
-__device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
+__device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT)
 {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int base = 0;
@@ -201,9 +205,9 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
             const uint32_t b = __ballot_sync(0xFFFFFFFFu, pred(i));
             if (lane == 0)
                 sm.scan[(i - c0) * NW + w] = __popc(b);
-        });
+        }, rounds);
         __syncthreads();
-        const int n_entries = (KPT - c0 < CHUNK ? KPT - c0 : CHUNK) * NW;
+        const int n_entries = (rounds - c0 < CHUNK ? rounds - c0 : CHUNK) * NW;
         const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
         int total;
         const int incl = block_incl_scan(v, sm.warp_tot, &total);
@@ -215,7 +219,7 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
             const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
             if (p)
                 emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
-        });
+        }, rounds);
         base += total;
         __syncthreads();
     };
@@ -223,7 +227,7 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit)
         chunk(0);
     } else {
 #pragma unroll 1
-        for (int c0 = 0; c0 < KPT; c0 += CHUNK)
+        for (int c0 = 0; c0 < rounds; c0 += CHUNK)
             chunk(c0);
     }
     return base;
@@ -238,8 +242,9 @@ struct Sel {
     int count; // number selected = min(K, non-empty keys)
 };
 
+// Keys live in rounds [0, rounds) (for_chunk).
 template <int KPT, class Keys>
-__device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
+__device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm, int rounds = KPT)
 {
     // Checked here, not at namespace scope: select.cu's small-row path
     // (256 threads) uses this header's types but not its radix select.
@@ -271,7 +276,7 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
             // (sign and exponent) costs no more than the others.
             if (k != 0ull && (k >> hi) == prefix)
                 atomicAdd(&sm.hist[(int)((k >> shift) & (uint64_t)(BINS - 1))], 1);
-        });
+        }, rounds);
         __syncthreads();
         const int need = TOPK - committed;
         const int b = BINS - 1 - tid;
@@ -320,7 +325,7 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
                     const uint64_t k = keys.get(i);
                     if (k != 0ull && (k >> shift) == prefix)
                         sm.fin_keys[atomicAdd(&sm.fin_n, 1)] = k;
-                });
+                }, rounds);
                 __syncthreads();
                 if (tid < 32) {
 #pragma unroll
@@ -368,7 +373,7 @@ __device__ __forceinline__ Sel radix_select(const Keys &keys, Smem &sm)
             [&](int i, int r) {
                 if (r == need - 1)
                     sm.eq_last = i * THREADS + tid;
-            });
+            }, rounds);
         s.eq_last = sm.eq_last;
         // s.thr_key keys above it are selected; equal ones up to eq_last.
         s.thr_key = thr;
@@ -386,7 +391,7 @@ __device__ __forceinline__ bool selected(const Sel &s, uint64_t k, int flat)
 // order. seg_of(i) is the rank whose segment holds key i.
 template <int KPT, class Keys, class Seg>
 __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of, const Out &o,
-                                     long long t, Smem &sm)
+                                     long long t, Smem &sm, int rounds = KPT)
 {
     const int tid = threadIdx.x;
     // Register-resident keys: the selection is decided once a key, as one
@@ -395,7 +400,8 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
     if constexpr (KPT <= REG_MAX && KPT <= 32) {
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
-            selm |= (selected(s, keys.get(i), i * THREADS + tid) ? 1u : 0u) << i;
+            if (i < rounds)
+                selm |= (selected(s, keys.get(i), i * THREADS + tid) ? 1u : 0u) << i;
     }
     auto sel_of = [&](int i) -> bool {
         if constexpr (KPT <= REG_MAX && KPT <= 32)
@@ -408,7 +414,7 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
             int32_t *ids = o.ids + t * o.ids_stride;
             const int n = ballot_rank<KPT>(
                 sm, [&](int i) { return sel_of(i); },
-                [&](int i, int r) { ids[r] = (int32_t)key_gid(keys.get(i)); });
+                [&](int i, int r) { ids[r] = (int32_t)key_gid(keys.get(i)); }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
         }
@@ -436,7 +442,7 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
                     const uint32_t l = local_of(keys.get(i));
                     const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
                     rows[r] = (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                });
+                }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 rows[p] = -1;
             if (tid == 0)
