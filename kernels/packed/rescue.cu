@@ -123,8 +123,60 @@ __device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
     return slot_key(c, q, word, plane);
 }
 
+// Where the 32 slots of one warp and round come from. Segments start at
+// multiples of 32, so a warp's slots of a round lie in one segment: lane i
+// of every warp works out round i's source once a row (round_src), and the
+// warp's lanes take it by shuffle (round_key) instead of each searching the
+// segments for every key.
+struct RoundSrc {
+    unsigned long long w; // lane 0's word; 0 past the row's keys
+    int plane;            // the plane word's offset from w, in words
+    int tag;              // rank | pushed << 4
+};
+
+__device__ __forceinline__ RoundSrc round_src(const RowCtx &c, int rounds)
+{
+    const int i = (int)threadIdx.x & 31;
+    const int flat0 = i * THREADS + ((int)threadIdx.x & ~31);
+    RoundSrc s;
+    s.w = 0ull;
+    s.plane = s.tag = 0;
+    if (i < rounds && flat0 < c.total) {
+        const Slot q = slot_of(c, flat0);
+        s.w = (unsigned long long)(q.src + q.j);
+        s.plane = q.plane_at + (q.j >> 5) - q.j;
+        s.tag = q.r | (q.pushed ? 16 : 0);
+    }
+    return s;
+}
+
+// The word and plane word of this lane's slot of round i (0 past the row).
+__device__ __forceinline__ void round_load(const RoundSrc &mine, int i, uint32_t &word,
+                                           uint32_t &plane)
+{
+    const unsigned long long w = __shfl_sync(0xFFFFFFFFu, mine.w, i);
+    const int pl = __shfl_sync(0xFFFFFFFFu, mine.plane, i);
+    word = plane = 0u;
+    if (w != 0ull) { // the same in every lane
+        const int32_t *p = (const int32_t *)w;
+        word = ld_cg(p + (threadIdx.x & 31));
+        plane = ld_cg(p + pl);
+    }
+}
+
+__device__ __forceinline__ uint64_t round_key(const RowCtx &c, const RoundSrc &mine, int i,
+                                              uint32_t word, uint32_t plane)
+{
+    const int tag = __shfl_sync(0xFFFFFFFFu, mine.tag, i);
+    // An unsaturated rank's words below tau16 are not candidates.
+    if (!(tag & 16) && (word >> 16) < c.tau)
+        word = 0u;
+    return decode(word, plane, (int)threadIdx.x & 31, tag & 15);
+}
+
 enum class Store { smem, reg, global };
 constexpr Store STORE = SMEM_KEYS ? Store::smem : KPT <= REG_MAX ? Store::reg : Store::global;
+static_assert(STORE == Store::global || KPT <= 32, "a lane works out each round's source");
 
 template <Store S>
 struct RescueKeys;
@@ -143,21 +195,18 @@ struct RescueKeys<Store::smem> {
     __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int n)
         : kb(kbuf + threadIdx.x), rounds(n)
     {
-        const int tid = (int)threadIdx.x;
+        const RoundSrc mine = round_src(c, rounds);
 #pragma unroll 1
         for (int i0 = 0; i0 < rounds; i0 += LOAD_BATCH) {
             uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < rounds)
-                    slot_load(slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
-            // slot_of again rather than kept: the batch's slots would hold
-            // registers across the loads.
+                    round_load(mine, i0 + b, w[b], p[b]);
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < rounds)
-                    kb[(i0 + b) * THREADS] =
-                        slot_key(c, slot_of(c, (i0 + b) * THREADS + tid), w[b], p[b]);
+                    kb[(i0 + b) * THREADS] = round_key(c, mine, i0 + b, w[b], p[b]);
         }
         __syncthreads();
     }
@@ -169,9 +218,16 @@ struct RescueKeys<Store::reg> {
     uint64_t k[KPT];
     __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *, int rounds)
     {
+        const RoundSrc mine = round_src(c, rounds);
 #pragma unroll
-        for (int i = 0; i < KPT; ++i)
-            k[i] = i < rounds ? rescue_key(c, i * THREADS + (int)threadIdx.x) : 0ull;
+        for (int i = 0; i < KPT; ++i) {
+            k[i] = 0ull;
+            if (i < rounds) {
+                uint32_t w, p;
+                round_load(mine, i, w, p);
+                k[i] = round_key(c, mine, i, w, p);
+            }
+        }
     }
     __device__ __forceinline__ uint64_t get(int i) const { return k[i]; }
 };
@@ -251,8 +307,13 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                     }
                     asm volatile("nanosleep.u32 256;");
                 }
+                // The waiters' acquire, then the barrier, order the whole
+                // CTA's reads of the pushed lists after the pushes (the
+                // pattern of a grid sync); the CTA's other threads need no
+                // fence of their own, whose wait on their earlier id
+                // stores cost every row.
+                __threadfence();
             }
-            __threadfence();
             __syncthreads();
             const int skip = s_abort;
             RowCtx c;

@@ -538,6 +538,37 @@ struct SmallCounts {
     uint32_t notsat;
 };
 
+// Exact mode: bit r set when rank r is not saturated, among the ranks of
+// this warp's groups. Rank r is saturated iff its N slots are all non-empty
+// with ord16 > tau16, i.e. the smallest word of its slots has ord16 > tau16
+// (an empty slot is 0). A group lies in one rank: a lane sets the bit of a
+// rank when its smallest word there is not above, and one OR reduction
+// gives the warp's bits (no vote a group).
+__device__ __forceinline__ uint32_t small_notsat(const SmallRow &r, uint32_t tau)
+{
+    constexpr int GPR = LTOPK / 32; // groups a rank
+    uint32_t below = 0u;
+    if constexpr (KPT % GPR == 0) {
+        // A warp's groups are whole ranks: GPR consecutive groups each.
+#pragma unroll
+        for (int c = 0; c < KPT / GPR; ++c) {
+            if (r.has_group(c * GPR)) {
+                uint32_t m = r.wd[c * GPR];
+#pragma unroll
+                for (int i = c * GPR + 1; i < (c + 1) * GPR; ++i)
+                    m = min(m, r.wd[i]);
+                below |= ((m >> 16) > tau ? 0u : 1u) << r.rank_of(c * GPR);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            if (r.has_group(i))
+                below |= ((r.wd[i] >> 16) > tau ? 0u : 1u) << r.rank_of(i);
+    }
+    return __reduce_or_sync(0xFFFFFFFFu, below);
+}
+
 __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
                                                     const SmallOwner &ow, const Out &o,
                                                     uint32_t selbits, uint32_t tau)
@@ -550,20 +581,12 @@ __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
     if (ow.want_rows || EXACT) {
         r.refresh();
 #pragma unroll
-        for (int i = 0; i < KPT; ++i) {
-            if (r.has_group(i)) {
-                if (ow.want_rows)
-                    nown += __popc(__ballot_sync(0xFFFFFFFFu,
-                                                 small_owns(r, ow, o, i, (selbits >> i) & 1u)));
-                if constexpr (EXACT) {
-                    // Rank r is saturated iff its N slots are all non-empty
-                    // with ord16 > tau16; a group lies in one segment.
-                    const bool above = r.wd[i] != 0u && (r.wd[i] >> 16) > tau;
-                    if (__ballot_sync(0xFFFFFFFFu, above) != 0xFFFFFFFFu)
-                        notsat |= 1u << r.rank_of(i);
-                }
-            }
-        }
+        for (int i = 0; i < KPT; ++i)
+            if (ow.want_rows && r.has_group(i))
+                nown += __popc(__ballot_sync(0xFFFFFFFFu,
+                                             small_owns(r, ow, o, i, (selbits >> i) & 1u)));
+        if constexpr (EXACT)
+            notsat = small_notsat(r, tau);
     }
     if (r.lane == 0) {
         fs.wcnt[r.w][0] = nsel;
