@@ -284,7 +284,10 @@ def packed_table(runs):
     seen = []
     for run in runs:
         for rec in run.records:
-            if rec.get("bench") in ("select", "select exact (+push+rescue)", "rescue",
+            if rec.get("bench") in ("select", "select exact (+push+rescue)",
+                                    "select exact: select kernel",
+                                    "select exact: push, no sat row",
+                                    "select exact: rescue, no sat row", "rescue",
                                     "rescue, no saturated row", "rescue, no saturated row, piped",
                                     "rescue, no saturated row, graph",
                                     "loopback merge (8 ranks, 1 GPU)"):
@@ -296,7 +299,12 @@ def packed_table(runs):
         ours = median(rec)
         f = shape_fields(shape)
         tk, tdesc, fl = None, None, None
-        if name.startswith("select"):
+        # The exact select's parts: a push or rescue that finds no row
+        # moves no candidate, and has no floor or torch.topk of its own.
+        part = name.startswith("select exact: ") and "kernel" not in name
+        if part:
+            tr = None
+        elif name.startswith("select"):
             tr = run.find(is_("torch_packed_topk", role="select"))
             fl = floor_us(f["W"] * f["T"] * (f["N"] + f["N"] // 32) * 4 + f["T"] * f["K"] * 4)
         elif name.startswith("loopback"):
@@ -307,7 +315,7 @@ def packed_table(runs):
         if tr:
             tk = median(tr)
             tdesc = f"{num(tk)} ({tr.get('what', '')})" if tr.get("what") else num(tk)
-        x = ratio(tk, ours) if name.startswith("select") else "-"
+        x = ratio(tk, ours) if name.startswith("select") and not part else "-"
         t.add(run, [name, shape, f"**{num(ours)}**" if name == "select" else num(ours),
                     tdesc or "-", x, num(fl), ratio(ours, fl)])
     return t
