@@ -127,11 +127,10 @@ __device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
 // multiples of 32, so a warp's slots of a round lie in one segment: lane i
 // of every warp works out round i's source once a row (round_src), and the
 // warp's lanes take it by shuffle (round_key) instead of each searching the
-// segments for every key. The round's plane word is one word for the whole
-// warp: lane i loads it for round i, with the other lanes' at once.
+// segments for every key.
 struct RoundSrc {
     unsigned long long w; // lane 0's word; 0 past the row's keys
-    uint32_t plane;       // round i's plane word (0 past the row's keys)
+    int plane;            // the plane word's offset from w, in words
     int tag;              // rank | pushed << 4
 };
 
@@ -141,37 +140,38 @@ __device__ __forceinline__ RoundSrc round_src(const RowCtx &c, int rounds)
     const int flat0 = i * THREADS + ((int)threadIdx.x & ~31);
     RoundSrc s;
     s.w = 0ull;
-    s.plane = 0u;
-    s.tag = 0;
+    s.plane = s.tag = 0;
     if (i < rounds && flat0 < c.total) {
         const Slot q = slot_of(c, flat0);
         s.w = (unsigned long long)(q.src + q.j);
-        s.plane = ld_cg(q.src + q.plane_at + (q.j >> 5));
+        s.plane = q.plane_at + (q.j >> 5) - q.j;
         s.tag = q.r | (q.pushed ? 16 : 0);
     }
     return s;
 }
 
-// The word of this lane's slot of round i (0 past the row). No branch:
-// past the row the load reads the row's first words of rank 0 (always
-// there) and is dropped, so that a batch's loads issue together.
-__device__ __forceinline__ uint32_t round_load(const RowCtx &c, const RoundSrc &mine, int i)
+// The word and plane word of this lane's slot of round i (0 past the row).
+__device__ __forceinline__ void round_load(const RoundSrc &mine, int i, uint32_t &word,
+                                           uint32_t &plane)
 {
     const unsigned long long w = __shfl_sync(0xFFFFFFFFu, mine.w, i);
-    const bool in = w != 0ull;
-    const uint32_t word = ld_cg((in ? (const int32_t *)w : c.g0) + (threadIdx.x & 31));
-    return in ? word : 0u;
+    const int pl = __shfl_sync(0xFFFFFFFFu, mine.plane, i);
+    word = plane = 0u;
+    if (w != 0ull) { // the same in every lane
+        const int32_t *p = (const int32_t *)w;
+        word = ld_cg(p + (threadIdx.x & 31));
+        plane = ld_cg(p + pl);
+    }
 }
 
 __device__ __forceinline__ uint64_t round_key(const RowCtx &c, const RoundSrc &mine, int i,
-                                              uint32_t word)
+                                              uint32_t word, uint32_t plane)
 {
     const int tag = __shfl_sync(0xFFFFFFFFu, mine.tag, i);
-    const uint32_t plane = __shfl_sync(0xFFFFFFFFu, mine.plane, i);
-    // An empty slot, or an unsaturated rank's word below tau16: no key.
-    const bool key = word != 0u && ((tag & 16) || (word >> 16) >= c.tau);
-    const uint64_t k = decode_nonzero(word, plane, (int)threadIdx.x & 31, tag & 15);
-    return key ? k : 0ull;
+    // An unsaturated rank's words below tau16 are not candidates.
+    if (!(tag & 16) && (word >> 16) < c.tau)
+        word = 0u;
+    return decode(word, plane, (int)threadIdx.x & 31, tag & 15);
 }
 
 enum class Store { smem, reg, global };
@@ -187,27 +187,26 @@ template <>
 struct RescueKeys<Store::smem> {
     uint64_t *kb;
     int rounds;
-    // The words of LOAD_BATCH slots are loaded before any is decoded: their
-    // loads are in flight together (in program order the compiler kept each
-    // slot's load, its decode and its store apart from the next slot's, one
-    // memory latency a slot). A row with one saturated rank at the goal
-    // shape (10 rounds) takes one batch.
-    static constexpr int LOAD_BATCH = 12;
+    // The words and plane words of LOAD_BATCH slots are loaded before any
+    // is decoded: their loads are in flight together (in program order the
+    // compiler kept each slot's two loads, its decode and its store apart
+    // from the next slot's, one memory latency a slot).
+    static constexpr int LOAD_BATCH = 8;
     __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int n)
         : kb(kbuf + threadIdx.x), rounds(n)
     {
         const RoundSrc mine = round_src(c, rounds);
 #pragma unroll 1
         for (int i0 = 0; i0 < rounds; i0 += LOAD_BATCH) {
-            uint32_t w[LOAD_BATCH];
+            uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < rounds)
-                    w[b] = round_load(c, mine, i0 + b);
+                    round_load(mine, i0 + b, w[b], p[b]);
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < rounds)
-                    kb[(i0 + b) * THREADS] = round_key(c, mine, i0 + b, w[b]);
+                    kb[(i0 + b) * THREADS] = round_key(c, mine, i0 + b, w[b], p[b]);
         }
         __syncthreads();
     }
@@ -223,8 +222,11 @@ struct RescueKeys<Store::reg> {
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
             k[i] = 0ull;
-            if (i < rounds)
-                k[i] = round_key(c, mine, i, round_load(c, mine, i));
+            if (i < rounds) {
+                uint32_t w, p;
+                round_load(mine, i, w, p);
+                k[i] = round_key(c, mine, i, w, p);
+            }
         }
     }
     __device__ __forceinline__ uint64_t get(int i) const { return k[i]; }
@@ -285,9 +287,7 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                 }
                 sm.seg[WORLD] = acc;
             }
-            // Only warp 0's waiters (WORLD <= 32) write s_abort before the
-            // barrier below; the other threads read seg after it.
-            __syncwarp();
+            __syncthreads();
             if (tid < WORLD && ((mask >> tid) & 1u)) {
                 const uint32_t *f = flags + (long long)tid * max_rows + t;
                 const unsigned long long start = globaltimer();

@@ -93,22 +93,15 @@ struct Smem {
     uint64_t fin_keys[FIN_MAX];
 };
 
-// Decoded key of slot j of a packed row sent by `owner`, for a word that
-// is not 0 (decode_nonzero), or any word (decode: 0 = empty).
-__device__ __forceinline__ uint64_t decode_nonzero(uint32_t word, uint32_t plane, int j,
-                                                   int owner)
-{
-    const uint32_t l = (0xFFFFu - (word & 0xFFFFu)) | (((plane >> (j & 31)) & 1u) << 16);
-    const uint32_t gid = (uint32_t)dc::global_id((int32_t)l, owner, WORLD, ILV);
-    const uint64_t key = (((uint64_t)(word >> 16) << GID_BITS) | (GID_MASK - (uint64_t)gid)) + 1ull;
-    return (key << TAG_BITS) | (uint64_t)(TAG_BITS ? owner : 0);
-}
-
+// Decoded key of slot j of a packed row sent by `owner` (0 = empty).
 __device__ __forceinline__ uint64_t decode(uint32_t word, uint32_t plane, int j, int owner)
 {
     if (word == 0u)
         return 0ull;
-    return decode_nonzero(word, plane, j, owner);
+    const uint32_t l = (0xFFFFu - (word & 0xFFFFu)) | (((plane >> (j & 31)) & 1u) << 16);
+    const uint32_t gid = (uint32_t)dc::global_id((int32_t)l, owner, WORLD, ILV);
+    const uint64_t key = (((uint64_t)(word >> 16) << GID_BITS) | (GID_MASK - (uint64_t)gid)) + 1ull;
+    return (key << TAG_BITS) | (uint64_t)(TAG_BITS ? owner : 0);
 }
 
 __device__ __forceinline__ uint32_t key_ord16(uint64_t key)
