@@ -267,19 +267,19 @@ proctype rank(byte me)
         :: else -> skip
         fi;
 
-        /* rescue.cu:269 the row's mask (none: rescue.cu:271 not listed) */
+        /* rescue.cu:271 the row's mask (none: rescue.cu:273 not listed) */
         if
         :: m != 0 ->
-            /* rescue.cu:280 expected = seq[t] + 1; rescue.cu:294 acquire
-             * loads until every saturated rank's flag has it, rescue.cu:295
-             * giving up on a status, rescue.cu:299 or after the bound */
+            /* rescue.cu:282 expected = seq[t] + 1; rescue.cu:296 acquire
+             * loads until every saturated rank's flag has it, rescue.cu:297
+             * giving up on a status, rescue.cu:301 or after the bound */
             expected = rseq + 1;
             if
             :: rstat == ST_OK && ALL_RFLAGS(me, m, expected) ->
                 assert(!healthy || (RFLAG_OLD(me, m, 0, expected) && RFLAG_OLD(me, m, 1, expected) &&
                                     RFLAG_OLD(me, m, 2, expected))); /* P3: never newer */
-                /* rescue.cu:322 the receive slots of the row, and rescue.cu:
-                 * 331 the unsaturated ranks' round-1 words (gathered parity
+                /* rescue.cu:324 the receive slots of the row, and rescue.cu:
+                 * 333 the unsaturated ranks' round-1 words (gathered parity
                  * p, still in the reading interval: P1) */
                 rreading[me] = healthy;
                 atomic {
@@ -293,7 +293,7 @@ proctype rank(byte me)
                     }
                     s = 0;
                     rreading[me] = 0;
-                    /* rescue.cu:335 seq[t] = expected */
+                    /* rescue.cu:337 seq[t] = expected */
                     rseq = expected
                 }
             :: rstat != ST_OK -> skip

@@ -190,8 +190,10 @@ struct RescueKeys<Store::smem> {
     // The words and plane words of LOAD_BATCH slots are loaded before any
     // is decoded: their loads are in flight together (in program order the
     // compiler kept each slot's two loads, its decode and its store apart
-    // from the next slot's, one memory latency a slot).
-    static constexpr int LOAD_BATCH = 8;
+    // from the next slot's, one memory latency a slot). Ten: a row with
+    // one saturated rank at the goal shape is one batch, within the
+    // register bound (twelve were slower).
+    static constexpr int LOAD_BATCH = 10;
     __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int n)
         : kb(kbuf + threadIdx.x), rounds(n)
     {
