@@ -95,14 +95,14 @@ __device__ __forceinline__ Slot slot_of(const RowCtx &c, int flat)
     return q;
 }
 
-__device__ __forceinline__ uint64_t slot_key(const RowCtx &c, const Slot &q, uint32_t word,
-                                             uint32_t plane)
+// The key of slot j of rank r (0: none). An unsaturated rank's words below
+// tau16 are not candidates; past the row's keys the loads gave 0.
+__device__ __forceinline__ uint64_t slot_key(const RowCtx &c, bool pushed, int r, int j,
+                                             uint32_t word, uint32_t plane)
 {
-    // An unsaturated rank's words below tau16 are not candidates (past the
-    // row's keys slot_load gave 0: no key).
-    if (!q.pushed && (word >> 16) < c.tau)
+    if (!pushed && (word >> 16) < c.tau)
         word = 0u;
-    return decode(word, plane, q.j, q.r);
+    return decode(word, plane, j, r);
 }
 
 // The slot's word and plane word (0 past the row's keys).
@@ -120,7 +120,7 @@ __device__ __forceinline__ uint64_t rescue_key(const RowCtx &c, int flat)
     const Slot q = slot_of(c, flat);
     uint32_t word, plane;
     slot_load(q, word, plane);
-    return slot_key(c, q, word, plane);
+    return slot_key(c, q.pushed, q.r, q.j, word, plane);
 }
 
 // Where the 32 slots of one warp and round come from. Segments start at
@@ -168,10 +168,7 @@ __device__ __forceinline__ uint64_t round_key(const RowCtx &c, const RoundSrc &m
                                               uint32_t word, uint32_t plane)
 {
     const int tag = __shfl_sync(0xFFFFFFFFu, mine.tag, i);
-    // An unsaturated rank's words below tau16 are not candidates.
-    if (!(tag & 16) && (word >> 16) < c.tau)
-        word = 0u;
-    return decode(word, plane, (int)threadIdx.x & 31, tag & 15);
+    return slot_key(c, (tag & 16) != 0, tag & 15, (int)threadIdx.x & 31, word, plane);
 }
 
 enum class Store { smem, reg, global };
@@ -186,7 +183,6 @@ struct RescueKeys;
 template <>
 struct RescueKeys<Store::smem> {
     uint64_t *kb;
-    int rounds;
     // The words and plane words of LOAD_BATCH slots are loaded before any
     // is decoded: their loads are in flight together (in program order the
     // compiler kept each slot's two loads, its decode and its store apart
@@ -194,8 +190,8 @@ struct RescueKeys<Store::smem> {
     // one saturated rank at the goal shape is one batch, within the
     // register bound (twelve were slower).
     static constexpr int LOAD_BATCH = 10;
-    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int n)
-        : kb(kbuf + threadIdx.x), rounds(n)
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int rounds)
+        : kb(kbuf + threadIdx.x)
     {
         const RoundSrc mine = round_src(c, rounds);
 #pragma unroll 1
