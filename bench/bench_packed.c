@@ -159,35 +159,30 @@ static void report(const char *name, const char *shape, double us,
 
 #define NBUF 3
 
+/* What a timed call launches: the whole select (dcptopk_select) or one of
+ * its parts (packed.h). */
+typedef dcptopk_result (*sel_launch)(dcptopk_context *ctx, const dcptopk_merge_config *c,
+                                     dcptopk_workspace *ws, const dcptopk_select_args *a);
+
 typedef struct sel_bench {
     dcptopk_context *ctx;
     dcptopk_merge_config c;
     dcptopk_workspace *ws;
     dcptopk_select_args a[NBUF];
+    sel_launch launch;
 } sel_bench;
 
-static dcptopk_result run_select(void *user, int iter)
+static dcptopk_result run_sel(void *user, int iter)
 {
     sel_bench *b = user;
-    return dcptopk_select(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+    return b->launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
 }
 
-static dcptopk_result run_rescue(void *user, int iter)
+/* The median time of b's calls of `launch`. */
+static double time_launch(dcptopk_context *ctx, void *stream, sel_bench *b, sel_launch launch)
 {
-    sel_bench *b = user;
-    return dc_packed_rescue_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
-}
-
-static dcptopk_result run_select_kernel(void *user, int iter)
-{
-    sel_bench *b = user;
-    return dc_packed_select_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
-}
-
-static dcptopk_result run_push(void *user, int iter)
-{
-    sel_bench *b = user;
-    return dc_packed_push_launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+    b->launch = launch;
+    return time_us(ctx, stream, run_sel, b, NULL);
 }
 
 /* Host packed rows of one rank segment: N distinct local ids, ascending,
@@ -264,7 +259,7 @@ static void bench_select(dcptopk_context *ctx, void *stream)
     /* floor: 85 MB read + 55 MB ids written at 4.3 TB/s */
     double floor_us = ((double)gbytes + (double)T * K * 4) / 4.3e6;
     if (sel) {
-        us = time_us(ctx, stream, run_select, &b, NULL);
+        us = time_launch(ctx, stream, &b, dcptopk_select);
         report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
     }
 
@@ -292,18 +287,18 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         b.a[i].row_ends = (const int32_t *)(uintptr_t)re;
     }
     if (sel) {
-        us = time_us(ctx, stream, run_select, &b, NULL);
+        us = time_launch(ctx, stream, &b, dcptopk_select);
         report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
                floor_us);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
         /* Its parts alone (no row saturated): where the exact select's
          * time over the plain one goes. */
-        us = time_us(ctx, stream, run_select_kernel, &b, NULL);
+        us = time_launch(ctx, stream, &b, dc_packed_select_launch);
         report("select exact: select kernel", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
-        us = time_us(ctx, stream, run_push, &b, NULL);
+        us = time_launch(ctx, stream, &b, dc_packed_push_launch);
         report("select exact: push, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
-        us = time_us(ctx, stream, run_rescue, &b, NULL);
+        us = time_launch(ctx, stream, &b, dc_packed_rescue_launch);
         report("select exact: rescue, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
@@ -316,12 +311,14 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         DIE("workspace");
     for (int i = 0; i < NBUF; i++)
         b.a[i].rows = 64;
+    /* From here on every timed call is the rescue alone. */
+    b.launch = dc_packed_rescue_launch;
     if (sel && res) {
-        us = time_us(ctx, stream, run_rescue, &b, NULL);
+        us = time_us(ctx, stream, run_sel, &b, NULL);
         report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
-        us = piped_us(ctx, stream, run_rescue, &b, 50);
+        us = piped_us(ctx, stream, run_sel, &b, 50);
         report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
-        us = graph_us(ctx, stream, run_rescue, &b, 50);
+        us = graph_us(ctx, stream, run_sel, &b, 50);
         report("rescue, no saturated row, graph", "W=8 K=2048 N=384 T=64 x50", us, 0);
     }
 
@@ -364,7 +361,7 @@ static void bench_select(dcptopk_context *ctx, void *stream)
             if (dc_memset_async(ctx, dcptopk_workspace_saturation(b.ws) - (uint64_t)T * 4,
                                 0, (size_t)T * 4, stream))
                 DIE("seq reset");
-            if (dc_event_record(ctx, e0, stream) || run_rescue(&b, i) ||
+            if (dc_event_record(ctx, e0, stream) || run_sel(&b, i) ||
                 dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
                 DIE("rescue %d%%", pct[p]);
             if (i >= WARMUP)

@@ -272,6 +272,11 @@ def topn_table(runs):
     return t
 
 
+# The exact select's parts that find no saturated row: they move no
+# candidate and have no floor or torch.topk figure of their own.
+NO_FLOOR_PARTS = ("select exact: push, no sat row", "select exact: rescue, no sat row")
+
+
 def packed_table(runs):
     t = Table("Packed merge: select, rescue, the two rounds",
               "`bench/bench_packed` + `bench/torch_packed.py`: W = 8, K = 2048, N = 384, no "
@@ -285,9 +290,7 @@ def packed_table(runs):
     for run in runs:
         for rec in run.records:
             if rec.get("bench") in ("select", "select exact (+push+rescue)",
-                                    "select exact: select kernel",
-                                    "select exact: push, no sat row",
-                                    "select exact: rescue, no sat row", "rescue",
+                                    "select exact: select kernel", *NO_FLOOR_PARTS, "rescue",
                                     "rescue, no saturated row", "rescue, no saturated row, piped",
                                     "rescue, no saturated row, graph",
                                     "loopback merge (8 ranks, 1 GPU)"):
@@ -299,9 +302,7 @@ def packed_table(runs):
         ours = median(rec)
         f = shape_fields(shape)
         tk, tdesc, fl = None, None, None
-        # The exact select's parts: a push or rescue that finds no row
-        # moves no candidate, and has no floor or torch.topk of its own.
-        part = name.startswith("select exact: ") and "kernel" not in name
+        part = name in NO_FLOOR_PARTS
         if part:
             tr = None
         elif name.startswith("select"):
