@@ -28,10 +28,12 @@
 //        valued or constant rows) take 8-bit radix passes over the tie key;
 //     3. one emit: each warp counts its selected (and owned) keys, one
 //        barrier, then writes them from its base in position order.
-//   A counting pass costs one barrier: every warp scans the 256 bins itself
-//   (no broadcast), and three histograms rotate so that the one used next is
-//   cleared during the current pass. A row costs 4 barriers (6 with a small
-//   tie, 4 + one per radix pass with a large one). The selected set, its
+//   A counting pass costs two barriers: one ends the counts, then warp 0
+//   finds the cut bin and the other warps read it after the second (the
+//   kernel is issue-bound, so one warp scanning beats eight); three
+//   histograms rotate so that the one used next is cleared during the
+//   current pass. A row costs 6 barriers (8 with a small tie, 6 + two per
+//   radix pass with a large one). The selected set, its
 //   order and tau16 are those of the 64-bit key selection below.
 // - Larger rows: DC_SELECT_THREADS threads and select_core.cuh's radix
 //   select on 64-bit keys (the code rescue.cu shares). The W * N keys of a
@@ -77,12 +79,14 @@ static_assert(HBINS == THREADS, "each thread clears one bin");
 static_assert(CBITS <= 31, "a tie key fits 31 bits (never the all-ones sentinel)");
 
 struct SmallSmem {
-    int hist[3][HBINS];     // rotating histograms (16-byte aligned: read as int4)
+    int hist[3][HBINS + 4]; // rotating histograms, each with a sink bin (HBINS) that
+                            // is never read (rows 16-byte aligned: read as int4)
     uint32_t list[TIE_CMP]; // tie keys gathered for the comparison rank
     int nlist;
     uint32_t thrc;          // the need-th smallest tie key
     int wcnt[NW][3];        // per warp: selected, owned, not-saturated ranks
     uint64_t bar;           // the bulk copies of a row (BULK)
+    int4 cut[2];            // cuts (shared_cut): bin, before, cnt, total
 };
 
 // A row in shared memory, in position order: the N words of rank r at
@@ -125,11 +129,18 @@ __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const in
 }
 
 // The bin that holds the need-th key of a 256-bin histogram, scanning bins
-// from the largest (DESC) or the smallest. Every warp computes it on its
-// own: lane L holds 8 consecutive bins of the scan order (two int4 loads,
-// conflict-free), one warp scan finds the lane, the lane walks its bins, and
-// shuffles broadcast the result. need >= 1. When total < need, the result
-// is the first bin with before = 0 and cnt = 0 (callers check total first).
+// from the largest (DESC) or the smallest, for the whole CTA, after the
+// barrier that ended its counting pass. Warp 0 finds it: lane L sums 8
+// consecutive bins of the scan order (two int4 loads, conflict-free), one
+// warp scan finds the lane, the lane loads its bins again and walks them,
+// and writes the result to shared memory, which every thread reads after
+// one more barrier. (Each warp finding the cut on its own cost eight times
+// the instructions, and the kernel is issue-bound: the other resident CTAs
+// fill the slots of the wait. Loading the bins again keeps them out of
+// registers across the scan, where the row's words leave few.) need >= 1.
+// When total < need, the result is bin 0 with before = 0 and cnt = 0
+// (callers check total first). adj0 is taken off bin 0 first (keys a pass
+// counted there that are not keys: pass 2's empty words).
 struct Cut {
     int bin;
     int before; // keys in the bins scanned before it
@@ -137,67 +148,102 @@ struct Cut {
     int total;  // keys in the histogram
 };
 
-template <bool DESC>
-__device__ __forceinline__ Cut warp_cut(const int *hist, int need)
+// A cut that shared_cut wrote, read again: a slot is written again only
+// after the next counting pass's barrier, which every thread reaches after
+// its read.
+__device__ __forceinline__ Cut load_cut(const int4 &slot)
 {
-    const int lane = threadIdx.x & 31;
-    const int4 *v = reinterpret_cast<const int4 *>(hist + (DESC ? HBINS - 8 - 8 * lane : 8 * lane));
-    const int4 a = v[0], b = v[1];
-    int c[8];
-    if (DESC) {
-        c[0] = b.w, c[1] = b.z, c[2] = b.y, c[3] = b.x;
-        c[4] = a.w, c[5] = a.z, c[6] = a.y, c[7] = a.x;
-    } else {
-        c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w;
-        c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
-    }
-    int s = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-        s += c[k];
-    int incl = s;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (lane >= o)
-            incl += y;
-    }
-    const int excl = incl - s;
-    const bool hit = excl < need && incl >= need;
-    int bin = 0, before = 0, cnt = 0;
-    if (hit) {
-        int cum = excl;
-        bool found = false;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            if (!found && cum + c[k] >= need) {
-                bin = DESC ? HBINS - 1 - (8 * lane + k) : 8 * lane + k;
-                before = cum;
-                cnt = c[k];
-                found = true;
-            }
-            cum += c[k];
-        }
-    }
-    const uint32_t hits = __ballot_sync(0xFFFFFFFFu, hit);
-    const int src = hits ? __ffs(hits) - 1 : 0;
+    const int4 v = slot;
     Cut r;
-    r.bin = __shfl_sync(0xFFFFFFFFu, bin, src);
-    r.before = __shfl_sync(0xFFFFFFFFu, before, src);
-    r.cnt = __shfl_sync(0xFFFFFFFFu, cnt, src);
-    r.total = __shfl_sync(0xFFFFFFFFu, incl, 31);
+    r.bin = v.x;
+    r.before = v.y;
+    r.cnt = v.z;
+    r.total = v.w;
     return r;
 }
 
-// *p = v where pred != 0, as one predicated store (the compiler would branch
-// around a conditional store, three instructions a key more).
-__device__ __forceinline__ void store_if(int32_t *p, uint32_t v, uint32_t pred)
+template <bool DESC>
+__device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot, int adj0)
 {
-    asm volatile("{\n\t.reg .pred q;\n\t"
-                 "setp.ne.u32 q, %2, 0;\n\t"
-                 "@q st.global.u32 [%0], %1;\n\t}" ::"l"(p),
-                 "r"(v), "r"(pred)
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        const int4 *v =
+            reinterpret_cast<const int4 *>(hist + (DESC ? HBINS - 8 - 8 * lane : 8 * lane));
+        // Bin 0 is the first word of the last lane's bins (DESC), or of the
+        // first lane's.
+        const int fix = lane == (DESC ? 31 : 0) ? adj0 : 0;
+        int s;
+        {
+            const int4 a = v[0], b = v[1];
+            s = a.x - fix + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+        }
+        int incl = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        const int total = __shfl_sync(0xFFFFFFFFu, incl, 31);
+        const int excl = incl - s;
+        if (excl < need && incl >= need) {
+            // The lane's running sums rise along the scan order: the bins
+            // whose sum stays below need come before the cut bin, and the
+            // one whose sum reaches need is it.
+            int4 a = v[0];
+            const int4 b = v[1];
+            a.x -= fix;
+            int c[8];
+            if (DESC) {
+                c[0] = b.w, c[1] = b.z, c[2] = b.y, c[3] = b.x;
+                c[4] = a.w, c[5] = a.z, c[6] = a.y, c[7] = a.x;
+            } else {
+                c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w;
+                c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
+            }
+            int k = 0, cum = excl, before = excl, cnt = 0;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const bool was_below = cum < need;
+                cum += c[q];
+                const bool below = cum < need;
+                k += below ? 1 : 0;
+                before = below ? cum : before;
+                cnt = was_below && !below ? c[q] : cnt;
+            }
+            slot = make_int4(DESC ? HBINS - 1 - (8 * lane + k) : 8 * lane + k, before, cnt, total);
+        } else if (lane == 31 && total < need) {
+            slot = make_int4(0, 0, 0, total);
+        }
+    }
+    __syncthreads();
+    return load_cut(slot);
+}
+
+
+// One key's id store of the emit, in one asm block so that the selection
+// bit is tested once for the vote and the store: the key's output index is
+// at + (the warp's selected keys in lanes below this one), its address one
+// wide multiply-add from a base held in registers (left to the compiler, the
+// row's base was rebuilt from t and the stride a key), and the store is
+// predicated (the compiler would branch around a conditional store). Returns
+// the warp's ballot of selected keys.
+__device__ __forceinline__ uint32_t emit_id(int32_t *base, uint32_t at, uint32_t lt,
+                                            uint32_t gid, uint32_t sel)
+{
+    uint32_t b;
+    asm volatile("{\n\t.reg .pred q;\n\t.reg .u32 x;\n\t.reg .u64 a;\n\t"
+                 "setp.ne.u32 q, %5, 0;\n\t"
+                 "vote.sync.ballot.b32 %0, q, 0xffffffff;\n\t"
+                 "and.b32 x, %0, %3;\n\t"
+                 "popc.b32 x, x;\n\t"
+                 "add.u32 x, x, %2;\n\t"
+                 "mad.wide.u32 a, x, 4, %1;\n\t"
+                 "@q st.global.u32 [a], %4;\n\t}"
+                 : "=r"(b)
+                 : "l"(base), "r"(at), "r"(lt), "r"(gid), "r"(sel)
                  : "memory");
+    return b;
 }
 
 // x through a volatile move: values derived from the result are computed
@@ -258,7 +304,9 @@ struct SmallRow {
     }
     __device__ __forceinline__ uint32_t local_of(int i) const
     {
-        return (0xFFFFu - (wd[i] & 0xFFFFu)) | (((pq >> i) & 1u) << 16);
+        // 0xFFFF - low half, and the plane bit shifted straight to bit 16:
+        // two logic ops and a shift (i is a constant of the unrolled loops).
+        return (~wd[i] & 0xFFFFu) | ((pq << (16 - i)) & 0x10000u);
     }
     __device__ __forceinline__ uint32_t gid_of(int i) const
     {
@@ -294,8 +342,8 @@ __device__ __forceinline__ void small_start(uint32_t *rowbuf, SmallSmem &fs,
     }
     __syncwarp();
     fetch_row(rowbuf, &fs.bar, gathered, rank_words, t, bulk);
-    for (int q = tid; q < 3 * HBINS; q += THREADS)
-        (&fs.hist[0][0])[q] = 0;
+    // Only the first pass's histogram: each pass clears the next one's.
+    fs.hist[0][tid] = 0;
     if (tid == 0)
         fs.nlist = 0;
     __syncthreads(); // the mbarrier's init and the cleared histograms
@@ -405,7 +453,7 @@ __device__ __forceinline__ uint32_t small_ties_by_radix(SmallRow &row, SmallSmem
         }
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
-        const Cut c3 = warp_cut<false>(hist, nd);
+        const Cut c3 = shared_cut<false>(hist, nd, fs.cut[0], 0);
         h = next_hist(h);
         prefix = (prefix << (hi - shift)) | (uint32_t)c3.bin;
         nd -= c3.before;
@@ -426,15 +474,16 @@ __device__ __forceinline__ uint32_t small_ties_by_radix(SmallRow &row, SmallSmem
 __device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs, int &h)
 {
     const int tid = threadIdx.x;
-    // Pass 1: the top byte of ord16, over the non-empty words.
+    // Pass 1: the top byte of ord16, over the non-empty words. An empty
+    // word counts in the sink bin past the 256 (never read), which costs
+    // less than a branch around the atomic.
     int *hist = fs.hist[h];
 #pragma unroll
     for (int i = 0; i < KPT; ++i)
-        if (r.wd[i] != 0u)
-            atomicAdd(&hist[r.wd[i] >> 24], 1);
+        atomicAdd(&hist[r.wd[i] != 0u ? r.wd[i] >> 24 : (uint32_t)HBINS], 1);
     fs.hist[next_hist(h)][tid] = 0;
     __syncthreads();
-    const Cut c1 = warp_cut<true>(hist, TOPK);
+    const Cut c1 = shared_cut<true>(hist, TOPK, fs.cut[0], 0);
     h = next_hist(h);
 
     SmallBound b;
@@ -442,19 +491,26 @@ __device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs,
     b.thrc = 0xFFFFFFFFu;
     b.full = c1.total >= TOPK;
     if (b.full) {
-        // Pass 2: the low byte of ord16, over the boundary bin's words.
-        const uint32_t b1 = (uint32_t)c1.bin;
+        // Pass 2: the low byte of ord16, over the boundary bin's words:
+        // [lo, lo + 2^24), one compare (pass 1's shifted bytes are not kept
+        // live). For bin 0 that range holds the empty words too, which the
+        // cut takes off bin 0 again (their count is all keys minus pass 1's
+        // total). Only lo stays live across the pass: the first cut's other
+        // fields are read again after it.
+        const uint32_t lo = (uint32_t)c1.bin << 24;
         hist = fs.hist[h];
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
-            if (r.wd[i] != 0u && (r.wd[i] >> 24) == b1)
+            if (r.wd[i] - lo < 0x1000000u)
                 atomicAdd(&hist[(r.wd[i] >> 16) & 0xFFu], 1);
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
-        const int need2 = TOPK - c1.before;
-        const Cut c2 = warp_cut<true>(hist, need2);
+        const Cut p1 = load_cut(fs.cut[0]);
+        const int need2 = TOPK - p1.before;
+        const Cut c2 =
+            shared_cut<true>(hist, need2, fs.cut[1], p1.bin == 0 ? NKEYS - p1.total : 0);
         h = next_hist(h);
-        b.P = (b1 << 8) | (uint32_t)c2.bin;
+        b.P = ((uint32_t)load_cut(fs.cut[0]).bin << 8) | (uint32_t)c2.bin;
         const int need = need2 - c2.before; // of the m keys with ord16 == P
         const int m = c2.cnt;
         r.refresh();
@@ -481,12 +537,15 @@ __device__ __forceinline__ uint32_t small_selected(SmallRow &row, const SmallBou
         for (int i = 0; i < KPT; ++i)
             selbits |= (r.wd[i] >= lo ? 1u : 0u) << i;
     } else {
+        // A tie key only for the few keys at P, behind a branch: computed
+        // for every key it cost more than the rest of this phase.
         r.refresh();
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
             const uint32_t o16 = r.wd[i] >> 16;
-            const bool s =
-                r.wd[i] != 0u && (o16 > b.P || (o16 == b.P && r.tie_key(i) <= b.thrc));
+            bool s = o16 > b.P;
+            if (r.tied(i, b.P))
+                s = r.tie_key(i) <= b.thrc;
             selbits |= (s ? 1u : 0u) << i;
         }
     }
@@ -620,11 +679,7 @@ __device__ __forceinline__ void small_emit_ids(const SmallRow &r, const Out &o, 
 #pragma unroll
     for (int i = 0; i < KPT; ++i) {
         if (r.has_group(i)) {
-            const uint32_t s = (selbits >> i) & 1u;
-            const uint32_t b = __ballot_sync(0xFFFFFFFFu, s != 0u);
-            // A predicated store: no branch around it, and a 32-bit offset
-            // instead of a 64-bit pointer walk.
-            store_if(ids + (at + (uint32_t)__popc(b & lt)), r.gid_of(i), s);
+            const uint32_t b = emit_id(ids, at, lt, r.gid_of(i), selbits & (1u << i));
             at += (uint32_t)__popc(b);
         }
     }

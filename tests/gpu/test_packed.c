@@ -278,6 +278,50 @@ TEST(select_duplicates_and_junk)
     dcptopk_context_destroy(ctx);
 }
 
+/* Rows whose K-th key lies in the lowest byte of ord16 (words a caller's own
+ * producer may send: ord16 below -inf's 0x7F, some 0 with a non-zero word),
+ * with empty slots beside them, which the select's second pass counts in
+ * that same bin and must take off again; some rows also hold a few ordinary
+ * keys above. Fewer than K non-empty words at W = 2. */
+TEST(select_boundary_in_the_lowest_bin)
+{
+    GPU_CTX(ctx);
+    const int ws_[3] = {2, 8, 16};
+    for (int kn = 0; kn < 4 && !dc_test_failed; kn++) {
+        for (int wi = 0; wi < 3 && !dc_test_failed; wi++) {
+            dcptopk_merge_config c = config_of(KN[kn][0], KN[kn][1], ws_[wi]);
+            const int32_t n = c.local_topk, words = dcptopk_packed_row_words(n);
+            const int64_t rows = 8;
+            int32_t *g = calloc((size_t)c.world_size * rows * words, 4);
+            CHECK(g != NULL);
+            dc_rng rng;
+            dc_rng_seed(&rng, 41 + (uint64_t)kn * 5 + (uint64_t)wi);
+            for (int32_t r = 0; r < c.world_size; r++)
+                for (int64_t t = 0; t < rows; t++) {
+                    int32_t *row = g + ((size_t)r * rows + (size_t)t) * words;
+                    for (int32_t j = 0; j < n; j++) {
+                        if (j % 5 == 4)
+                            continue; /* empty */
+                        uint32_t key = (uint32_t)dc_rng_below(&rng, t % 4 == 0 ? 0x100 : 8);
+                        if (t % 2 == 1 && j % 10 == 0)
+                            key = 0x8000u + (uint32_t)dc_rng_below(&rng, 0x100);
+                        uint32_t l = (uint32_t)dc_rng_below(&rng, 1u << 17);
+                        uint32_t word = (key << 16) | (0xFFFFu - (l & 0xFFFFu));
+                        if (word == 0) /* key 0 and local id 0xFFFF: keep it a key */
+                            word = 1;
+                        row[j] = (int32_t)word;
+                        if (l >> 16)
+                            row[n + j / 32] |= (int32_t)(1u << (j % 32));
+                    }
+                }
+            check_select(ctx, &c, g, rows, 1 << 17, 0, "lowest-bin");
+            check_select(ctx, &c, g, rows, 1 << 17, c.world_size - 1, "lowest-bin");
+            free(g);
+        }
+    }
+    dcptopk_context_destroy(ctx);
+}
+
 /* rank_stride_rows > T and ids_out_stride > K; only ids (no rows map). */
 TEST(select_strides)
 {

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench/packed_ab.sh - a same-run A/B of the packed kernels' templates:
+# bench_packed with the templates of OLD_DIR (through DCPTOPK_TEMPLATE_DIR)
+# and with the build's embedded ones, alternated ROUNDS times in one device
+# run, so that both sides see the same GPU, clocks and inputs. Prints one
+# line a figure and side, then each figure's medians over the rounds.
+#
+#   bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY (BENCH_PACKED_ONLY, default
+#                      select)] [ROUNDS (default 3)]
+#
+# OLD_DIR is a copy of kernels/ (or a flat folder of templates) of the
+# version to compare against, e.g. `git show OLD:kernels/packed/select.cu`
+# written into it. Correctness is the GPU tests' job (bit-exact against the
+# CPU reference on both sides); this script only times.
+set -uo pipefail
+build="${1:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
+old="${2:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
+only="${3:-select}"
+rounds="${4:-3}"
+[ -d "$old" ] || { echo "packed_ab: $old is not a folder" >&2; exit 2; }
+old=$(cd "$old" && pwd)
+cache=$(mktemp -d)
+trap 'rm -rf "$cache"' EXIT
+chmod 700 "$cache"
+export DCPTOPK_CACHE_DIR="$cache" NCCL_NVLS_ENABLE=0
+lines=$(mktemp)
+for ((i = 1; i <= rounds; i++)); do
+    for side in old new; do
+        if [ "$side" = old ]; then
+            out=$(DCPTOPK_TEMPLATE_DIR="$old" BENCH_PACKED_ONLY="$only" "$build/bench/bench_packed" 2>&1)
+        else
+            out=$(env -u DCPTOPK_TEMPLATE_DIR BENCH_PACKED_ONLY="$only" "$build/bench/bench_packed" 2>&1)
+        fi
+        echo "$out" | grep '^JSON ' | sed "s/^JSON /$side $i /" | tee -a "$lines"
+    done
+done
+# Medians a figure and side.
+python3 - "$lines" <<'EOF'
+import json, sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    side, _, rec = line.split(" ", 2)
+    r = json.loads(rec)
+    key = (r["bench"], r["shape"])
+    rows.setdefault(key, {}).setdefault(side, []).append(r["us"])
+for (bench, shape), sides in rows.items():
+    o = statistics.median(sides.get("old", [float("nan")]))
+    n = statistics.median(sides.get("new", [float("nan")]))
+    print(f"AB {bench} | {shape} | old {o:.2f} us | new {n:.2f} us | new/old {n / o:.3f}")
+EOF
+rm -f "$lines"
