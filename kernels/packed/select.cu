@@ -304,9 +304,14 @@ struct SmallRow {
     }
     __device__ __forceinline__ uint32_t local_of(int i) const
     {
-        // 0xFFFF - low half, and the plane bit shifted straight to bit 16:
-        // two logic ops and a shift (i is a constant of the unrolled loops).
-        return (~wd[i] & 0xFFFFu) | ((pq << (16 - i)) & 0x10000u);
+        // 0xFFFF - low half, and the plane bit shifted straight to bit 16
+        // (i is a constant of the unrolled loops): a shift, a mask and one
+        // lop3 ((~word & 0xFFFF) | bit), written out because ptxas merged
+        // the complement into the global id's multiply instead (two more).
+        const uint32_t bit = (pq << (16 - i)) & 0x10000u;
+        uint32_t l;
+        asm("lop3.b32 %0, %1, %2, 0xFFFF, 0xCE;" : "=r"(l) : "r"(wd[i]), "r"(bit));
+        return l;
     }
     __device__ __forceinline__ uint32_t gid_of(int i) const
     {
@@ -316,9 +321,13 @@ struct SmallRow {
     {
         return (gid_of(i) << JBITS) | (uint32_t)slot_of(i);
     }
+    // A non-empty word with ord16 == P: one range test, [P << 16, (P + 1)
+    // << 16) without the empty word when P = 0 (no test of the word against
+    // 0, whose result the compiler kept in registers from pass 1 on).
     __device__ __forceinline__ bool tied(int i, uint32_t P) const
     {
-        return wd[i] != 0u && (wd[i] >> 16) == P;
+        const uint32_t lo = max(P << 16, 1u);
+        return wd[i] - lo < ((P + 1u) << 16) - lo;
     }
     // Whether group i of this warp holds keys (past the last group every
     // word is 0).
@@ -394,22 +403,29 @@ __device__ __forceinline__ void small_load(SmallRow &r, const uint32_t *rowbuf, 
 // of them (P = 0).
 struct SmallBound {
     uint32_t P, thrc;
+    uint32_t tmask; // bit i: key i may be tied at P (thrc set: test it)
     bool full;
 };
 
 // Of the m tie keys (ord16 == P) the need-th smallest, m <= TIE_CMP: they
 // are gathered (unique: any order) and each is ranked by comparison.
+// tmask gets this thread's tied keys, so that the selection tests only them.
 __device__ __forceinline__ uint32_t small_ties_by_compare(SmallRow &row, SmallSmem &fs, uint32_t P,
-                                                          int need, int m)
+                                                          int need, int m, uint32_t &tmask)
 {
     int wq = row.wq, lq = row.lq; // local copies (SmallRow's note)
     uint32_t pq = row.pq;
     SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
     const int tid = threadIdx.x;
+    uint32_t tm = 0u;
 #pragma unroll
-    for (int i = 0; i < KPT; ++i)
-        if (r.tied(i, P))
+    for (int i = 0; i < KPT; ++i) {
+        const bool tk = r.tied(i, P);
+        tm |= (tk ? 1u : 0u) << i;
+        if (tk)
             fs.list[atomicAdd(&fs.nlist, 1)] = r.tie_key(i);
+    }
+    tmask = tm;
     __syncthreads();
     if (tid < m) {
         const uint32_t x = fs.list[tid];
@@ -498,11 +514,14 @@ __device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs,
         // total). Only lo stays live across the pass: the first cut's other
         // fields are read again after it.
         const uint32_t lo = (uint32_t)c1.bin << 24;
+        // The other words count in the sink bin, which costs less than a
+        // branch around the atomic.
         hist = fs.hist[h];
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
-            if (r.wd[i] - lo < 0x1000000u)
-                atomicAdd(&hist[(r.wd[i] >> 16) & 0xFFu], 1);
+            atomicAdd(&hist[r.wd[i] - lo < 0x1000000u ? __byte_perm(r.wd[i], 0u, 0x4442u)
+                                                       : (uint32_t)HBINS],
+                      1);
         fs.hist[next_hist(h)][tid] = 0;
         __syncthreads();
         const Cut p1 = load_cut(fs.cut[0]);
@@ -515,9 +534,11 @@ __device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs,
         const int m = c2.cnt;
         r.refresh();
         if (need < m && m <= TIE_CMP)
-            b.thrc = small_ties_by_compare(r, fs, b.P, need, m);
-        else if (need < m)
+            b.thrc = small_ties_by_compare(r, fs, b.P, need, m, b.tmask);
+        else if (need < m) {
             b.thrc = small_ties_by_radix(r, fs, b.P, need, h);
+            b.tmask = (1u << KPT) - 1u; // test every key
+        }
     }
     return b;
 }
@@ -537,16 +558,19 @@ __device__ __forceinline__ uint32_t small_selected(SmallRow &row, const SmallBou
         for (int i = 0; i < KPT; ++i)
             selbits |= (r.wd[i] >= lo ? 1u : 0u) << i;
     } else {
-        // A tie key only for the few keys at P, behind a branch: computed
-        // for every key it cost more than the rest of this phase.
-        r.refresh();
+        // The keys above P by one compare each; a tie key only for the few
+        // keys at P, in the threads that hold one (tmask): computed for
+        // every key it cost more than the rest of this phase.
+        const uint32_t top = (b.P << 16) | 0xFFFFu;
 #pragma unroll
-        for (int i = 0; i < KPT; ++i) {
-            const uint32_t o16 = r.wd[i] >> 16;
-            bool s = o16 > b.P;
-            if (r.tied(i, b.P))
-                s = r.tie_key(i) <= b.thrc;
-            selbits |= (s ? 1u : 0u) << i;
+        for (int i = 0; i < KPT; ++i)
+            selbits |= (r.wd[i] > top ? 1u : 0u) << i;
+        if (b.tmask != 0u) {
+            r.refresh();
+#pragma unroll
+            for (int i = 0; i < KPT; ++i)
+                if (((b.tmask >> i) & 1u) && r.tied(i, b.P) && r.tie_key(i) <= b.thrc)
+                    selbits |= 1u << i;
         }
     }
     row.wq = wq;
@@ -653,18 +677,28 @@ __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
         fs.wcnt[r.w][2] = (int)notsat;
     }
     __syncthreads();
+    // Lane v < NW reads warp v's counts, and warp reductions (one
+    // instruction each) sum them: all warps', and those below this one.
     SmallCounts c;
-    c.sel_base = c.sel_total = c.own_base = c.own_total = 0;
-    c.notsat = 0u;
-#pragma unroll
-    for (int v = 0; v < NW; ++v) {
-        const int a = fs.wcnt[v][0], b = fs.wcnt[v][1];
-        c.sel_base += v < r.w ? a : 0;
-        c.own_base += v < r.w ? b : 0;
-        c.sel_total += a;
-        c.own_total += b;
-        c.notsat |= (uint32_t)fs.wcnt[v][2];
+    const int v = r.lane;
+    const bool below = v < r.w;
+    int a = 0, own = 0;
+    uint32_t ns = 0u;
+    if (v < NW) {
+        a = fs.wcnt[v][0];
+        if constexpr (BLOCK > 0)
+            own = fs.wcnt[v][1];
+        if constexpr (EXACT)
+            ns = (uint32_t)fs.wcnt[v][2];
     }
+    c.sel_total = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)a);
+    c.sel_base = (int)__reduce_add_sync(0xFFFFFFFFu, below ? (uint32_t)a : 0u);
+    c.own_total = c.own_base = 0;
+    if constexpr (BLOCK > 0) {
+        c.own_total = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)own);
+        c.own_base = (int)__reduce_add_sync(0xFFFFFFFFu, below ? (uint32_t)own : 0u);
+    }
+    c.notsat = EXACT ? __reduce_or_sync(0xFFFFFFFFu, ns) : 0u;
     return c;
 }
 
