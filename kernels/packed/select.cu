@@ -777,12 +777,19 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     small_load(r, rowbuf, fs, bulk);
     const SmallBound b = small_boundary(r, fs, h);
     // tau16: ord16 of the lowest selected key when K were selected; P then,
-    // since every selected key has ord16 >= P and one has P.
-    const uint32_t tau = b.full ? b.P : 0u;
+    // since every selected key has ord16 >= P and one has P (and P = 0
+    // when fewer were).
     const uint32_t selbits = small_selected(r, b);
 
     const SmallOwner ow = small_owner(o, t);
-    const SmallCounts c = small_counts(r, fs, ow, o, selbits, tau);
+    const SmallCounts c = small_counts(r, fs, ow, o, selbits, b.P);
+    if constexpr (EXACT) {
+        // Written here, so that P is not kept across the emit.
+        if (threadIdx.x == 0) {
+            const uint32_t mask = ~c.notsat & ((1u << WORLD) - 1u);
+            sat[t] = (mask << 16) | b.P;
+        }
+    }
     const uint32_t lt = lanemask_lt();
     r.refresh();
     if (EMIT_IDS && o.ids != nullptr)
@@ -790,12 +797,6 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     if constexpr (BLOCK > 0)
         if (ow.want_rows)
             small_emit_rows(r, ow, o, t, selbits, c, lt);
-    if constexpr (EXACT) {
-        if (threadIdx.x == 0) {
-            const uint32_t mask = ~c.notsat & ((1u << WORLD) - 1u);
-            sat[t] = (mask << 16) | tau;
-        }
-    }
 }
 #else
 
