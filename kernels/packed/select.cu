@@ -399,12 +399,11 @@ __device__ __forceinline__ void small_load(SmallRow &r, const uint32_t *rowbuf, 
 }
 
 // The row's boundary: ord16 > P selects a key, ord16 == P with tie key <=
-// thrc too (thrc all-ones: every one). Fewer than K keys (full false): all
-// of them (P = 0).
+// thrc too (thrc all-ones: every one). Fewer than K keys: all of them (P =
+// 0, thrc all-ones).
 struct SmallBound {
     uint32_t P, thrc;
     uint32_t tmask; // bit i: key i may be tied at P (thrc set: test it)
-    bool full;
 };
 
 // Of the m tie keys (ord16 == P) the need-th smallest, m <= TIE_CMP: they
@@ -505,8 +504,7 @@ __device__ __forceinline__ SmallBound small_boundary(SmallRow &r, SmallSmem &fs,
     SmallBound b;
     b.P = 0u;
     b.thrc = 0xFFFFFFFFu;
-    b.full = c1.total >= TOPK;
-    if (b.full) {
+    if (c1.total >= TOPK) {
         // Pass 2: the low byte of ord16, over the boundary bin's words:
         // [lo, lo + 2^24), one compare (pass 1's shifted bytes are not kept
         // live). For bin 0 that range holds the empty words too, which the
