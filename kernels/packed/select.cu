@@ -220,7 +220,6 @@ __device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot,
     return load_cut(slot);
 }
 
-
 // One key's id store of the emit, in one asm block so that the selection
 // bit is tested once for the vote and the store: the key's output index is
 // at + (the warp's selected keys in lanes below this one), its address one
