@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "gen.h"
 #include "gpu_util.h"
 #include "harness.h"
 #include "runtime.h"
@@ -41,9 +42,7 @@ static void contract_pack_indices(const uint16_t *logits, int64_t ls,
             uint32_t k = contract_ord16(logits[t * ls + l]);
             if (k == 0)
                 continue;
-            row[j] = (int32_t)((k << 16) | (0xFFFFu - ((uint32_t)l & 0xFFFFu)));
-            if ((l >> 16) & 1)
-                row[n + j / 32] |= (int32_t)(1u << (j % 32));
+            dc_packed_put(row, n, j, k, (uint32_t)l);
         }
     }
 }

@@ -258,9 +258,7 @@ TEST(select_duplicates_and_junk)
                             l = (uint32_t)dc_rng_below(&rng, 4); /* many dups */
                         if (t % 4 == 2 && j % 5 == 0)
                             key = 0; /* ord16 0, non-zero word */
-                        row[j] = (int32_t)((key << 16) | (0xFFFFu - (l & 0xFFFFu)));
-                        if (l >> 16)
-                            row[n + j / 32] |= (int32_t)(1u << (j % 32));
+                        dc_packed_put(row, n, j, key, l);
                         if (t % 4 == 3 && j % 7 == 0)
                             row[j] = 0; /* empty */
                     }
@@ -306,12 +304,9 @@ TEST(select_boundary_in_the_lowest_bin)
                         if (t % 2 == 1 && j % 10 == 0)
                             key = 0x8000u + (uint32_t)dc_rng_below(&rng, 0x100);
                         uint32_t l = (uint32_t)dc_rng_below(&rng, 1u << 17);
-                        uint32_t word = (key << 16) | (0xFFFFu - (l & 0xFFFFu));
-                        if (word == 0) /* key 0 and local id 0xFFFF: keep it a key */
-                            word = 1;
-                        row[j] = (int32_t)word;
-                        if (l >> 16)
-                            row[n + j / 32] |= (int32_t)(1u << (j % 32));
+                        if (key == 0 && (l & 0xFFFFu) == 0xFFFFu)
+                            l ^= 1u; /* keep it a key: the word would be 0 (empty) */
+                        dc_packed_put(row, n, j, key, l);
                     }
                 }
             check_select(ctx, &c, g, rows, 1 << 17, 0, "lowest-bin");

@@ -126,6 +126,13 @@ static uint16_t nan_variant(dc_rng *r)
     return nans[dc_rng_below(r, sizeof nans / sizeof nans[0])];
 }
 
+void dc_packed_put(int32_t *row, int32_t n, int32_t j, uint32_t key16, uint32_t l)
+{
+    row[j] = (int32_t)((key16 << 16) | (0xFFFFu - (l & 0xFFFFu)));
+    if ((l >> 16) & 1u)
+        row[n + j / 32] |= (int32_t)(1u << (j % 32));
+}
+
 void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n)
 {
     switch (family) {

@@ -93,6 +93,11 @@ int dc_gen_world(dc_world *w, int family, int32_t topk, int32_t local_topk,
                  uint64_t seed);
 void dc_world_free(dc_world *w);
 
+/* Puts a candidate in slot j of a packed row of n candidates (a row that
+ * starts zeroed): the word (key16 << 16) | (0xFFFF - (l & 0xFFFF)) and bit 16
+ * of the local id l in plane word j / 32. */
+void dc_packed_put(int32_t *row, int32_t n, int32_t j, uint32_t key16, uint32_t l);
+
 /* Fills one bf16 row of n values of the "simple" families (NORMAL,
  * NORMAL_100, INTEGER, ALL_EQUAL, ALL_ZERO, INF, SIGNED_ZERO, NAN_ROWS);
  * other families fall back to NORMAL. */
