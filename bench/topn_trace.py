@@ -18,12 +18,12 @@ import sys
 STAMPS = [
     (2, "        sh.hist_local[i] = 0u;\n#if DC_TOPN_CLUSTER > 1\n        sh.hist_max_local[i] = 0u;\n#endif\n    }\n    __syncthreads();\n", True),
     (7, "        to_keys(nfull, raw);\n    }\n", True),
-    (8, "    group_sync();\n\n    // ---- the lower bound", None),
+    (8, "    // ---- the lower bound lb", False),
     (9, "        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;\n    }\n", True),
     (10, "            list[at++] = (uint16_t)(first + __ffs(flags) - 1);\n        __syncthreads();\n    }\n", True),
-    (11, "    window_pass(lb);\n", True),
+    (11, "    window_pass(lb, true);\n", True),
     (12, "        eq_run = take_all ? 0u : sh.b_eq;\n    }\n", True),
-    (13, "    // ---- plane words", False),
+    (13, "    topn_planes<NSEL>(chunk, crank", False),
 ]
 
 HEADER = '''
