@@ -260,6 +260,12 @@ __device__ __forceinline__ int next_hist(int h)
     return h == 2 ? 0 : h + 1;
 }
 
+// The lowest non-empty word whose ord16 is >= P (the empty word is 0).
+__device__ __forceinline__ uint32_t lowest_word(uint32_t P)
+{
+    return max(P << 16, 1u);
+}
+
 // One thread's share of a row on the small-row path: the words of its KPT
 // positions (wd) and the warp, lane and plane bits (wq, lq, pq) from which
 // the per-key helpers derive a key's rank, slot, local and global id.
@@ -325,7 +331,7 @@ struct SmallRow {
     // 0, whose result the compiler kept in registers from pass 1 on).
     __device__ __forceinline__ bool tied(int i, uint32_t P) const
     {
-        const uint32_t lo = max(P << 16, 1u);
+        const uint32_t lo = lowest_word(P);
         return wd[i] - lo < ((P + 1u) << 16) - lo;
     }
     // Whether group i of this warp holds keys (past the last group every
@@ -550,7 +556,7 @@ __device__ __forceinline__ uint32_t small_selected(SmallRow &row, const SmallBou
     SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
     uint32_t selbits = 0u;
     if (b.thrc == 0xFFFFFFFFu) {
-        const uint32_t lo = b.P != 0u ? b.P << 16 : 1u;
+        const uint32_t lo = lowest_word(b.P);
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
             selbits |= (r.wd[i] >= lo ? 1u : 0u) << i;

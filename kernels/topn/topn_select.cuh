@@ -74,6 +74,9 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_KEY_MIN 0x00FEu         // the key of -inf, the least non-NaN key
 #define DC_KEY_ORD 0x007Fu         // key - DC_KEY_ORD = ord16 (non-NaN keys)
 #define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
+#ifndef DC_TOPN_RUNS
+#define DC_TOPN_RUNS 1             // runs of maxima in one bin: one atomic a run
+#endif
 // A cluster's CTAs count the maxima of their first 3 pieces only (lb from
 // 3/4 of the vectors: still a bound), so that they send them to their peers
 // while the last piece lands and turns into keys.
@@ -273,6 +276,22 @@ __device__ __forceinline__ uint32_t key_at(const u32x4 &k, uint32_t e)
     return (e & 1u) ? (w >> 16) : (w & 0xFFFFu);
 }
 
+// Adds n to hist[bin] for every lane of a converged warp: the lanes whose
+// bin is lane 0's add up first, so that a tied row's one bin takes one
+// atomic a warp rather than 32 serialised ones.
+__device__ __forceinline__ void warp_count(uint32_t *hist, uint32_t bin, uint32_t n)
+{
+    const uint32_t b0 = __shfl_sync(0xFFFFFFFFu, bin, 0);
+    const bool same = bin == b0;
+    const uint32_t s = __reduce_add_sync(0xFFFFFFFFu, same ? n : 0u);
+    if (lane_id() == 0) {
+        if (s)
+            atomicAdd(&hist[b0], s);
+    } else if (!same && n) {
+        atomicAdd(&hist[bin], n);
+    }
+}
+
 // --------------------------------------------------- block primitives
 
 // Scratch words of the block scans and the warp passes: each slot is written
@@ -445,17 +464,22 @@ __device__ __forceinline__ void find_bin(const uint32_t (&h)[DC_TOPN_BPT],
 }
 
 // Counts the keys >= base of a vector in the window histogram, bin
-// (key - base) >> shift; returns how many fall above the window.
+// (key - base) >> shift; returns how many fall above the window. With
+// shift 0 the keys == base are counted in *eq instead of bin 0: on tied
+// rows most listed keys equal lb, and atomics on one address serialise.
+template <uint32_t SHIFT>
 __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, uint32_t base,
-                                               uint32_t shift)
+                                               uint32_t *eq)
 {
     const uint32_t w4[4] = {k.x, k.y, k.z, k.w};
     uint32_t ovf = 0;
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const uint32_t key = (w4[e >> 1] >> ((e & 1) * 16)) & 0xFFFFu;
-        if (key >= base) {
-            const uint32_t d = (key - base) >> shift;
+        if (SHIFT == 0 && key == base) {
+            ++*eq;
+        } else if (key >= base) {
+            const uint32_t d = (key - base) >> SHIFT;
             if (d < DC_TOPN_BINS)
                 atomicAdd(&hist[d], 1u);
             else
@@ -542,6 +566,15 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #else
     uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
 #endif
+    // A thread counts a run of maxima in one bin by one atomic: on tied or
+    // shifted rows most maxima share a bin, and a warp's atomics on one
+    // address serialise.
+    uint32_t run_bin = 0, run_n = 0;
+    auto flush_max = [&]() {
+        if (run_n)
+            atomicAdd(&hist_max[run_bin], run_n);
+        run_n = 0;
+    };
 
     // ---- 1. the bulk copies go out first, then the histograms are cleared
     if (tid == 0) {
@@ -627,6 +660,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     };
     uint32_t own_max[BPT], own_win[BPT];
     auto push_max = [&]() {
+        warp_count(hist_max, run_bin, run_n);
         __syncthreads(); // the counted maxima are in
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
         push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max);
@@ -649,8 +683,17 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         kv[v] = k;
         const uint32_t m = max_key8(k);
         list[v] = (uint16_t)m;
-        if (DC_TOPN_CLUSTER == 1 || counting)
+        if (DC_TOPN_CLUSTER == 1 || counting) {
+#if DC_TOPN_RUNS
+            if ((m >> 5) != run_bin) {
+                flush_max();
+                run_bin = m >> 5;
+            }
+            run_n++;
+#else
             atomicAdd(&hist_max[m >> 5], 1u);
+#endif
+        }
     };
     if constexpr (DC_TOPN_CLUSTER > 1) {
         // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
@@ -732,6 +775,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     if (counting) // short rows: every piece was counted
         push_max();
 #else
+    warp_count(hist_max, run_bin, run_n);
     group_sync();
 #endif
 
@@ -741,6 +785,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // array is cleared as it is read (one CTA): it becomes the window
     // histogram after this scan's barriers.
     uint32_t lb, mbin, need_fine;
+    bool crowded; // lb's bin holds many maxima (uniform over the group)
     {
         uint32_t h[BPT], b[BPT];
 #if DC_TOPN_CLUSTER > 1
@@ -752,6 +797,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
         mbin = sh.bin;
         need_fine = (uint32_t)NSEL - sh.above;
+        crowded = sh.upto > 4u * (uint32_t)NSEL;
         lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;
     }
 
@@ -790,18 +836,30 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                 four(j);
         }
     };
-    if (DC_TOPN_CLUSTER == 1 && lb == (mbin << 5)) {
+    if ((DC_TOPN_CLUSTER == 1 || crowded) && lb == (mbin << 5)) {
         // lb to the exact N-th largest maximum (uniform): the maxima of lb's
         // bin by value; need_fine of them (>= 1, <= the bin's count) are the
         // largest. Fewer vectors are listed: a bin spans a quarter of an
         // octave, and without this step over a quarter of a normal prefill
-        // row's vectors are listed. A cluster skips it: there its pass over
-        // 16 maxima a thread and its cluster barrier cost more than the
-        // shorter list saves.
+        // row's vectors are listed. A cluster takes it only when lb's bin is
+        // crowded (tied or shifted rows, whose maxima share a few bins):
+        // on normal rows its pass over 16 maxima a thread and its cluster
+        // barrier cost more than the shorter list saves. The fine counts
+        // take every maximum of the bin, the first bound only those of the
+        // counted pieces: N vectors still hold a maximum >= the new lb.
+        uint32_t fm = 0, fn = 0; // a run of equal maxima, one atomic
         each_max([&](int32_t, uint32_t m) {
-            if ((m >> 5) == mbin)
-                atomicAdd(&sh.fine[m & 31u], 1u);
+            if ((m >> 5) == mbin) {
+                if (m != fm) {
+                    if (fn)
+                        atomicAdd(&sh.fine[fm & 31u], fn);
+                    fm = m;
+                    fn = 0;
+                }
+                fn++;
+            }
         });
+        warp_count(sh.fine, fm & 31u, fn);
         group_sync();
         uint32_t c = 0; // lane i: the maxima lb + 31 - i
 #pragma unroll
@@ -839,12 +897,15 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     bool pushed_win = false; // uniform
 #endif
     auto window_pass = [&](uint32_t from, bool first_pass) {
-        uint32_t o = 0;
+        uint32_t o = 0, eq = 0;
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add(sh.hist_local, kv[list[i]], from, 0u);
+            o += window_add<0>(sh.hist_local, kv[list[i]], from, &eq);
         o = __reduce_add_sync(0xFFFFFFFFu, o);
+        eq = __reduce_add_sync(0xFFFFFFFFu, eq);
         if (lane == 0 && o)
             atomicAdd(&sh.ovf_local, o);
+        if (lane == 0 && eq)
+            atomicAdd(&sh.hist_local[0], eq);
 #if DC_TOPN_CLUSTER > 1
         // (The fallback's second pass has no mbarrier phase left: barriers.)
         pushed_win = first_pass;
@@ -893,7 +954,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             sh.ovf_local = 0u;
         __syncthreads();
         for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            window_add(sh.hist_local, kv[list[i]], lb, 5u); // never above
+            window_add<5>(sh.hist_local, kv[list[i]], lb, nullptr); // never above
         group_sync();
         {
             uint32_t h[BPT], b[BPT];
@@ -912,7 +973,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // bin of one key). When the window holds fewer, every key >= base is
     // taken (tau = base - 1, no tie rule): then fewer than N keys exist
     // (base = DC_KEY_MIN), or exactly N.
-    uint32_t tau, need_eq, count, gt_run, eq_run;
+    uint32_t tau, need_eq, count, gt_run, eq_run, gt_all;
     {
         uint32_t h[BPT], b[BPT];
 #if DC_TOPN_CLUSTER > 1
@@ -927,6 +988,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         need_eq = take_all ? 0u : (uint32_t)NSEL - (ovf + sh.above);
         count = take_all ? ovf + sh.total : (uint32_t)NSEL;
         gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
+        gt_all = take_all ? count : ovf + sh.above;
         eq_run = take_all ? 0u : sh.b_eq;
     }
     // The group's last read of a peer's shared memory was in that scan (none
@@ -996,6 +1058,10 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         }
         gt_run += tot & 0xFFFFu;
         eq_run += tot >> 16;
+        // Every key taken in the group lies before here: the rest of the
+        // list selects nothing (a tied row lists most of its vectors).
+        if (gt_run >= gt_all && eq_run >= need_eq)
+            break;
     }
     topn_planes<NSEL>(chunk, crank, count, base_sel, lo_sel, sh, out);
     group_wait();

@@ -351,6 +351,38 @@ TEST(pack_masked_tail)
     CHECK_EQ(failures, 0);
 }
 
+/* Tied rows whose larger keys come last: three columns in four hold 3.0 and
+ * the rest 2.0, so that most vectors' maxima share one bin, and N / 4
+ * columns in the row's last vectors hold 4.0 (kind 0: side by side; kind 1:
+ * one every 8 columns). The selection fills its quota of keys == 3.0 within
+ * the first CTA's first list entries while the keys above it still lie
+ * ahead: the compaction must run on to them. */
+static void tied_late_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int spread)
+{
+    for (int64_t j = 0; j < s; j++)
+        row[j] = (uint16_t)(((uint64_t)j * 7u + (uint64_t)t) % 4u == 0 ? 0x4000 : 0x4040);
+    const int64_t step = spread ? 8 : 1;
+    for (int64_t j = 0; j < n / 4; j++)
+        row[s - 1 - step * j - t % 8] = 0x4080;
+}
+
+TEST(pack_tied_late_keys)
+{
+    GPU_CTX(ctx);
+    static const int32_t ns[] = {96, 384};
+    int failures = 0;
+    for (int i = 0; i < 2; i++)
+        for (int spread = 0; spread < 2; spread++) {
+            char what[96];
+            snprintf(what, sizeof what, "tied, late keys N=%d %s", ns[i],
+                     spread ? "one a vector" : "side by side");
+            failures += long_rows_case(ctx, ns[i], spread, 3, 900u + (uint64_t)(2 * i + spread),
+                                       tied_late_edit, what);
+        }
+    dcptopk_context_destroy(ctx);
+    CHECK_EQ(failures, 0);
+}
+
 /* Rows = 0 launches nothing; the keys of a config list every variant. */
 TEST(pack_keys_and_empty)
 {
