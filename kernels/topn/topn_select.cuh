@@ -21,7 +21,8 @@
 //     chunk / 4 bytes) and counted in a histogram of its top 11 bits. The
 //     floor of the bin of the N-th largest maximum is a lower bound lb of
 //     the N-th largest key (N vectors each hold a key >= it); with one CTA a
-//     row, a 32-bin histogram of that bin's maxima raises lb to the N-th
+//     row, or when that bin holds more than 4N maxima (tied or shifted
+//     rows), a 32-bin histogram of that bin's maxima raises lb to the N-th
 //     largest maximum itself. A cluster counts the maxima of the first
 //     DC_TOPN_LB_PIECES pieces only (the N-th largest of a subset is a bound
 //     too), so that the exchange overlaps the last piece;
@@ -53,10 +54,12 @@
 //
 // NaN keys (< DC_KEY_MIN) are never counted nor selected; when v <= N every
 // non-NaN key is taken (no tie rule). Nothing depends on the value
-// distribution but the shared atomics of the histograms (one per vector for
-// the maxima, one per key >= lb for the window) and the list's length:
-// heavily tied rows (integer or +100-shifted scores in bf16) list most
-// vectors.
+// distribution but the shared atomics of the histograms and the list's
+// length: heavily tied rows (integer or +100-shifted scores in bf16) list
+// most vectors. Their maxima share a bin and their listed keys mostly equal
+// lb, and a warp's atomics on one address serialise, so a thread counts a
+// run of maxima in one bin by one atomic, the window counts keys == lb in
+// registers, and the compaction stops once the group's selection is behind.
 #pragma once
 #include "common.cuh"
 #include "topn_abi.h"
