@@ -77,9 +77,6 @@ static_assert(DCPTOPK_THREADS >= 256 && DCPTOPK_THREADS <= 1024,
 #define DC_KEY_MIN 0x00FEu         // the key of -inf, the least non-NaN key
 #define DC_KEY_ORD 0x007Fu         // key - DC_KEY_ORD = ord16 (non-NaN keys)
 #define DC_TOPN_PIECES 4           // bulk copies (and mbarriers) per CTA and row
-#ifndef DC_TOPN_RUNS
-#define DC_TOPN_RUNS 1             // runs of maxima in one bin: one atomic a run
-#endif
 // A cluster's CTAs count the maxima of their first 3 pieces only (lb from
 // 3/4 of the vectors: still a bound), so that they send them to their peers
 // while the last piece lands and turns into keys.
@@ -277,22 +274,6 @@ __device__ __forceinline__ uint32_t key_at(const u32x4 &k, uint32_t e)
     const uint32_t b = (e & 2u) ? k.w : k.z;
     const uint32_t w = (e & 4u) ? b : a;
     return (e & 1u) ? (w >> 16) : (w & 0xFFFFu);
-}
-
-// Adds n to hist[bin] for every lane of a converged warp: the lanes whose
-// bin is lane 0's add up first, so that a tied row's one bin takes one
-// atomic a warp rather than 32 serialised ones.
-__device__ __forceinline__ void warp_count(uint32_t *hist, uint32_t bin, uint32_t n)
-{
-    const uint32_t b0 = __shfl_sync(0xFFFFFFFFu, bin, 0);
-    const bool same = bin == b0;
-    const uint32_t s = __reduce_add_sync(0xFFFFFFFFu, same ? n : 0u);
-    if (lane_id() == 0) {
-        if (s)
-            atomicAdd(&hist[b0], s);
-    } else if (!same && n) {
-        atomicAdd(&hist[bin], n);
-    }
 }
 
 // --------------------------------------------------- block primitives
@@ -569,15 +550,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
 #else
     uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
 #endif
-    // A thread counts a run of maxima in one bin by one atomic: on tied or
-    // shifted rows most maxima share a bin, and a warp's atomics on one
-    // address serialise.
-    uint32_t run_bin = 0, run_n = 0;
-    auto flush_max = [&]() {
-        if (run_n)
-            atomicAdd(&hist_max[run_bin], run_n);
-        run_n = 0;
-    };
 
     // ---- 1. the bulk copies go out first, then the histograms are cleared
     if (tid == 0) {
@@ -663,7 +635,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     };
     uint32_t own_max[BPT], own_win[BPT];
     auto push_max = [&]() {
-        warp_count(hist_max, run_bin, run_n);
         __syncthreads(); // the counted maxima are in
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
         push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max);
@@ -686,17 +657,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         kv[v] = k;
         const uint32_t m = max_key8(k);
         list[v] = (uint16_t)m;
-        if (DC_TOPN_CLUSTER == 1 || counting) {
-#if DC_TOPN_RUNS
-            if ((m >> 5) != run_bin) {
-                flush_max();
-                run_bin = m >> 5;
-            }
-            run_n++;
-#else
+        if (DC_TOPN_CLUSTER == 1 || counting)
             atomicAdd(&hist_max[m >> 5], 1u);
-#endif
-        }
     };
     if constexpr (DC_TOPN_CLUSTER > 1) {
         // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
@@ -778,7 +740,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     if (counting) // short rows: every piece was counted
         push_max();
 #else
-    warp_count(hist_max, run_bin, run_n);
     group_sync();
 #endif
 
@@ -850,19 +811,30 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // barrier cost more than the shorter list saves. The fine counts
         // take every maximum of the bin, the first bound only those of the
         // counted pieces: N vectors still hold a maximum >= the new lb.
-        uint32_t fm = 0, fn = 0; // a run of equal maxima, one atomic
-        each_max([&](int32_t, uint32_t m) {
-            if ((m >> 5) == mbin) {
-                if (m != fm) {
-                    if (fn)
-                        atomicAdd(&sh.fine[fm & 31u], fn);
-                    fm = m;
-                    fn = 0;
+        if constexpr (DC_TOPN_CLUSTER == 1) {
+            each_max([&](int32_t, uint32_t m) {
+                if ((m >> 5) == mbin)
+                    atomicAdd(&sh.fine[m & 31u], 1u);
+            });
+        } else {
+            // Crowded: most maxima of the bin are equal, and a warp's
+            // atomics on one address serialise. A thread counts a run of
+            // equal maxima by one atomic.
+            uint32_t fm = 0, fn = 0;
+            each_max([&](int32_t, uint32_t m) {
+                if ((m >> 5) == mbin) {
+                    if (m != fm) {
+                        if (fn)
+                            atomicAdd(&sh.fine[fm & 31u], fn);
+                        fm = m;
+                        fn = 0;
+                    }
+                    fn++;
                 }
-                fn++;
-            }
-        });
-        warp_count(sh.fine, fm & 31u, fn);
+            });
+            if (fn)
+                atomicAdd(&sh.fine[fm & 31u], fn);
+        }
         group_sync();
         uint32_t c = 0; // lane i: the maxima lb + 31 - i
 #pragma unroll
