@@ -57,9 +57,10 @@
 // distribution but the shared atomics of the histograms and the list's
 // length: heavily tied rows (integer or +100-shifted scores in bf16) list
 // most vectors. Their maxima share a bin and their listed keys mostly equal
-// lb, and a warp's atomics on one address serialise, so a thread counts a
-// run of maxima in one bin by one atomic, the window counts keys == lb in
-// registers, and the compaction stops once the group's selection is behind.
+// lb, and a warp's atomics on one address serialise, so the window counts
+// keys == lb in registers, a crowded cluster's refinement counts runs of
+// equal maxima, and the compaction stops once the group's selection is
+// behind.
 #pragma once
 #include "common.cuh"
 #include "topn_abi.h"
