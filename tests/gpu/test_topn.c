@@ -288,6 +288,24 @@ static int long_rows_case(dcptopk_context *ctx, int32_t n, int kind, int64_t row
     return bad;
 }
 
+/* long_rows_case for N in {96, 384} and kind in {0, 1}: `rows` rows each,
+ * seed seed0 + 2 * (N index) + kind, cases named "<label> N=<n> <kind's
+ * name>". Returns the failures. */
+static int long_rows_sweep(dcptopk_context *ctx, row_edit edit, int64_t rows, uint64_t seed0,
+                           const char *label, const char *const kind_names[2])
+{
+    static const int32_t ns[] = {96, 384};
+    int failures = 0;
+    for (int i = 0; i < 2; i++)
+        for (int kind = 0; kind < 2; kind++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s N=%d %s", label, ns[i], kind_names[kind]);
+            failures += long_rows_case(ctx, ns[i], kind, rows, seed0 + (uint64_t)(2 * i + kind),
+                                       edit, what);
+        }
+    return failures;
+}
+
 /* Keys spanning about 30 octaves, more than the selection's window of 16:
  * N + 50 moderate keys (about 1000) in the first CTA's columns, and in the
  * last CTA's columns either N / 2 huge keys one per 8-key vector (kind 0), or
@@ -307,16 +325,8 @@ static void wide_span_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int p
 TEST(pack_wide_span)
 {
     GPU_CTX(ctx);
-    static const int32_t ns[] = {96, 384};
-    int failures = 0;
-    for (int i = 0; i < 2; i++)
-        for (int packed = 0; packed < 2; packed++) {
-            char what[96];
-            snprintf(what, sizeof what, "wide span N=%d %s", ns[i],
-                     packed ? "packed huge keys" : "huge keys one a vector");
-            failures += long_rows_case(ctx, ns[i], packed, 3, 700u + (uint64_t)(2 * i + packed),
-                                       wide_span_edit, what);
-        }
+    static const char *const kinds[2] = {"huge keys one a vector", "packed huge keys"};
+    const int failures = long_rows_sweep(ctx, wide_span_edit, 3, 700u, "wide span", kinds);
     dcptopk_context_destroy(ctx);
     CHECK_EQ(failures, 0);
 }
@@ -338,15 +348,8 @@ static void masked_tail_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int
 TEST(pack_masked_tail)
 {
     GPU_CTX(ctx);
-    static const int32_t ns[] = {96, 384};
-    int failures = 0;
-    for (int i = 0; i < 2; i++)
-        for (int mask = 0; mask < 2; mask++) {
-            char what[96];
-            snprintf(what, sizeof what, "masked tail N=%d %s", ns[i], mask ? "-9984" : "-inf");
-            failures += long_rows_case(ctx, ns[i], mask, 4, 800u + (uint64_t)(2 * i + mask),
-                                       masked_tail_edit, what);
-        }
+    static const char *const kinds[2] = {"-inf", "-9984"};
+    const int failures = long_rows_sweep(ctx, masked_tail_edit, 4, 800u, "masked tail", kinds);
     dcptopk_context_destroy(ctx);
     CHECK_EQ(failures, 0);
 }
@@ -369,16 +372,8 @@ static void tied_late_edit(uint16_t *row, int64_t s, int64_t t, int32_t n, int s
 TEST(pack_tied_late_keys)
 {
     GPU_CTX(ctx);
-    static const int32_t ns[] = {96, 384};
-    int failures = 0;
-    for (int i = 0; i < 2; i++)
-        for (int spread = 0; spread < 2; spread++) {
-            char what[96];
-            snprintf(what, sizeof what, "tied, late keys N=%d %s", ns[i],
-                     spread ? "one a vector" : "side by side");
-            failures += long_rows_case(ctx, ns[i], spread, 3, 900u + (uint64_t)(2 * i + spread),
-                                       tied_late_edit, what);
-        }
+    static const char *const kinds[2] = {"side by side", "one a vector"};
+    const int failures = long_rows_sweep(ctx, tied_late_edit, 3, 900u, "tied, late keys", kinds);
     dcptopk_context_destroy(ctx);
     CHECK_EQ(failures, 0);
 }
