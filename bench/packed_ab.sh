@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# bench/packed_ab.sh - a same-run A/B of the packed kernels' templates:
-# bench_packed with the templates of OLD_DIR (through DCPTOPK_TEMPLATE_DIR)
-# and with the build's embedded ones, alternated ROUNDS times in one device
-# run, so that both sides see the same GPU, clocks and inputs. Prints one
-# line a figure and side, then each figure's medians over the rounds.
+# bench/packed_ab.sh - a same-run A/B of the kernels' templates:
+# bench_packed (or, with AB_BENCH=pair, bench_pair) with the templates of
+# OLD_DIR (through DCPTOPK_TEMPLATE_DIR) and with the build's embedded ones,
+# alternated ROUNDS times in one device run, so that both sides see the same
+# GPU, clocks and inputs. Prints one line a figure and side, then each
+# figure's medians over the rounds.
 #
 #   bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY (BENCH_PACKED_ONLY, default
-#                      select)] [ROUNDS (default 3)]
+#                      select; with AB_BENCH=pair, BENCH_PAIR_ONLY "W,K,T",
+#                      default 8,2048,6710)] [ROUNDS (default 3)]
 #
 # OLD_DIR is a copy of kernels/ (or a flat folder of templates) of the
 # version to compare against, e.g. `git show OLD:kernels/packed/select.cu`
@@ -15,7 +17,11 @@
 set -uo pipefail
 build="${1:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
 old="${2:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
-only="${3:-select}"
+bench=packed only_var=BENCH_PACKED_ONLY only_default=select
+if [ "${AB_BENCH:-packed}" = pair ]; then
+    bench=pair only_var=BENCH_PAIR_ONLY only_default=8,2048,6710
+fi
+only="${3:-$only_default}"
 rounds="${4:-3}"
 [ -d "$old" ] || { echo "packed_ab: $old is not a folder" >&2; exit 2; }
 old=$(cd "$old" && pwd)
@@ -27,9 +33,9 @@ lines=$(mktemp)
 for ((i = 1; i <= rounds; i++)); do
     for side in old new; do
         if [ "$side" = old ]; then
-            out=$(DCPTOPK_TEMPLATE_DIR="$old" BENCH_PACKED_ONLY="$only" "$build/bench/bench_packed" 2>&1)
+            out=$(env DCPTOPK_TEMPLATE_DIR="$old" "$only_var=$only" "$build/bench/bench_$bench" 2>&1)
         else
-            out=$(env -u DCPTOPK_TEMPLATE_DIR BENCH_PACKED_ONLY="$only" "$build/bench/bench_packed" 2>&1)
+            out=$(env -u DCPTOPK_TEMPLATE_DIR "$only_var=$only" "$build/bench/bench_$bench" 2>&1)
         fi
         echo "$out" | grep '^JSON ' | sed "s/^JSON /$side $i /" | tee -a "$lines"
     done
@@ -41,8 +47,12 @@ rows = {}
 for line in open(sys.argv[1]):
     side, _, rec = line.split(" ", 2)
     r = json.loads(rec)
-    key = (r["bench"], r["shape"])
-    rows.setdefault(key, {}).setdefault(side, []).append(r["us"])
+    if "median_us" not in r and "us" not in r:
+        continue
+    # bench_packed: shape, us; bench_pair: W, K, T, layout, median_us.
+    shape = r.get("shape") or "W=%s K=%s T=%s %s" % (r.get("W"), r.get("K"), r.get("T"), r.get("layout", ""))
+    key = (r["bench"], shape)
+    rows.setdefault(key, {}).setdefault(side, []).append(r.get("us", r.get("median_us")))
 for (bench, shape), sides in rows.items():
     o = statistics.median(sides.get("old", [float("nan")]))
     n = statistics.median(sides.get("new", [float("nan")]))

@@ -4,10 +4,13 @@
 # topn_decode, 64 x 131072, each also on the integer family as topn_int and
 # topn_decode_int; packed select W=8 K=2048 N=384 T=6710; the exact select's
 # push with no saturated row as push; the rescue with 10% and 100% of the
-# rows saturated as rescue10 and rescue100): one launch each, full section
-# set with source
-# counters, exported as the report, a details text page and a per-SASS-line
-# CSV (stall samples, executed instructions) under $OUT/prof.
+# rows saturated as rescue10 and rescue100; the decode shapes' pair select
+# (T=64) as pair64 and top-N at 8 x 131072 as topn_decode8): one launch
+# each, full section set with source counters, exported as a details text
+# page, every raw metric (CSV: DRAM bytes, L2 hits, stall reasons) and a
+# per-SASS-line CSV (stall samples, executed instructions) under $OUT/prof.
+# The reports themselves stay behind (PROFILE_KEEP_REPORTS=1 keeps them):
+# they are large and the three exports hold what the tuning reads.
 #
 #   bench/profile.sh [BUILD_DIR (default build-release)] [WHICH (default "pair topn select")]
 set -uo pipefail
@@ -29,15 +32,21 @@ profile() { # name kernel-regex skip command...
     "$ncu" -i "$dir/$name.ncu-rep" --page details >"$dir/$name.details.txt" 2>&1
     "$ncu" -i "$dir/$name.ncu-rep" --page source --csv --print-source sass \
         >"$dir/$name.sass.csv" 2>"$dir/$name.sass.err"
+    "$ncu" -i "$dir/$name.ncu-rep" --page raw --csv >"$dir/$name.raw.csv" 2>&1
+    [ "${PROFILE_KEEP_REPORTS:-0}" = 1 ] || rm -f "$dir/$name.ncu-rep"
     grep -E "Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Throughput|Memory Throughput|Block Limit|Issue Slots Busy|No Eligible" \
         "$dir/$name.details.txt" | head -14
 }
 
 [[ " $which " == *" pair "* ]] && BENCH_PAIR_ONLY=8,2048,6710 \
     profile pair 'pair_select' 3 "$build/bench/bench_pair" 3
+[[ " $which " == *" pair64 "* ]] && BENCH_PAIR_ONLY=8,2048,64 \
+    profile pair64 'pair_select' 3 "$build/bench/bench_pair" 3
 [[ " $which " == *" topn "* ]] && profile topn 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
 [[ " $which " == *" topn_decode "* ]] &&
     profile topn_decode 'topn' 3 "$build/bench/bench_topn" 20 'T=64,'
+[[ " $which " == *" topn_decode8 "* ]] &&
+    profile topn_decode8 'topn' 3 "$build/bench/bench_topn" 20 'T=8,'
 [[ " $which " == *" topn_int "* ]] && BENCH_TOPN_FAMILY=integer0..3 \
     profile topn_int 'topn' 3 "$build/bench/bench_topn" 20 'T=6710'
 [[ " $which " == *" topn_decode_int "* ]] && BENCH_TOPN_FAMILY=integer0..3 \
