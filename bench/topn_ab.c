@@ -4,7 +4,7 @@
  * from any copy of kernels/ and launches them bare, so that several
  * versions of the kernel run in one process on the same inputs.
  *
- *   topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS]:FILE.cubin ...
+ *   topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS][p]:FILE.cubin ...
  *
  * For each cubin (its entry dcptopk_topn_pack, N = 384, THREADS (512) threads, CLUSTER
  * CTAs a row) and each input family (normal, normal + 100, integers 0..3,
@@ -17,6 +17,8 @@
  *
  * bench/topn_empty.cu is the same entry doing nothing (nvcc -cubin -arch=sm_90a):
  * timed like the others, it shows the launch and event gap of that launch.
+ * A trailing p launches that cubin with programmatic dependent launch (its
+ * kernel must wait with griddepcontrol.wait before it touches memory).
  * TOPN_AB_CARVEOUT (percent) and TOPN_AB_POLICY (cluster scheduling: 0, 1
  * spread, 2 load balancing) set those launch knobs for every cubin.
  *
@@ -118,7 +120,7 @@ typedef struct run_ctx {
 typedef struct launch {
     CUfunction fn;
     CUlaunchConfig lc;
-    CUlaunchAttribute attr[2];
+    CUlaunchAttribute attr[3];
     CUdeviceptr src;
     long long stride, max_len, rows;
     int chunk;
@@ -188,7 +190,8 @@ static void trace(run_ctx *r, launch *l, CUdeviceptr tr, size_t tr_bytes, int fa
     free(per_cta);
 }
 
-static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, const char *file)
+static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, int pdl,
+                      const char *file)
 {
     CUmodule mod;
     launch l;
@@ -220,6 +223,11 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, c
         l.attr[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
         l.attr[1].value.clusterSchedulingPolicyPreference = (CUclusterSchedulingPolicy)atoi(policy);
         nattr = 2;
+    }
+    if (pdl) {
+        l.attr[nattr].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        l.attr[nattr].value.programmaticStreamSerializationAllowed = 1;
+        nattr++;
     }
     l.lc.gridDimX = (unsigned)(r->rows * cluster);
     l.lc.gridDimY = l.lc.gridDimZ = 1;
@@ -281,7 +289,7 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, c
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS]:FILE.cubin ...\n"
+    fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS][p]:FILE.cubin ...\n"
                     "  defaults: 64 rows of 131072 columns, 4 copies of each input (1..8)\n");
     exit(2);
 }
@@ -345,18 +353,18 @@ int main(int argc, char **argv)
     for (int a = first; a < argc; a++) {
         char label[64], file[512];
         char shape[32];
-        int cluster = 0, threads = TOPN_THREADS, n = 0;
+        int cluster = 0, threads = TOPN_THREADS, n = 0, pdl = 0;
         if (sscanf(argv[a], "%63[^:]:%31[^:]:%511s", label, shape, file) != 3 ||
             (sscanf(shape, "%dx%d%n", &cluster, &threads, &n) != 2 &&
              sscanf(shape, "%d%n", &cluster, &n) != 1) ||
-            shape[n] != '\0' || (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) ||
+            (shape[n] == 'p' && (pdl = 1) && shape[++n] != '\0') || shape[n] != '\0' || (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) ||
             threads < 256 || threads > 1024 || threads % 32 != 0) {
             fprintf(stderr,
-                    "argument %d = \"%s\": want LABEL:CLUSTER(1, 2, 4, 8)[xTHREADS(256..1024)]:FILE.cubin\n",
+                    "argument %d = \"%s\": want LABEL:CLUSTER(1, 2, 4, 8)[xTHREADS(256..1024)][p]:FILE.cubin\n",
                     a, argv[a]);
             return 2;
         }
-        run_cubin(&r, label, cluster, threads, file);
+        run_cubin(&r, label, cluster, threads, pdl, file);
     }
     return 0;
 }

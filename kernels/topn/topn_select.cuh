@@ -668,6 +668,9 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // the next vector's load, as it cannot tell them apart), which
         // shortens the decode-shaped (few, long) rows.
         constexpr int B = 4;
+        // Unrolled over the pieces: faster at 8 rows in a same-run A/B,
+        // every family (docs/TUNING.md).
+#pragma unroll
         for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
             const int32_t r0 = p * rpp;
             if (r0 >= rounds)
