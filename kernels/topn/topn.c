@@ -148,6 +148,10 @@ dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
         .chunk = chunk,
         .out = a->out,
     };
+    /* Its launch may overlap the end of the kernel before it (topn_pack.cu
+     * waits for that kernel first): decode rows are short enough that the
+     * gap between two launches shows. */
+    cfg.pdl = 1;
     dc_abi_argv argv = dc_topn_pack_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_topn_pack", &cfg, argv.p);
 }
