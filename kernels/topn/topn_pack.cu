@@ -43,10 +43,10 @@ extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS, DC_TOPN_MIN_CTAS)
 dcptopk_topn_pack(DC_KERNEL_PARAMS(DC_TOPN_PACK_PARAMS))
 {
     // A dependent launch (topn.c): the previous kernel on the stream must be
-    // done before any memory is touched; the next one, if it waits too, may
-    // have its CTAs scheduled as soon as all of ours run.
+    // done before any memory is touched. No early trigger for the next one:
+    // triggering at the start was slower in the A/B (its CTAs then wait on
+    // SMs that ours are about to leave).
     dc::pdl_wait();
-    dc::pdl_trigger();
     extern __shared__ dc::u32x4 dc_topn_smem[];
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
     uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
