@@ -16,7 +16,7 @@ import sys
 
 # (slot, anchor, after?) in the order of the row's phases
 STAMPS = [
-    (2, "        sh.hist_local[i] = 0u;\n#if DC_TOPN_CLUSTER > 1\n        sh.hist_max_local[i] = 0u;\n#endif\n    }\n    __syncthreads();\n", True),
+    (2, "#endif\n        }\n    }\n    __syncthreads();\n", True),
     (7, "        to_keys(nfull, raw);\n    }\n", True),
     (8, "    // ---- the lower bound lb", False),
     (9, "        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;\n    }\n", True),

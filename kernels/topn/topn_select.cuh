@@ -575,11 +575,18 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     }
     if (tid < 32u)
         sh.fine[tid] = 0u;
-    for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS) {
-        sh.hist_local[i] = 0u;
+    // 16-byte stores, unrolled: one a thread and histogram at 512 threads
+    // (every warp of every row paid the plain loop's bookkeeping).
+    constexpr uint32_t Q = DC_TOPN_BINS / 4;
+#pragma unroll
+    for (uint32_t j = 0; j < (Q + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS; j++) {
+        const uint32_t i = tid + j * DCPTOPK_THREADS;
+        if (Q % DCPTOPK_THREADS == 0 || i < Q) {
+            ((u32x4 *)sh.hist_local)[i] = u32x4{0u, 0u, 0u, 0u};
 #if DC_TOPN_CLUSTER > 1
-        sh.hist_max_local[i] = 0u;
+            ((u32x4 *)sh.hist_max_local)[i] = u32x4{0u, 0u, 0u, 0u};
 #endif
+        }
     }
     __syncthreads();
 #if DC_TOPN_CLUSTER > 1
