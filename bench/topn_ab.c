@@ -11,7 +11,8 @@
  * half -inf at random, a causal -inf tail from a random column past S / 4),
  * it prints three medians: a call (the stream synchronised before, so the
  * host's launch gap is in it), back to back (20 launches between two events,
- * per launch), and after a 256 MB memset queued on the stream (L2 flushed,
+ * per launch, rotating over C copies of the input: by default enough that
+ * they exceed twice the L2, so that every launch reads HBM), and after a 256 MB memset queued on the stream (L2 flushed,
  * no host gap). The first cubin's outputs are the reference: every other
  * one's must be equal bit for bit ("same"), or the line says MISMATCH.
  *
@@ -42,6 +43,7 @@
 #define TOPN_STATE_BYTES(cluster) ((cluster) == 1 ? 17664u : 17664u + ((cluster) - 1u) * 16448u)
 #define FAMILIES 5
 #define TRACE_SLOTS 32
+#define COPIES_MAX 64
 
 static const char *const family_names[FAMILIES] = {"normal", "plus100", "integers",
                                                    "neginf", "causal"};
@@ -109,7 +111,7 @@ static void make_family(uint16_t *h, int fam, long rows, long cols)
 typedef struct run_ctx {
     long rows, cols;
     int copies;
-    CUdeviceptr in[FAMILIES][8];
+    CUdeviceptr in[FAMILIES][COPIES_MAX];
     CUdeviceptr ends, out, flush;
     size_t out_words;
     int32_t *ref[FAMILIES], *got;
@@ -290,7 +292,8 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, i
 static void usage(void)
 {
     fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS][p]:FILE.cubin ...\n"
-                    "  defaults: 64 rows of 131072 columns, 4 copies of each input (1..8)\n");
+                    "  defaults: 64 rows of 131072 columns; copies of each input (1..64): enough\n"
+                    "  that the copies of one family exceed twice the L2\n");
     exit(2);
 }
 
@@ -300,7 +303,7 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.rows = 64;
     r.cols = 131072;
-    r.copies = 4;
+    r.copies = 0; /* from the L2 size, below */
     int first = 1;
     for (; first + 1 < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
         const long v = strtol(argv[first + 1], NULL, 10);
@@ -308,7 +311,7 @@ int main(int argc, char **argv)
             r.rows = v;
         else if (strcmp(argv[first], "--cols") == 0 && v >= 8 && v <= 131072)
             r.cols = v;
-        else if (strcmp(argv[first], "--copies") == 0 && v >= 1 && v <= 8)
+        else if (strcmp(argv[first], "--copies") == 0 && v >= 1 && v <= COPIES_MAX)
             r.copies = (int)v;
         else
             usage();
@@ -323,6 +326,14 @@ int main(int argc, char **argv)
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     const size_t elems = (size_t)r.rows * (size_t)r.cols;
+    if (r.copies == 0) {
+        /* Back-to-back launches rotate over the copies: together they must
+         * not fit the L2, or the decode shapes' rows are read from it. */
+        int l2 = 0;
+        CK(cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+        const size_t want = ((size_t)l2 * 2 + elems * 2 - 1) / (elems * 2);
+        r.copies = want < 1 ? 1 : want > COPIES_MAX ? COPIES_MAX : (int)want;
+    }
     uint16_t *h = malloc(elems * 2);
     int32_t *ends = malloc(sizeof *ends * (size_t)r.rows);
     r.out_words = (size_t)r.rows * (TOPN_N + TOPN_N / 32);
@@ -347,8 +358,8 @@ int main(int argc, char **argv)
     CK(cuEventCreate(&r.e0, 0));
     CK(cuEventCreate(&r.e1, 0));
 
-    printf("%ld x %ld, N = %d: call / back to back / L2 flushed, us (medians)\n", r.rows, r.cols,
-           TOPN_N);
+    printf("%ld x %ld, N = %d, %d copies: call / back to back / L2 flushed, us (medians)\n",
+           r.rows, r.cols, TOPN_N, r.copies);
     printf("%-14s %-9s %9s %9s %9s  %s\n", "version", "family", "call", "b2b", "flushed", "output");
     for (int a = first; a < argc; a++) {
         char label[64], file[512];
