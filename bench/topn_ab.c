@@ -12,8 +12,8 @@
  * it prints three medians: a call (the stream synchronised before, so the
  * host's launch gap is in it), back to back (20 launches between two events,
  * per launch, rotating over C copies of the input: by default enough that
- * they exceed twice the L2, so that every launch reads HBM), and after a 256 MB memset queued on the stream (L2 flushed,
- * no host gap). The first cubin's outputs are the reference: every other
+ * they exceed twice the L2, so that every launch reads HBM), and after a
+ * 256 MB memset queued on the stream (L2 flushed, no host gap). The first cubin's outputs are the reference: every other
  * one's must be equal bit for bit ("same"), or the line says MISMATCH.
  *
  * bench/topn_empty.cu is the same entry doing nothing (nvcc -cubin -arch=sm_90a):
@@ -365,10 +365,15 @@ int main(int argc, char **argv)
         char label[64], file[512];
         char shape[32];
         int cluster = 0, threads = TOPN_THREADS, n = 0, pdl = 0;
-        if (sscanf(argv[a], "%63[^:]:%31[^:]:%511s", label, shape, file) != 3 ||
-            (sscanf(shape, "%dx%d%n", &cluster, &threads, &n) != 2 &&
-             sscanf(shape, "%d%n", &cluster, &n) != 1) ||
-            (shape[n] == 'p' && (pdl = 1) && shape[++n] != '\0') || shape[n] != '\0' || (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) ||
+        const int parsed = sscanf(argv[a], "%63[^:]:%31[^:]:%511s", label, shape, file) == 3 &&
+                           (sscanf(shape, "%dx%d%n", &cluster, &threads, &n) == 2 ||
+                            sscanf(shape, "%d%n", &cluster, &n) == 1);
+        if (parsed && shape[n] == 'p') {
+            pdl = 1;
+            n++;
+        }
+        if (!parsed || shape[n] != '\0' ||
+            (cluster != 1 && cluster != 2 && cluster != 4 && cluster != 8) ||
             threads < 256 || threads > 1024 || threads % 32 != 0) {
             fprintf(stderr,
                     "argument %d = \"%s\": want LABEL:CLUSTER(1, 2, 4, 8)[xTHREADS(256..1024)][p]:FILE.cubin\n",
