@@ -59,7 +59,7 @@
     X(cuGraphExecDestroy)                                                      \
     X(cuGetErrorName)                                                          \
     X(cuGetErrorString)                                                        \
-    /* dist/: device identity, peer access, CUDA IPC, bounded stream waits */  \
+    /* group/: device identity, peer access, CUDA IPC, bounded stream waits */  \
     X(cuDeviceGetUuid)                                                         \
     X(cuDeviceGetPCIBusId)                                                     \
     X(cuDeviceCanAccessPeer)                                                   \

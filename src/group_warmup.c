@@ -2,7 +2,7 @@
  * before the first one (on src/: it runs the library's warmup). */
 #include <stdio.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "runtime.h"
 
 dcptopk_result dcptopk_group_warmup(dcptopk_group_workspace *gw,

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "runtime.h"
 
 #define SG_COLS 2048   /* columns per rank */

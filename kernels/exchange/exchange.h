@@ -1,6 +1,6 @@
 /* exchange.h - the device-side push exchange (kernels/exchange/): the
  * launcher of exchange_push.cu, its buffer geometry and its status words, for
- * dist/exchange.c. The protocol and why it is safe: docs/PROTOCOL.md.
+ * group/exchange.c. The protocol and why it is safe: docs/PROTOCOL.md.
  *
  * Memory a group sets up once per rank r, before its first call (outside
  * graph capture), then a group barrier:

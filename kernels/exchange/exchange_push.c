@@ -1,6 +1,6 @@
 /* exchange_push.c - launcher of the device-side push exchange
  * (exchange_push.cu): argument checks, grid size, its compile key, and the
- * status words read back for dist/. */
+ * status words read back for group/. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 // waits until its own flags (n % 2, s) equal n for every rank s. No host is
 // involved and the call number lives in device memory (ctl->seq), so a CUDA
 // graph replay is the next call. Protocol, memory-ordering argument and the
-// spin model that checks it: docs/PROTOCOL.md, dist/model/exchange.pml (its
+// spin model that checks it: docs/PROTOCOL.md, group/model/exchange.pml (its
 // steps name the [E*] tags below).
 //
 // Grid: any number of CTAs copy a share of the rows (16-byte vectors when the

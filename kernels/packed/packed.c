@@ -328,7 +328,7 @@ void dcptopk_workspace_destroy(dcptopk_workspace *ws)
     free(ws);
 }
 
-/* dist/: a group bounds the rescue waits of its workspaces by its own
+/* group/: a group bounds the rescue waits of its workspaces by its own
  * timeout (DCPTOPK_PEER_TIMEOUT_MS) instead of DCPTOPK_RESCUE_TIMEOUT_MS. */
 void dc_workspace_set_timeout_ns(dcptopk_workspace *ws, uint64_t ns);
 void dc_workspace_set_timeout_ns(dcptopk_workspace *ws, uint64_t ns)

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "nccl_table.h"
 #include "gpu_util.h"
 #include "harness.h"

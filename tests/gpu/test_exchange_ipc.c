@@ -8,7 +8,7 @@
  *
  * Processes on one GPU share it by time slices, so waits are slow: the bound
  * is generous. The driver's IPC calls are looked up with dlsym (the library
- * has no IPC yet; dist/ brings peer memory). Skips without a GPU. */
+ * has no IPC yet; group/ brings peer memory). Skips without a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

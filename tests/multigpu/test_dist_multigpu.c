@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "dist_ranks.h"
 #include "harness.h"
 

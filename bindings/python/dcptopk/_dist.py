@@ -183,7 +183,7 @@ class LibraryRuntime:
             raise RuntimeError(
                 f"libdcptopk ({lib._name}) lacks the distributed runtime (no "
                 f"{', '.join(DIST_SYMBOLS[:3])}, ...): it cannot merge over a group of more "
-                "than one rank. Build the library with its dist/ runtime, or set "
+                "than one rank. Build the library with its group/ runtime, or set "
                 "DCPTOPK_DIST_BACKEND=torch (torch all-gather + symmetric memory)")
         self.group, self.device = group, device
         self.world_size, self.rank = group_info(group)

@@ -206,7 +206,7 @@ class LaunchEnv(ctypes.Structure):
                 ("source", ctypes.c_char * 32)]
 
 
-# The distributed runtime (dist/ in the library: dcptopk_group_*). Used only
+# The distributed runtime (group/ in the library: dcptopk_group_*). Used only
 # when the loaded library exports every symbol of DIST_SYMBOLS.
 
 class GroupConfig(ctypes.Structure):

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "dist.h"
+#include "group_int.h"
 #include "runtime.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE

@@ -1,5 +1,5 @@
 /*
- * dist.h - private interface of dist/, the merge across ranks: the file
+ * group_int.h - private interface of group/, the merge across ranks: the file
  * store, the ranks' topology and the path choice, the group, peer memory,
  * the exchange and the group workspace. The public side is the group section
  * of include/dcptopk.h; docs/DISTRIBUTED.md explains the design.
@@ -179,7 +179,7 @@ DC_HIDDEN void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m);
 
 /* ------------------------------------------------------------- exchange */
 
-/* Everything an exchange needs for one call (dist/exchange.c). */
+/* Everything an exchange needs for one call (group/exchange.c). */
 typedef struct dc_exchange_call {
     int64_t rows;            /* T                                          */
     int64_t stride_rows;     /* rank stride of the gathered rows           */

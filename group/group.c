@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "dist.h"
+#include "group_int.h"
 #include "driver.h"
 #include "log.h"
 #include "nccl_table.h"

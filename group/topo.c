@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist.h"
+#include "group_int.h"
 
 int dc_same_host(const dc_rank_info *a, const dc_rank_info *b)
 {

@@ -1,4 +1,4 @@
-/* peer.c - peer memory (see dist.h): each rank allocates, and every rank of
+/* peer.c - peer memory (see group_int.h): each rank allocates, and every rank of
  * its P2P domain maps the allocation. Between processes the mapping is a
  * CUDA IPC handle (cuIpcGetMemHandle / cuIpcOpenMemHandle, which also works
  * between processes sharing one GPU); within one process it is the plain
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "driver.h"
 #include "runtime.h"
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # check.sh - model-checks the push exchange + rescue protocol
-# (dist/model/exchange.pml) with spin; ctest model.exchange runs "hold",
+# (group/model/exchange.pml) with spin; ctest model.exchange runs "hold",
 # model.exchange_broken_fail runs "fail" (docs/PROTOCOL.md, "The model").
 #
 #   check.sh SOURCE_DIR hold   every variant that must hold: no assertion
@@ -17,7 +17,7 @@ set -u
 
 src=${1:?usage: check.sh SOURCE_DIR hold|fail}
 mode=${2:?usage: check.sh SOURCE_DIR hold|fail}
-model=$src/dist/model/exchange.pml
+model=$src/group/model/exchange.pml
 kernel=$src/kernels/exchange/exchange_push.cu
 
 if ! command -v spin >/dev/null 2>&1; then

@@ -1,4 +1,4 @@
-/* store.c - the file store (see dist.h): small blobs in a shared folder,
+/* store.c - the file store (see group_int.h): small blobs in a shared folder,
  * published by rename so that a reader never sees a partial blob, read by
  * polling with a bound. It bootstraps groups that have no NCCL (several
  * processes on one GPU) and carries the launcher's NCCL unique id. */
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist.h"
+#include "group_int.h"
 
 #define DC_STORE_MAGIC 0x31535444u /* "DTS1" */
 

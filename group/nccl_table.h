@@ -1,5 +1,5 @@
 /*
- * nccl_table.h - NCCL, loaded at run time (private to dist/). libnccl.so.2 (or
+ * nccl_table.h - NCCL, loaded at run time (private to group/). libnccl.so.2 (or
  * $DCPTOPK_NCCL_LIBRARY) is dlopen'ed once into one table of function
  * pointers, so the library loads and serves single-GPU calls where NCCL is
  * absent; only group calls that need NCCL fail, with DCPTOPK_NCCL_ERROR.
@@ -12,7 +12,7 @@
 #define DCPTOPK_DIST_NCCL_TABLE_H
 
 /* NCCL's own header (the CUDA toolkit's); this file is not named nccl.h,
- * which would shadow it on dist/'s include path. */
+ * which would shadow it on group/'s include path. */
 #include <nccl.h>
 
 #include "base.h"

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist.h"
+#include "group_int.h"
 #include "driver.h"
 #include "nccl_table.h"
 #include "runtime.h"

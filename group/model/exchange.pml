@@ -3,7 +3,7 @@
  * select (kernels/packed/select.cu), the push of a saturated rank
  * (kernels/topn/push.cu) and the rescue (kernels/packed/rescue.cu), for W
  * ranks over NCALLS consecutive calls of one row, checked with spin
- * (docs/PROTOCOL.md, "The model"; run by dist/model/check.sh, ctest
+ * (docs/PROTOCOL.md, "The model"; run by group/model/check.sh, ctest
  * model.exchange).
  *
  * One process per rank runs its calls in stream order. A step of the model
