@@ -64,6 +64,9 @@ typedef enum dc_setting_kind {
       "behave as if there were no CUDA driver (compile and cache only)")        \
     X(LOG, "DCPTOPK_LOG", DC_SETTING_TEXT, 0, 0, 0,                             \
       "log level: quiet, error, warn (default), info, debug")                  \
+    X(CAPTURE_COMPILE, "DCPTOPK_CAPTURE_COMPILE", DC_SETTING_FLAG, 0, 0, 1,     \
+      "1: a launch inside CUDA graph capture may compile a kernel that "        \
+      "warmup missed (default: refused with DCPTOPK_NOT_WARMED)")              \
     X(PEER_TIMEOUT_MS, "DCPTOPK_PEER_TIMEOUT_MS", DC_SETTING_INT, 10000, 1,    \
       86400000, "bound of every wait of a group, in ms (config first)")        \
     X(EXCHANGE, "DCPTOPK_EXCHANGE", DC_SETTING_TEXT, 0, 0, 0,                   \

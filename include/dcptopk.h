@@ -416,8 +416,17 @@ typedef struct dcptopk_context_stats {
     uint64_t compiles;     /* NVRTC compiles                                  */
     uint64_t cache_hits;   /* modules read from the cache file                */
     uint64_t modules;      /* modules loaded now                              */
+    /* Kernels that a launch had to compile, or load from the cache file,
+     * after the context's first completed warmup (or its seal): each one is
+     * a config missing from the warmup, and is also logged at warn level.
+     * An engine's JIT monitor checks these stay 0 after model load. (Added
+     * after `modules`: a caller with the older, smaller struct does not get
+     * them.) */
+    uint64_t late_compiles;
+    uint64_t late_loads;
 } dcptopk_context_stats;
-#define DCPTOPK_CONTEXT_STATS_INIT { sizeof(dcptopk_context_stats), 0, 0, 0, 0 }
+#define DCPTOPK_CONTEXT_STATS_INIT                                             \
+    { sizeof(dcptopk_context_stats), 0, 0, 0, 0, 0, 0 }
 DCPTOPK_API dcptopk_result dcptopk_context_stats_get(
     const dcptopk_context *ctx, dcptopk_context_stats *out);
 

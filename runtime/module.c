@@ -21,6 +21,7 @@
 #include "module_int.h"
 #include "rt.h"
 #include "runtime.h"
+#include "settings.h"
 
 #define DC_MAX_FUNCS 8
 #define DC_SMEM_DEFAULT (48u * 1024u)
@@ -148,7 +149,16 @@ void dc_rt_close(dcptopk_context *ctx)
     ctx->rt = NULL;
 }
 
-void dc_rt_seal(dcptopk_context *ctx) { atomic_store(&ctx->rt->sealed, 1); }
+void dc_rt_seal(dcptopk_context *ctx)
+{
+    atomic_store(&ctx->rt->sealed, 1);
+    atomic_store(&ctx->rt->warmed, 1);
+}
+
+void dc_rt_mark_warmed(dcptopk_context *ctx)
+{
+    atomic_store(&ctx->rt->warmed, 1);
+}
 
 void dc_rt_stats(const dcptopk_context *ctx, dcptopk_context_stats *out)
 {
@@ -156,6 +166,8 @@ void dc_rt_stats(const dcptopk_context *ctx, dcptopk_context_stats *out)
     out->launches = atomic_load(&rt->launches);
     out->compiles = atomic_load(&rt->compiles);
     out->cache_hits = atomic_load(&rt->cache_hits);
+    out->late_compiles = atomic_load(&rt->late_compiles);
+    out->late_loads = atomic_load(&rt->late_loads);
     pthread_rwlock_rdlock(&rt->lock);
     out->modules = rt->nmods;
     pthread_rwlock_unlock(&rt->lock);
@@ -192,12 +204,25 @@ static dc_module *table_find(const struct dc_runtime *rt,
 typedef struct compile_job {
     const dc_unit *u;
     dc_compiled out;
+    /* Set: a cache miss is refused with this key text in the message
+     * instead of compiled (a launch inside CUDA graph capture). */
+    const char *refuse;
 } compile_job;
 
 static dcptopk_result job_compile(void *user, dc_cache_blobs *b, char *err,
                                   size_t err_size)
 {
     compile_job *job = user;
+    if (job->refuse) {
+        snprintf(err, err_size,
+                 "kernel %s is not loaded and its stream is capturing a CUDA "
+                 "graph: compiling it there would stall the capture for "
+                 "seconds. Warm its config up before capture (dcptopk_warmup, "
+                 "Context.warmup), or set DCPTOPK_CAPTURE_COMPILE=1 to allow "
+                 "it",
+                 job->refuse);
+        return DCPTOPK_NOT_WARMED;
+    }
     dc_compiled_free(&job->out);
     dcptopk_result r = dc_nvrtc_compile(job->u, &job->out, err, err_size);
     if (r)
@@ -317,8 +342,8 @@ static dcptopk_result table_add(dcptopk_context *ctx, dc_module *m)
  * (pre, not freed here; NULL: built here). */
 static dcptopk_result prepare(dcptopk_context *ctx, const dcptopk_key *key,
                               const dc_unit *pre, int for_launch,
-                              dcptopk_origin *origin, double *compile_ms,
-                              double *load_ms)
+                              int capturing, dcptopk_origin *origin,
+                              double *compile_ms, double *load_ms)
 {
     struct dc_runtime *rt = ctx->rt;
     dcptopk_key k;
@@ -377,9 +402,25 @@ static dcptopk_result prepare(dcptopk_context *ctx, const dcptopk_key *key,
     }
     m->key = k;
     job.u = up;
-    if ((r = fetch_and_load(ctx, up, key_text, m, &job, &hit, err, origin,
-                            compile_ms, load_ms)))
+    if (capturing && !dc_setting_int(DC_SET_CAPTURE_COMPILE))
+        job.refuse = key_text;
+    dcptopk_origin got = DCPTOPK_ORIGIN_MEMORY;
+    double got_ms = 0.0;
+    if ((r = fetch_and_load(ctx, up, key_text, m, &job, &hit, err, &got,
+                            &got_ms, load_ms)))
         goto out;
+    if (origin)
+        *origin = got;
+    if (compile_ms)
+        *compile_ms = got_ms;
+    if (for_launch && atomic_load(&rt->warmed)) {
+        int compiled = got == DCPTOPK_ORIGIN_COMPILED;
+        atomic_fetch_add(compiled ? &rt->late_compiles : &rt->late_loads, 1);
+        dc_log_warn("kernel %s was %s after warmup%s: add its config to the "
+                    "warmup",
+                    key_text, compiled ? "compiled" : "loaded from the cache",
+                    capturing ? ", inside CUDA graph capture" : "");
+    }
     if ((r = table_add(ctx, m)))
         goto out;
     m = NULL;
@@ -402,14 +443,15 @@ dcptopk_result dc_rt_prepare(dcptopk_context *ctx, const dcptopk_key *key,
                              int for_launch, dcptopk_origin *origin,
                              double *compile_ms, double *load_ms)
 {
-    return prepare(ctx, key, NULL, for_launch, origin, compile_ms, load_ms);
+    return prepare(ctx, key, NULL, for_launch, 0, origin, compile_ms,
+                   load_ms);
 }
 
 dcptopk_result dc_rt_prepare_unit(dcptopk_context *ctx, const dcptopk_key *key,
                                   const dc_unit *unit, dcptopk_origin *origin,
                                   double *compile_ms, double *load_ms)
 {
-    return prepare(ctx, key, unit, 0, origin, compile_ms, load_ms);
+    return prepare(ctx, key, unit, 0, 0, origin, compile_ms, load_ms);
 }
 
 /* ------------------------------------------------ parallel precompile */
@@ -706,6 +748,18 @@ out:
     return r;
 }
 
+/* Whether cfg's stream is capturing a graph; a failed query counts as
+ * not capturing (the launch then reports the stream's error itself). */
+static int stream_capturing(const struct dc_runtime *rt,
+                            const dc_launch_cfg *cfg)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (rt->cu->cuStreamIsCapturing((CUstream)cfg->stream, &cs) !=
+        CUDA_SUCCESS)
+        return 0;
+    return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
                          const char *entry, const dc_launch_cfg *cfg,
                          void **params)
@@ -763,7 +817,8 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
     if (!func_find(rt, &k, entry, &fn, &smem_max, &m) ||
         cfg->smem_bytes > smem_max) {
         if (!m) {
-            if ((r = dc_rt_prepare(ctx, &k, 1, NULL, NULL, NULL)))
+            if ((r = prepare(ctx, &k, NULL, 1, stream_capturing(rt, cfg),
+                             NULL, NULL, NULL)))
                 return r;
             pthread_rwlock_rdlock(&rt->lock);
             m = table_find(rt, &k);

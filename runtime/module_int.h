@@ -25,7 +25,11 @@ struct dc_runtime {
     dc_module **mods;
     size_t nmods, cap;
     atomic_int sealed;
+    atomic_int warmed;      /* a warmup finished, or the context was sealed */
     atomic_uint_fast64_t launches, compiles, cache_hits;
+    /* Kernels a launch had to load after `warmed`: what a JIT monitor
+     * counts (a compile there stalls a step for seconds). */
+    atomic_uint_fast64_t late_compiles, late_loads;
 };
 
 #endif /* DCPTOPK_MODULE_INT_H */

@@ -108,6 +108,8 @@ DC_HIDDEN void dc_compiled_free(dc_compiled *c);
 DC_HIDDEN dcptopk_result dc_rt_open(dcptopk_context *ctx);
 DC_HIDDEN void dc_rt_close(dcptopk_context *ctx);
 DC_HIDDEN void dc_rt_seal(dcptopk_context *ctx);
+/* Marks the end of a warmup: later loads by a launch count as late. */
+DC_HIDDEN void dc_rt_mark_warmed(dcptopk_context *ctx);
 DC_HIDDEN void dc_rt_stats(const dcptopk_context *ctx,
                            dcptopk_context_stats *out);
 

@@ -119,6 +119,7 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
                      origin, origin == DCPTOPK_ORIGIN_COMPILED ? compile_ms
                                                                : load_ms);
     }
+    dc_rt_mark_warmed(ctx);
     if (ctx->config.strict)
         dc_rt_seal(ctx);
     dc_clear(ctx);

@@ -58,6 +58,8 @@ int main(void)
     FIELD(dcptopk_context_stats, compiles);
     FIELD(dcptopk_context_stats, cache_hits);
     FIELD(dcptopk_context_stats, modules);
+    FIELD(dcptopk_context_stats, late_compiles);
+    FIELD(dcptopk_context_stats, late_loads);
     SIZE(dcptopk_rows_map);
     FIELD(dcptopk_rows_map, req_id);
     FIELD(dcptopk_rows_map, block_table);

@@ -108,7 +108,8 @@ class WarmupStats(ctypes.Structure):
 
 class ContextStats(ctypes.Structure):
     _fields_ = [("struct_size", _c_u32), ("launches", _c_u64), ("compiles", _c_u64),
-                ("cache_hits", _c_u64), ("modules", _c_u64)]
+                ("cache_hits", _c_u64), ("modules", _c_u64),
+                ("late_compiles", _c_u64), ("late_loads", _c_u64)]
 
 
 class RowsMap(ctypes.Structure):
