@@ -90,6 +90,7 @@ stage_sanitize() {
         "test_pair select_small_topk"
         "test_packed select_duplicates_and_junk"
         "test_loopback merge_small"
+        "test_loopback one_answer_small"
         "test_hier simulated_nodes_small"
     )
     # SAN_TESTS: "binary case;binary case;..." instead of the list above.

@@ -441,16 +441,29 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
         if (!c.exact || !sat_out)
             continue;
         uint32_t tau16 = sel == c.topk ? (uint32_t)(lowest >> bits) : 0;
+        /* The K-th selected gid (0 when fewer than K were selected). */
+        const uint64_t gid_mask = (UINT64_C(1) << bits) - 1;
+        int64_t kth_gid = sel == c.topk ? (int64_t)(gid_mask - (lowest & gid_mask))
+                                        : 0;
         uint32_t mask = 0;
         for (int32_t owner = 0; owner < w; owner++) {
             const int32_t *row = gathered_row(&c, args, owner, t);
-            int32_t sent = 0, above = 0;
+            int32_t open = 0;
             for (int32_t j = 0; j < n; j++) {
                 uint32_t word = (uint32_t)row[j];
-                sent += word != 0;
-                above += word != 0 && (word >> 16) > tau16;
+                if (word == 0)
+                    continue;
+                /* A word may hide a better unsent token: above tau16, or
+                 * at tau16 with the next local id's gid below the K-th's
+                 * (the pack sends the lowest local ids of a tied score). */
+                dcptopk_ref_candidate d = dcptopk_ref_decode(
+                    row, n, j, owner, w, c.interleave);
+                int64_t next = gid64((int64_t)d.local_id + 1, owner, w,
+                                     c.interleave);
+                open += (word >> 16) > tau16 ||
+                        ((word >> 16) == tau16 && next < kth_gid);
             }
-            if (sent == n && above == n)
+            if (open == n)
                 mask |= 1u << owner;
         }
         sat_out[t] = (mask << 16) | tau16;

@@ -84,7 +84,11 @@ struct SmallSmem {
     uint32_t list[TIE_CMP]; // tie keys gathered for the comparison rank
     int nlist;
     uint32_t thrc;          // the need-th smallest tie key
-    int wcnt[NW][3];        // per warp: selected, owned, not-saturated ranks
+    int wcnt[NW][2];        // per warp: selected, owned
+    uint32_t nsat[NW];      // exact, per warp: ranks with a slot empty or below P
+    uint32_t psat;          // exact: P, read again after the emits
+    uint32_t atp[2][WORLD]; // exact: 1 + rank r's largest local id at P, of
+                            // all its words [0] and of its selected ones [1]
     uint64_t bar;           // the bulk copies of a row (BULK)
     int4 cut[2];            // cuts (shared_cut): bin, before, cnt, total
 };
@@ -360,6 +364,8 @@ __device__ __forceinline__ void small_start(uint32_t *rowbuf, SmallSmem &fs,
     fs.hist[0][tid] = 0;
     if (tid == 0)
         fs.nlist = 0;
+    if (EXACT && tid < 2 * WORLD)
+        fs.atp[tid / WORLD][tid % WORLD] = 0u;
     __syncthreads(); // the mbarrier's init and the cleared histograms
 }
 
@@ -618,22 +624,43 @@ __device__ __forceinline__ bool small_owns(const SmallRow &r, const SmallOwner &
 
 // Where each warp writes: its selected and owned keys counted, one barrier,
 // then every warp's counts summed (bases: the warps before this one).
-// notsat: bit r = rank r not saturated (exact mode).
 struct SmallCounts {
     int sel_base, sel_total, own_base, own_total;
-    uint32_t notsat;
 };
 
-// Exact mode: bit r set when rank r is not saturated, among the ranks of
-// this warp's groups. Rank r is saturated iff its N slots are all non-empty
-// with ord16 > tau16, i.e. the smallest word of its slots has ord16 > tau16
-// (an empty slot is 0). A group lies in one rank: a lane sets the bit of a
-// rank when its smallest word there is not above, and one OR reduction
-// gives the warp's bits (no vote a group).
-__device__ __forceinline__ uint32_t small_notsat(const SmallRow &r, uint32_t tau)
+// Exact mode (docs/CONTRACT.md, "Saturation word"): rank r is saturated iff
+// each of its N slots holds a word above P, or at P with the gid of the
+// next local id below gk, the K-th selected gid (the largest selected gid
+// at P). gk is known only after the counts' barrier, so each warp records
+// before it, for its groups' ranks: the bit of a rank with an empty slot or
+// a word below P (returned), and fs.atp (1 + the largest local id at P, of
+// all words and of the selected ones: within a rank gids rise with local
+// ids, and local ids cost less than gids here). small_sat_word combines them.
+// A group lies in one rank.
+__device__ __forceinline__ void small_atp(const SmallRow &r, SmallSmem &fs, int q, uint32_t nx,
+                                          uint32_t sx)
 {
+    // Most groups hold no word at P: one vote skips them.
+    if (__any_sync(0xFFFFFFFFu, nx != 0u)) {
+        nx = __reduce_max_sync(0xFFFFFFFFu, nx);
+        sx = __reduce_max_sync(0xFFFFFFFFu, sx);
+        if (r.lane == 0) {
+            atomicMax(&fs.atp[0][q], nx);
+            if (sx != 0u)
+                atomicMax(&fs.atp[1][q], sx);
+        }
+    }
+}
+
+__device__ __forceinline__ uint32_t small_notsat(SmallRow &row, SmallSmem &fs, uint32_t P,
+                                                 uint32_t selbits)
+{
+    int wq = row.wq, lq = row.lq; // local copies (SmallRow's note)
+    uint32_t pq = row.pq;
+    SmallRow r{row.wd, wq, lq, pq, row.w, row.lane};
     constexpr int GPR = LTOPK / 32; // groups a rank
-    uint32_t below = 0u;
+    const uint32_t lo = lowest_word(P);
+    uint32_t below = 0u, tm = 0u; // tm bit i: word i is at P
     if constexpr (KPT % GPR == 0) {
         // A warp's groups are whole ranks: GPR consecutive groups each.
 #pragma unroll
@@ -643,41 +670,101 @@ __device__ __forceinline__ uint32_t small_notsat(const SmallRow &r, uint32_t tau
 #pragma unroll
                 for (int i = c * GPR + 1; i < (c + 1) * GPR; ++i)
                     m = min(m, r.wd[i]);
-                below |= ((m >> 16) > tau ? 0u : 1u) << r.rank_of(c * GPR);
+                below |= (m < lo ? 1u : 0u) << r.rank_of(c * GPR);
             }
         }
     } else {
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
             if (r.has_group(i))
-                below |= ((r.wd[i] >> 16) > tau ? 0u : 1u) << r.rank_of(i);
+                below |= (r.wd[i] < lo ? 1u : 0u) << r.rank_of(i);
     }
+#pragma unroll
+    for (int i = 0; i < KPT; ++i)
+        tm |= (r.tied(i, P) ? 1u : 0u) << i;
+    // Few warps hold a word at P (but all of them in tied rows): one vote
+    // skips the rest.
+    if (__any_sync(0xFFFFFFFFu, tm != 0u)) {
+        r.refresh();
+        if constexpr (KPT % GPR == 0) {
+#pragma unroll
+            for (int c = 0; c < KPT / GPR; ++c) {
+                if (r.has_group(c * GPR)) {
+                    uint32_t nx = 0u, sx = 0u;
+#pragma unroll
+                    for (int i = c * GPR; i < (c + 1) * GPR; ++i) {
+                        if ((tm >> i) & 1u) {
+                            const uint32_t l1 = r.local_of(i) + 1u;
+                            nx = max(nx, l1);
+                            sx = (selbits >> i) & 1u ? max(sx, l1) : sx;
+                        }
+                    }
+                    small_atp(r, fs, r.rank_of(c * GPR), nx, sx);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < KPT; ++i) {
+                if (r.has_group(i)) {
+                    const uint32_t nx = (tm >> i) & 1u ? r.local_of(i) + 1u : 0u;
+                    small_atp(r, fs, r.rank_of(i), nx, (selbits >> i) & 1u ? nx : 0u);
+                }
+            }
+        }
+    }
+    row.wq = wq;
+    row.lq = lq;
+    row.pq = pq;
     return __reduce_or_sync(0xFFFFFFFFu, below);
+}
+
+// The saturation word, from the counts and fs.atp, written by warp 0 after
+// the counts' barrier: lane q takes rank q.
+__device__ __forceinline__ void small_sat_word(const SmallSmem &fs, uint32_t P,
+                                               uint32_t *__restrict__ sat)
+{
+    const int q = (int)threadIdx.x;
+    const uint32_t notsat = __reduce_or_sync(0xFFFFFFFFu, q < NW ? fs.nsat[q] : 0u);
+    const int sel_total =
+        (int)__reduce_add_sync(0xFFFFFFFFu, q < NW ? (uint32_t)fs.wcnt[q][0] : 0u);
+    uint32_t g = 0u, nx = 0u;
+    if (q < WORLD) {
+        // gk: the largest selected gid at P when K were selected (0
+        // otherwise: then only words above P = 0 count).
+        const uint32_t sx = fs.atp[1][q];
+        if (sx != 0u && sel_total == TOPK)
+            g = (uint32_t)dc::global_id((int32_t)sx - 1, q, WORLD, ILV);
+        nx = fs.atp[0][q];
+    }
+    const uint32_t gk = __reduce_max_sync(0xFFFFFFFFu, g);
+    const bool open = q < WORLD && !((notsat >> q) & 1u) &&
+                      (nx == 0u || (uint32_t)dc::global_id((int32_t)nx, q, WORLD, ILV) < gk);
+    const uint32_t mask = __ballot_sync(0xFFFFFFFFu, open);
+    if (q == 0)
+        sat[blockIdx.x] = (mask << 16) | P; // row t = blockIdx.x, not kept live
 }
 
 __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
                                                     const SmallOwner &ow, const Out &o,
-                                                    uint32_t selbits, uint32_t tau)
+                                                    uint32_t selbits)
 {
     // The warp's selected keys: one reduction (past the last group every
     // word is 0, never selected).
     const int nsel = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)__popc(selbits));
     int nown = 0;
-    uint32_t notsat = 0u;
     if (ow.want_rows || EXACT) {
+        // (EXACT too: the refresh here keeps the emit's registers as they
+        // were when the saturation was counted in this phase.)
         r.refresh();
 #pragma unroll
         for (int i = 0; i < KPT; ++i)
             if (ow.want_rows && r.has_group(i))
                 nown += __popc(__ballot_sync(0xFFFFFFFFu,
                                              small_owns(r, ow, o, i, (selbits >> i) & 1u)));
-        if constexpr (EXACT)
-            notsat = small_notsat(r, tau);
     }
     if (r.lane == 0) {
         fs.wcnt[r.w][0] = nsel;
         fs.wcnt[r.w][1] = nown;
-        fs.wcnt[r.w][2] = (int)notsat;
     }
     __syncthreads();
     // Lane v < NW reads warp v's counts, and warp reductions (one
@@ -686,13 +773,10 @@ __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
     const int v = r.lane;
     const bool below = v < r.w;
     int a = 0, own = 0;
-    uint32_t ns = 0u;
     if (v < NW) {
         a = fs.wcnt[v][0];
         if constexpr (BLOCK > 0)
             own = fs.wcnt[v][1];
-        if constexpr (EXACT)
-            ns = (uint32_t)fs.wcnt[v][2];
     }
     c.sel_total = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)a);
     c.sel_base = (int)__reduce_add_sync(0xFFFFFFFFu, below ? (uint32_t)a : 0u);
@@ -701,7 +785,6 @@ __device__ __forceinline__ SmallCounts small_counts(SmallRow &r, SmallSmem &fs,
         c.own_total = (int)__reduce_add_sync(0xFFFFFFFFu, (uint32_t)own);
         c.own_base = (int)__reduce_add_sync(0xFFFFFFFFu, below ? (uint32_t)own : 0u);
     }
-    c.notsat = EXACT ? __reduce_or_sync(0xFFFFFFFFu, ns) : 0u;
     return c;
 }
 
@@ -783,16 +866,11 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     // since every selected key has ord16 >= P and one has P (and P = 0
     // when fewer were).
     const uint32_t selbits = small_selected(r, b);
+    if (EXACT && threadIdx.x == 0)
+        fs.psat = b.P; // read after the counts' barrier
 
     const SmallOwner ow = small_owner(o, t);
-    const SmallCounts c = small_counts(r, fs, ow, o, selbits, b.P);
-    if constexpr (EXACT) {
-        // Written here, so that P is not kept across the emit.
-        if (threadIdx.x == 0) {
-            const uint32_t mask = ~c.notsat & ((1u << WORLD) - 1u);
-            sat[t] = (mask << 16) | b.P;
-        }
-    }
+    const SmallCounts c = small_counts(r, fs, ow, o, selbits);
     const uint32_t lt = lanemask_lt();
     r.refresh();
     if (EMIT_IDS && o.ids != nullptr)
@@ -800,6 +878,18 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     if constexpr (BLOCK > 0)
         if (ow.want_rows)
             small_emit_rows(r, ow, o, t, selbits, c, lt);
+    if constexpr (EXACT) {
+        // Last, when the emits' registers are free: a warp's ranks, one
+        // barrier, then warp 0 writes the word.
+        r.refresh();
+        const uint32_t P = fs.psat;
+        const uint32_t ns = small_notsat(r, fs, P, selbits);
+        if (r.lane == 0)
+            fs.nsat[r.w] = ns;
+        __syncthreads();
+        if (threadIdx.x < 32)
+            small_sat_word(fs, P, sat);
+    }
 }
 #else
 
@@ -920,45 +1010,49 @@ __device__ __forceinline__ void select_row(const Keys &keys, long long t, const 
     emit<KPT>(keys, s, [&](int i) { return (i * THREADS + tid) / LTOPK; }, o, t, sm);
 
     if constexpr (EXACT) {
-        // tau16: ord16 of the lowest selected key when exactly K were taken.
+        // The K-th selected key when exactly K were taken: tau16 is its
+        // ord16, gk its gid (both 0 otherwise).
         if (tid == 0) {
-            sm.min16 = 0xFFFFFFFFu;
+            sm.kth_key = ~0ull;
             sm.notsat = 0u;
         }
         __syncthreads();
-        uint32_t tau = 0u;
+        uint32_t tau = 0u, gk = 0u;
         if (s.count == TOPK) {
-            if (s.need_eq > 0) {
-                tau = key_ord16(s.thr_key);
-            } else {
-                uint32_t m = 0xFFFFFFFFu;
+            uint64_t kth = s.thr_key;
+            if (s.need_eq == 0) {
+                uint64_t m = ~0ull;
                 for_keys<KPT>([&](int i) {
                     const uint64_t k = keys.get(i);
-                    if (selected(s, k, i * THREADS + tid)) {
-                        const uint32_t o16 = key_ord16(k);
-                        m = o16 < m ? o16 : m;
-                    }
+                    if (selected(s, k, i * THREADS + tid))
+                        m = k < m ? k : m;
                 });
 #pragma unroll
                 for (int d = 16; d > 0; d >>= 1) {
-                    const uint32_t y = __shfl_xor_sync(0xFFFFFFFFu, m, d);
+                    const uint64_t y = __shfl_xor_sync(0xFFFFFFFFu, m, d);
                     m = y < m ? y : m;
                 }
-                if (lane == 0 && m != 0xFFFFFFFFu)
-                    atomicMin(&sm.min16, m);
+                if (lane == 0 && m != ~0ull)
+                    atomicMin((unsigned long long *)&sm.kth_key, (unsigned long long)m);
                 __syncthreads();
-                tau = sm.min16;
+                kth = sm.kth_key;
             }
+            tau = key_ord16(kth);
+            gk = key_gid(kth);
         }
-        // Rank r is saturated iff its N slots are all non-empty with
-        // ord16 > tau16. N is a multiple of 32: a warp's 32 keys of one
-        // round belong to one rank.
+        // Rank r is saturated iff each of its N slots holds a key that may
+        // hide a better unsent token: ord16 > tau16, or ord16 == tau16 with
+        // the next local id's gid below gk (docs/CONTRACT.md, "Saturation
+        // word"). N is a multiple of 32: a warp's 32 keys of one round
+        // belong to one rank.
         for_keys<KPT>([&](int i) {
             const int flat0 = i * THREADS + w * 32;
             if (flat0 < NKEYS) {
                 const uint64_t k = keys.get(i);
-                const bool above = k != 0ull && key_ord16(k) > tau;
-                const uint32_t b = __ballot_sync(0xFFFFFFFFu, above);
+                const uint32_t o16 = key_ord16(k);
+                const bool open =
+                    k != 0ull && (o16 > tau || (o16 == tau && next_gid(key_gid(k)) < gk));
+                const uint32_t b = __ballot_sync(0xFFFFFFFFu, open);
                 if (lane == 0 && b != 0xFFFFFFFFu)
                     atomicOr(&sm.notsat, 1u << (flat0 / LTOPK));
             }

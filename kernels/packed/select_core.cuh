@@ -83,7 +83,7 @@ struct Smem {
     int done;
     int eq_last;        // flat position of the last equal key taken
     uint32_t notsat;    // exact select: bit r = rank r not saturated
-    uint32_t min16;     // exact select: smallest selected ord16
+    uint64_t kth_key;   // exact select: the smallest selected key
     int seg[17];        // rescue: segment starts
     int thr_cnt;        // keys in the boundary bin of the last pass
     int fin_n;          // keys gathered for the warp finish
@@ -112,6 +112,13 @@ __device__ __forceinline__ uint32_t key_ord16(uint64_t key)
 __device__ __forceinline__ uint32_t key_gid(uint64_t key)
 {
     return (uint32_t)(GID_MASK - (((key >> TAG_BITS) - 1ull) & GID_MASK));
+}
+
+// The gid of the local id after gid's on the same rank: the next one in its
+// block of ILV, or the first of the rank's next block.
+__device__ __forceinline__ uint32_t next_gid(uint32_t gid)
+{
+    return gid + 1u + ((gid & (uint32_t)(ILV - 1)) == (uint32_t)(ILV - 1) ? (uint32_t)((WORLD - 1) * ILV) : 0u);
 }
 
 // The rank a tagged key came from.

@@ -261,7 +261,7 @@ static int check_world(const dcptopk_merge_config *c, const dc_world *w,
         uint16_t tau_bits;
         int has_tau;
         uint32_t mask = dc_brute_saturation(
-            nw, c->local_topk, k, (const uint16_t *const *)w->logits,
+            nw, s, c->local_topk, k, (const uint16_t *const *)w->logits,
             w->stride, w->max_local_len, (const int32_t *const *)w->row_ends,
             t, &tau_bits, &has_tau);
         uint32_t expect_sat = (mask << 16) | (has_tau ? ord16(tau_bits) : 0);

@@ -6,9 +6,8 @@
  * pairs against scores read straight from the logits; each rank's final ids,
  * owned rows and counts against the hierarchy's contract computed here (the
  * reference node merge, then a brute-force pair select of the node pairs);
- * and the selected scores of every row against dcptopk_ref_packed_merge of
- * the flat W-rank world (the same multiset: both are exact; ids may differ
- * only among candidates tied at the K-th score, docs/CONTRACT.md). */
+ * and the ids of every row against dcptopk_ref_packed_merge of the flat
+ * W-rank world: both are the one-GPU answer (docs/CONTRACT.md). */
 #include "brute.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "gen.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "ties.h"
 
 #define BLOCK 64
 #define NUM_REQS 3
@@ -137,15 +137,13 @@ static int compare(const char *what, const hier *h, int32_t rank,
     return 0;
 }
 
-/* One world of `fam`: returns the flat merge's rescued rows, -1 on failure. */
-static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int s,
-                         int64_t rows, int fam, int64_t len, uint64_t seed)
+/* The hierarchy on world wdp (nodes of l ranks, interleave s); returns
+ * the rows the flat merge rescued, or -1. */
+static int64_t hier_world(dcptopk_context *ctx, int kk, int n, int w, int l, int s,
+                          const dc_world *wdp, const char *fname)
 {
-    dc_world wd;
-    if (dc_gen_world(&wd, fam, kk, n, w, rows, len, seed)) {
-        DC_FAIL_AT("dc_gen_world");
-        return -1;
-    }
+    const dc_world wd = *wdp;
+    const int64_t rows = wd.rows;
     hier h;
     memset(&h, 0, sizeof h);
     h.ctx = ctx;
@@ -308,9 +306,8 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
         }
     }
 
-    /* The hierarchy's result: the pair select of the nodes' pairs. Its
-     * scores must be the flat merge's, row by row. */
-    int64_t tie_rows = 0;
+    /* The hierarchy's result: the pair select of the nodes' pairs. It must
+     * be the flat merge's (both are the one-GPU answer), row by row. */
     for (int64_t t = 0; t < rows; t++) {
         dc_brute_pair_select(hp, h.d, kk, rows, t, eid + t * kk);
         const int na = row_scores(&h, t, eid + t * kk, sc_a);
@@ -322,13 +319,13 @@ static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int 
                        kk, n, w, l, (long long)rows, (long long)t, na, nb);
             goto out;
         }
-        tie_rows += memcmp(eid + t * kk, ids_r[0] + t * kk, (size_t)kk * 4) != 0;
+        if (memcmp(eid + t * kk, ids_r[0] + t * kk, (size_t)kk * 4)) {
+            DC_FAIL_AT("K=%d N=%d W=%d L=%d S=%d %s row %lld: the hierarchy "
+                       "chose other ids than the flat merge",
+                       kk, n, w, l, s, fname, (long long)t);
+            goto out;
+        }
     }
-    if (tie_rows)
-        printf("K=%d N=%d W=%d L=%d %s: %lld of %lld rows chose other ids "
-               "among tied scores than the flat merge\n",
-               kk, n, w, l, dc_family_name(fam), (long long)tie_rows,
-               (long long)rows);
 
     /* Stage 2: every rank's pair select over the nodes. */
     ids_d = gpu_alloc(ctx, out_n * 4);
@@ -392,6 +389,19 @@ out:
     free(sc_a);
     free(sc_b);
     free(nid_h);
+    return ret;
+}
+
+/* One world of `fam`: returns the flat merge's rescued rows, -1 on failure. */
+static int64_t hier_case(dcptopk_context *ctx, int kk, int n, int w, int l, int s,
+                         int64_t rows, int fam, int64_t len, uint64_t seed)
+{
+    dc_world wd;
+    if (dc_gen_world(&wd, fam, kk, n, w, rows, len, seed)) {
+        DC_FAIL_AT("dc_gen_world");
+        return -1;
+    }
+    const int64_t ret = hier_world(ctx, kk, n, w, l, s, &wd, dc_family_name(fam));
     dc_world_free(&wd);
     return ret;
 }
@@ -501,5 +511,30 @@ TEST(node_pairs_argument_errors)
     CHECK_CONTAINS(dcptopk_last_error(ctx), "nodes = 0");
     gpu_free(ctx, dbuf);
     dcptopk_loopback_destroy(lb);
+    dcptopk_context_destroy(ctx);
+}
+
+/* The one-answer families (tests/util/ties.c) over simulated nodes: ties at
+ * the K-th score on every rank or some, full unsaturated ranks with ties past
+ * their top N, all-equal rows, +-0, -inf tails, NaN and short rows. */
+TEST(simulated_nodes_one_answer_families)
+{
+    GPU_CTX(ctx);
+    static const int cfg[][5] = {{2048, 384, 8, 4, 1}, {2048, 384, 8, 2, 64},
+                                 {1024, 192, 16, 4, 1}, {512, 96, 8, 1, 2},
+                                 {512, 96, 6, 3, 1},    {256, 32, 4, 2, 64}};
+    int64_t rescued = 0;
+    for (int i = 0; i < 6 && !dc_test_failed; i++) {
+        dc_world wd;
+        CHECK(dc_ties_world(&wd, cfg[i][0], cfg[i][1], cfg[i][2]) > 0);
+        const int64_t got = hier_world(ctx, cfg[i][0], cfg[i][1], cfg[i][2],
+                                       cfg[i][3], cfg[i][4], &wd,
+                                       "one-answer families");
+        dc_world_free(&wd);
+        if (got > 0)
+            rescued += got;
+    }
+    printf("rows the flat merge rescued: %lld\n", (long long)rescued);
+    CHECK_MSG(dc_test_failed || rescued > 0, "no saturated row was exercised");
     dcptopk_context_destroy(ctx);
 }

@@ -13,6 +13,7 @@
 #include "gen.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "ties.h"
 
 #define BLOCK 64
 #define NUM_REQS 3
@@ -49,7 +50,7 @@ static void lb_free(lb_case *k)
 
 /* Buffers for a world of `rows` rows, `stride` columns, max_local_len. */
 static int lb_init(lb_case *k, dcptopk_context *ctx, int kk, int n, int w,
-                   int64_t rows, int64_t stride, int64_t max_local_len)
+                   int s, int64_t rows, int64_t stride, int64_t max_local_len)
 {
     memset(k, 0, sizeof *k);
     k->ctx = ctx;
@@ -58,6 +59,7 @@ static int lb_init(lb_case *k, dcptopk_context *ctx, int kk, int n, int w,
     c.local_topk = n;
     c.world_size = w;
     c.block_size = BLOCK;
+    c.interleave = s;
     c.emit_ids = 1;
     c.exact = 1;
     k->c = c;
@@ -210,18 +212,16 @@ static int64_t lb_compare(lb_case *k, const dc_world *w, const char *what)
     return ret;
 }
 
-static int64_t one_case(dcptopk_context *ctx, int kk, int n, int w, int64_t rows,
-                        int fam, int64_t len, uint64_t seed)
+/* The loopback merge of world wd (interleave s) against the reference;
+ * returns the rescued rows or -1. */
+static int64_t world_case(dcptopk_context *ctx, int kk, int n, int w, int s,
+                          const dc_world *wd, const char *what)
 {
-    dc_world wd;
-    if (dc_gen_world(&wd, fam, kk, n, w, rows, len, seed)) {
-        DC_FAIL_AT("dc_gen_world");
-        return -1;
-    }
     lb_case k;
     int64_t ret = -1;
-    if (lb_init(&k, ctx, kk, n, w, rows, wd.stride, wd.max_local_len) ||
-        lb_upload(&k, &wd)) {
+    if (lb_init(&k, ctx, kk, n, w, s, wd->rows, wd->stride,
+                wd->max_local_len) ||
+        lb_upload(&k, wd)) {
         DC_FAIL_AT("setup: %s", dcptopk_last_error(ctx));
         goto out;
     }
@@ -232,9 +232,21 @@ static int64_t one_case(dcptopk_context *ctx, int kk, int n, int w, int64_t rows
         DC_FAIL_AT("merge: %s", dcptopk_last_error(ctx));
         goto out;
     }
-    ret = lb_compare(&k, &wd, dc_family_name(fam));
+    ret = lb_compare(&k, wd, what);
 out:
     lb_free(&k);
+    return ret;
+}
+
+static int64_t one_case(dcptopk_context *ctx, int kk, int n, int w, int64_t rows,
+                        int fam, int64_t len, uint64_t seed)
+{
+    dc_world wd;
+    if (dc_gen_world(&wd, fam, kk, n, w, rows, len, seed)) {
+        DC_FAIL_AT("dc_gen_world");
+        return -1;
+    }
+    const int64_t ret = world_case(ctx, kk, n, w, 1, &wd, dc_family_name(fam));
     dc_world_free(&wd);
     return ret;
 }
@@ -309,7 +321,7 @@ TEST(consecutive_calls_stay_in_step)
         CHECK(dc_gen_world(&worlds[i], fams[i], kk, n, w, rows, 4096, 300 + (uint64_t)i) == 0);
     /* All worlds share one stride (the generator sizes it from local_len). */
     lb_case k;
-    CHECK(lb_init(&k, ctx, kk, n, w, rows, worlds[0].stride,
+    CHECK(lb_init(&k, ctx, kk, n, w, 1, rows, worlds[0].stride,
                   worlds[0].max_local_len) == 0);
     int64_t rescued = 0;
     for (int call = 0; call < 120 && !dc_test_failed; call++) {
@@ -343,7 +355,7 @@ TEST(graph_capture_and_replay)
     CHECK(dc_gen_world(&worlds[0], DC_FAM_CONC_SAT, kk, n, w, rows, 2048, 1) == 0);
     CHECK(dc_gen_world(&worlds[1], DC_FAM_NORMAL, kk, n, w, rows, 2048, 2) == 0);
     lb_case k;
-    CHECK(lb_init(&k, ctx, kk, n, w, rows, worlds[0].stride,
+    CHECK(lb_init(&k, ctx, kk, n, w, 1, rows, worlds[0].stride,
                   worlds[0].max_local_len) == 0);
     void *stream = NULL, *exec = NULL;
     CHECK_OK(dc_stream_create(ctx, &stream));
@@ -451,4 +463,51 @@ TEST(rescue_timeout_reported)
     }
     dcptopk_context_destroy(ctx);
     unsetenv("DCPTOPK_RESCUE_TIMEOUT_MS");
+}
+
+/* The one-answer families (tests/util/ties.c; test_one_answer checks the
+ * reference against the one-GPU oracle on them): ties at the K-th score on
+ * every rank or some, full unsaturated ranks with ties past their top N,
+ * all-equal rows, +-0, -inf tails, NaN and short rows, for several (K, N,
+ * W, S), one of them on the select's larger-row path (W * N > 4096). */
+TEST(one_answer_families)
+{
+    GPU_CTX(ctx);
+    static const int cfg[][4] = {{2048, 384, 8, 1}, {2048, 384, 8, 64},
+                                 {2048, 256, 4, 2},  {1024, 192, 16, 1},
+                                 {512, 96, 3, 1},    {512, 96, 1, 1},
+                                 {2048, 1024, 8, 1}, {256, 32, 6, 64}};
+    int64_t rescued = 0;
+    for (int i = 0; i < 8 && !dc_test_failed; i++) {
+        dc_world wd;
+        CHECK(dc_ties_world(&wd, cfg[i][0], cfg[i][1], cfg[i][2]) > 0);
+        const int64_t got = world_case(ctx, cfg[i][0], cfg[i][1], cfg[i][2],
+                                       cfg[i][3], &wd, "one-answer families");
+        dc_world_free(&wd);
+        if (got > 0)
+            rescued += got;
+    }
+    printf("rescued rows: %lld\n", (long long)rescued);
+    CHECK_MSG(dc_test_failed || rescued > 0, "no saturated row was exercised");
+    dcptopk_context_destroy(ctx);
+}
+
+/* The same families at two small shapes, for compute-sanitizer
+ * (bench/device.sh's list). */
+TEST(one_answer_small)
+{
+    GPU_CTX(ctx);
+    static const int cfg[][4] = {{512, 96, 8, 1}, {256, 32, 6, 64}};
+    int64_t rescued = 0;
+    for (int i = 0; i < 2 && !dc_test_failed; i++) {
+        dc_world wd;
+        CHECK(dc_ties_world(&wd, cfg[i][0], cfg[i][1], cfg[i][2]) > 0);
+        const int64_t got = world_case(ctx, cfg[i][0], cfg[i][1], cfg[i][2],
+                                       cfg[i][3], &wd, "one-answer families");
+        dc_world_free(&wd);
+        if (got > 0)
+            rescued += got;
+    }
+    CHECK_MSG(dc_test_failed || rescued > 0, "no saturated row was exercised");
+    dcptopk_context_destroy(ctx);
 }

@@ -37,12 +37,34 @@ int64_t dc_brute_packed_topk(int32_t world_size, int32_t interleave,
                              const int32_t *const *row_ends, int64_t t,
                              int32_t topk, dc_brute_item *out);
 
+/* The one-GPU answer of row t, the contract's single answer: the unsharded
+ * row as one GPU holding every token sees it (token g at index g, rebuilt
+ * from the shards by the interleave's numbering; columns past a rank's bound
+ * are absent), and its K non-NaN tokens of largest score, equal scores to
+ * the lowest index. Writes their global ids in ascending order to gids_out
+ * and returns how many (min(K, tokens)). bf16 logits as the packed merge
+ * reads them: columns l < min(row_end, max_local_len, 2^17). */
+int64_t dc_brute_one_gpu_bf16(int32_t world_size, int32_t interleave,
+                              const uint16_t *const *logits, int64_t stride,
+                              int64_t max_local_len,
+                              const int32_t *const *row_ends, int64_t t,
+                              int32_t topk, int64_t *gids_out);
+/* The same over fp32 scores (the pair merge's key): columns l < row_end. */
+int64_t dc_brute_one_gpu_f32(int32_t world_size, int32_t interleave,
+                             const float *const *scores, int64_t stride,
+                             const int32_t *const *row_ends, int64_t t,
+                             int32_t topk, int64_t *gids_out);
+
 /* The round-1 saturation of row t computed from first principles: each rank
- * sends its best min(N, v) tokens; tau = the K-th best sent score (none when
- * fewer than K were sent); rank r is saturated iff it sent N tokens, all
- * scoring strictly above tau (any score when there is no tau). Returns the
- * mask; *tau_bits = tau's bf16 bits, *has_tau = whether K were sent. */
-uint32_t dc_brute_saturation(int32_t world_size, int32_t local_topk,
+ * sends its best min(N, v) tokens (ties: lower local id); tau = the K-th
+ * best sent token (score, then lower gid; none when fewer than K were sent);
+ * rank r is saturated iff it sent N tokens and the best token it may still
+ * hold unsent (its lowest sent score, at the local id after the last one it
+ * sent at that score) ranks above tau (always, when there is no tau): only
+ * then can a token it did not send belong to the top K. Returns the mask;
+ * *tau_bits = tau's bf16 bits, *has_tau = whether K were sent. */
+uint32_t dc_brute_saturation(int32_t world_size, int32_t interleave,
+                             int32_t local_topk,
                              int32_t topk, const uint16_t *const *logits,
                              int64_t stride, int64_t max_local_len,
                              const int32_t *const *row_ends, int64_t t,
