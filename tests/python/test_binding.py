@@ -420,5 +420,103 @@ def test_cache_file_maintenance():
         raises(TypeError, dcptopk.Cache, path, readonly="no", match="readonly")
 
 
+# ------------------------------------------------- values bound for C (#32)
+# ctypes stores ints modulo 2^bits and cuts a char* at its first NUL: every
+# such value must be refused with its name before C sees it.
+
+def test_config_ints_that_would_wrap_are_refused():
+    raises(ValueError, dcptopk.config, topk=2 ** 32 + 1024, local_topk=2 ** 32 + 192,
+           match=("topk", str(2 ** 32 + 1024), "int32"))
+    raises(ValueError, dcptopk.config, local_topk=2 ** 32 + 192, match=("local_topk", "int32"))
+    raises(ValueError, dcptopk.make_config, "packed", topk=128, local_topk=32,
+           world_size=2 ** 32 + 8, match=("world_size", str(2 ** 32 + 8)))
+    raises(ValueError, dcptopk.config, block_size=-2 ** 31 - 1, match="block_size")
+    cfg = dcptopk.config()
+    before = cfg.world_size
+    raises(ValueError, setattr, cfg, "world_size", 2 ** 32 + 8, match="world_size")
+    assert cfg.world_size == before and cfg.as_list()[3] == before
+
+
+def test_floats_and_bools_are_not_ints():
+    e = raises(TypeError, dcptopk.config, topk=64.5, match=("topk", "float", "64.5"))
+    assert isinstance(e, ValueError), "an argument error is also a ValueError"
+    raises(TypeError, dcptopk.make_config, "pair", topk=64.0, world_size=4, match="topk")
+    raises(TypeError, dcptopk.config, world_size=True, match=("world_size", "bool"))
+    raises(TypeError, dcptopk.MergeConfig, topk=2048.0, match="topk")
+    # The flags take a bool on purpose.
+    assert dcptopk.config(emit_ids=False).emit_ids == 0
+    assert dcptopk.make_config("packed", topk=128, local_topk=32, world_size=2,
+                               emit_ids=True).emit_ids == 1
+
+
+def test_unknown_config_fields_are_refused():
+    e = raises(TypeError, dcptopk.config, top_k=1024, match=("top_k", "topk", "local_topk"))
+    assert "world_size" in str(e)
+    cfg = dcptopk.config()
+    raises(TypeError, cfg.copy, worldsize=2, match="worldsize")
+    raises(AttributeError, setattr, cfg, "top_k", 1024, match=("top_k", "topk"))
+
+
+def test_config_of_none_or_a_nul_name_is_a_clear_error():
+    raises(TypeError, dcptopk.config, None, match=("name", "NoneType"))
+    raises(TypeError, dcptopk.config, 3, match="name")
+    raises(ValueError, dcptopk.config, "deepseek-v3.2-dcp8\0junk", match=("name", "NUL"))
+
+
+def test_context_arguments_are_checked_before_c():
+    raises(ValueError, dcptopk.Context, device=2 ** 32 - 1, match=("device", str(2 ** 32 - 1)))
+    raises(TypeError, dcptopk.Context, device=0.0, match="device")
+    raises(TypeError, dcptopk.Context, device=True, match="device")
+    raises(ValueError, dcptopk.Context, device=-1, arch="sm_90a\0sm_80", match=("arch", "NUL"))
+    with tempfile.TemporaryDirectory() as d:
+        bad = os.path.join(d, "c.sqlite") + "\0.x"
+        raises(ValueError, dcptopk.Context, device=-1, arch="sm_90a", cache_path=bad,
+               match=("cache_path", "NUL"))
+        assert not os.listdir(d), "a truncated cache path was opened"
+    raises(ValueError, dcptopk.Context, device=-1, arch="sm_90a", cache_mode=2 ** 31,
+           match="cache_mode")
+
+
+def test_every_int_and_string_argument_of_the_c_calls_is_checked():
+    lib = dcptopk.library()
+    # The binding's own calls name the argument...
+    raises(ValueError, dcptopk.packed_row_words, 2 ** 32 + 64, match=("n", "int32"))
+    raises(TypeError, dcptopk.rescue_slots, 2048, 384.0, match="n")
+    raises(ValueError, dcptopk.workspace_layout, dcptopk.config(), 2 ** 63, match="max_rows")
+    # ... and the raw signatures refuse what would wrap, for every caller.
+    raises(ctypes.ArgumentError, lib.dcptopk_packed_row_words, 2 ** 32 + 64, match="int32")
+    raises(ctypes.ArgumentError, lib.dcptopk_packed_row_words, 64.5)
+    raises(ctypes.ArgumentError, lib.dcptopk_rescue_slots, 2048, True, match="bool")
+    raises(ctypes.ArgumentError, lib.dcptopk_merge_config_name, -1, match="size_t")
+    cfg = dcptopk.MergeConfig()
+    raises(ctypes.ArgumentError, lib.dcptopk_merge_config_named, b"deepseek\0x",
+           ctypes.byref(cfg), match="NUL")
+    assert lib.dcptopk_packed_row_words(64) == 66
+    raises(ValueError, dcptopk.key_parse, "select(topk=2048)\0@sm_90a", match=("key", "NUL"))
+    # Every integer and char* argument type of every declared signature is a
+    # checked one.
+    for name, (_res, args) in list(_lib._SIGS.items()):
+        fn = getattr(lib, name)
+        for declared, bound in zip(args, fn.argtypes):
+            if declared is ctypes.c_char_p or (declared in (ctypes.c_int32, ctypes.c_uint32,
+                                                             ctypes.c_int64, ctypes.c_uint64,
+                                                             ctypes.c_size_t, ctypes.c_int,
+                                                             ctypes.c_uint16)):
+                assert bound is not declared and hasattr(bound, "from_param"), (name, declared)
+
+
+def test_every_struct_field_is_set_through_the_checked_setter():
+    for name, cls in dict(dcptopk.STRUCTS, **_lib.DIST_STRUCTS).items():
+        s = cls()
+        ints = [n for n, t in cls._fields_ if t in (ctypes.c_int32, ctypes.c_uint32,
+                                                     ctypes.c_int64, ctypes.c_uint64)]
+        for n in ints:
+            raises(ValueError, setattr, s, n, 2 ** 64, match=n)
+            raises(TypeError, setattr, s, n, 1.0, match=n)
+        for n in [n for n, t in cls._fields_ if t is ctypes.c_char_p]:
+            raises(ValueError, setattr, s, n, b"a\0b", match=(n, "NUL"))
+        raises(AttributeError, setattr, s, "no_such_field", 1, match=("no_such_field", cls.__name__))
+
+
 if __name__ == "__main__":
     sys.exit(harness.run(globals()))

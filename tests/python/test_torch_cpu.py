@@ -591,5 +591,199 @@ def test_arithmetic_matches_the_library():
         assert M.rescue_slots(k, n) == dcptopk.rescue_slots(k, n)
 
 
+# ------------------------------------------- the boundary of the drop-in (#32)
+
+class _FakeDist:
+    """torch.distributed as an engine's process sees it: initialised, with
+    `world` ranks in the default group and the sizes of the groups given."""
+
+    def __init__(self, world, sizes=()):
+        self.world, self.sizes = world, dict(sizes)
+        self.saved = {}
+
+    def __enter__(self):
+        import torch.distributed as dist
+        for n in ("is_available", "is_initialized", "get_world_size", "get_rank"):
+            self.saved[n] = getattr(dist, n, None)
+        dist.is_available = lambda: True
+        dist.is_initialized = lambda: True
+        dist.get_world_size = lambda group=None: self.world if group is None \
+            else self.sizes[id(group)]
+        dist.get_rank = lambda group=None: 0
+        M._RESCUE_WORKSPACES.clear()
+        M.set_dcp_group(None)
+        return self
+
+    def __exit__(self, *exc):
+        import torch.distributed as dist
+        for n, f in self.saved.items():
+            if f is None:
+                delattr(dist, n)
+            else:
+                setattr(dist, n, f)
+        M._RESCUE_WORKSPACES.clear()
+        M.set_dcp_group(None)
+
+
+class _FakeVllm:
+    """vllm.distributed.parallel_state in sys.modules: get_dcp_group() returns
+    `coordinator`, or raises as vLLM does when the group is not initialised
+    (coordinator None); broken=True makes the import itself fail."""
+
+    NAMES = ("vllm", "vllm.distributed", "vllm.distributed.parallel_state")
+
+    def __init__(self, coordinator=None, broken=False):
+        self.coordinator, self.broken = coordinator, broken
+
+    def __enter__(self):
+        import types
+        self.saved = {n: sys.modules.get(n) for n in self.NAMES}
+        top, d = types.ModuleType("vllm"), types.ModuleType("vllm.distributed")
+        ps = types.ModuleType("vllm.distributed.parallel_state")
+        ps._DCP = self.coordinator
+
+        def get_dcp_group():
+            assert ps._DCP is not None, "decode context parallel group is not initialized"
+            return ps._DCP
+        ps.get_dcp_group = get_dcp_group
+        top.distributed, d.parallel_state = d, ps
+        sys.modules["vllm"], sys.modules["vllm.distributed"] = top, d
+        # None in sys.modules makes `import` raise ImportError.
+        sys.modules["vllm.distributed.parallel_state"] = None if self.broken else ps
+        return self
+
+    def __exit__(self, *exc):
+        for n, m in self.saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+
+
+def test_group_none_under_torch_distributed_is_the_dcp_group():
+    K, N = 128, 32
+    # Two ranks and no DCP group known: an error naming the fix, never a
+    # world of one (which would return this rank's local top K).
+    with _FakeDist(2):
+        e = raises(ValueError, M.init_dcp_topk_rescue_workspace, 8, K, N, device="cpu",
+                   match=("group", "2 ranks", "set_dcp_group", "get_dcp_group"))
+        assert M.get_dcp_topk_rescue_workspace(K, N) is None, e
+        # vLLM imported but its DCP group not initialised, or its
+        # parallel_state failing to import: the same error, no crash.
+        for fake in (_FakeVllm(None), _FakeVllm(object(), broken=True)):
+            with fake:
+                raises(ValueError, M.init_dcp_topk_rescue_workspace, 8, K, N, device="cpu",
+                       match="set_dcp_group")
+    # A group of one rank set as the DCP group: group=None is that group.
+    one = object()
+    with _FakeDist(2, {id(one): 1}):
+        M.set_dcp_group(one)
+        assert M.get_dcp_group() is one
+        ws = M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu")
+        assert ws.device_group is one and ws.world_size == 1
+        M.set_dcp_group(None)
+        assert M.get_dcp_group() is None
+        raises(TypeError, M.set_dcp_group, 3, match="group")
+    # vLLM's initialised DCP group (a GroupCoordinator: .device_group).
+    pg = object()
+
+    class Coordinator:
+        device_group = pg
+    with _FakeDist(2, {id(pg): 1}), _FakeVllm(Coordinator()):
+        ws = M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu")
+        assert ws.device_group is pg
+    # The set group wins over vLLM's.
+    with _FakeDist(2, {id(pg): 1, id(one): 1}), _FakeVllm(Coordinator()):
+        M.set_dcp_group(one)
+        assert M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu").device_group is one
+    # torch.distributed initialised with one rank: a world of one, as without it.
+    with _FakeDist(1):
+        ws = M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu")
+        assert ws.world_size == 1 and ws.device_group is None
+
+
+def _host_ws_claiming(K, N, device):
+    """A registered rescue workspace that says it lives on `device` (a host
+    one underneath: no kernel can run, so nothing may get that far)."""
+    M._RESCUE_WORKSPACES.clear()
+    ws = M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu")
+    ws.device = torch.device(device)
+    return ws
+
+
+def test_tensors_off_the_workspace_device_are_refused():
+    K, N, T, S = 128, 32, 3, 304
+    g = gen(21)
+    lg = refs.logits_bf16(T, S, "masked", g)
+    re = torch.randint(0, S, (T,), generator=g, dtype=torch.int32)
+    ids = torch.full((T, K), -7, dtype=torch.int32)
+    _host_ws_claiming(K, N, "cuda:0")
+    try:
+        raises(ValueError, M.dcp_topk_merge, lg, re, ids, N,
+               match=("logits", "cpu", "cuda:0", f"K={K}", f"N={N}"))
+        assert (ids == -7).all(), "a refused call wrote its output"
+        bt = torch.zeros((T, 4), dtype=torch.int32)
+        req = torch.arange(T, dtype=torch.int32)
+        raises(ValueError, M.dcp_topk_merge_rows, logits=lg, row_ends=re, local_topk=N,
+               topk=K, req_id=req, block_table=bt, block_size=32, stride_rows=32, dcp_rank=0,
+               rows_out=torch.empty(T, K, dtype=torch.int32),
+               valid_out=torch.empty(T, dtype=torch.int32), match=("cpu", "cuda:0"))
+        packed = M.dcp_topk_pack(lg, re, N)
+        ws = M.get_dcp_topk_rescue_workspace(K, N)
+        raises(ValueError, M.dcp_topk_select, packed.unsqueeze(0), N, ids,
+               exact=M.ExactArgs(ws, lg, re), match=("gathered", "cpu", "cuda:0"))
+    finally:
+        M._RESCUE_WORKSPACES.clear()
+    # The ops check the workspace's device too (fake and real alike).
+    cfg = packed_cfg(K, N, 1)
+    info = (K, N, 1, 0, 8, "cuda:0")
+    gathered = torch.zeros((1, T, N + N // 32), dtype=torch.int32)
+    raises(ValueError, dcptopk._checks.plan_select, cfg, gathered, 0, ids, lg, re, None, info,
+           match=("gathered", "cpu", "cuda:0"))
+    raises(ValueError, dcptopk._checks.plan_group_merge, cfg, lg, re, None, ids, None, info,
+           match=("logits", "cpu", "cuda:0"))
+
+
+def test_a_topk_or_local_topk_off_the_workspace_is_named():
+    K, N, T, S = 128, 32, 3, 304
+    g = gen(22)
+    lg = refs.logits_bf16(T, S, "masked", g)
+    re = torch.randint(0, S, (T,), generator=g, dtype=torch.int32)
+    M._RESCUE_WORKSPACES.clear()
+    try:
+        M.init_dcp_topk_rescue_workspace(8, K, N, device="cpu")
+        # topk_indices of [T, K - 32]: the argument, what it got, the workspace's (K, N).
+        e = raises(ValueError, M.dcp_topk_merge, lg, re,
+                   torch.empty(T, K - 32, dtype=torch.int32), N,
+                   match=("topk_indices", f"[{T}, {K - 32}]", f"(K={K}, N={N})"))
+        assert "has no rescue workspace" not in str(e), e
+        e = raises(ValueError, M.dcp_topk_merge, lg, re, torch.empty(T, K, dtype=torch.int32),
+                   N + 32, match=("local_topk", f"{N + 32}", f"(K={K}, N={N})"))
+        assert "has no rescue workspace" not in str(e), e
+        raises(ValueError, M.dcp_topk_merge_rows, logits=lg, row_ends=re, local_topk=N,
+               topk=K + 32, req_id=torch.arange(T, dtype=torch.int32),
+               block_table=torch.zeros((T, 4), dtype=torch.int32), block_size=32,
+               stride_rows=32, dcp_rank=0, rows_out=torch.empty(T, K + 32, dtype=torch.int32),
+               valid_out=torch.empty(T, dtype=torch.int32),
+               match=("topk", f"K={K + 32}", f"(K={K}, N={N})"))
+    finally:
+        M._RESCUE_WORKSPACES.clear()
+    # With no workspace at all the message still says how to make one.
+    raises(RuntimeError, M.dcp_topk_merge, lg, re, torch.empty(T, K, dtype=torch.int32), N,
+           match="init_dcp_topk_rescue_workspace")
+
+
+def test_op_ints_are_range_checked():
+    cfg = packed_cfg(128, 32, 2)
+    T = 2
+    gathered = torch.zeros((2, T, 33), dtype=torch.int32)
+    ids = torch.empty(T, 128, dtype=torch.int32)
+    raises(ValueError, ops.select, cfg, gathered, rank=2 ** 32, ids_out=ids, match="rank")
+    raises(TypeError, ops.select, cfg, gathered, rank=1.0, ids_out=ids, match="rank")
+    raises(TypeError, ops.select, cfg, gathered, rank=True, ids_out=ids, match="rank")
+    raises(ValueError, ops.select, list(cfg.as_list()[:1]) + [2 ** 32 + 128] +
+           cfg.as_list()[2:], gathered, rank=0, ids_out=ids, match="topk")
+
+
 if __name__ == "__main__":
     sys.exit(harness.run(globals()))

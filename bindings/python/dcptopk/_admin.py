@@ -108,7 +108,7 @@ def _key(spec):
         raise TypeError(f"key: got {type(spec).__name__}; expected a key spec (str) such as "
                         "dcptopk.config_keys() prints")
     k = Key()
-    check(library().dcptopk_key_parse(spec.encode(), ctypes.byref(k)))
+    check(library().dcptopk_key_parse(_checks.c_str(spec, "key"), ctypes.byref(k)))
     return k
 
 
@@ -232,7 +232,7 @@ class Group:
         gc = new(GroupConfig)
         gc.version, gc.rank, gc.world_size = 1, -1, -1
         gc.path, gc.timeout_ms = path, timeout_ms
-        self._prefix = store_prefix.encode() if store_prefix is not None else None
+        self._prefix = _checks.c_str(store_prefix, "store_prefix")
         gc.store_prefix = self._prefix
         d = as_bytes_path(store_dir, "store_dir") if store_dir is not None else None
         self.ctx, h = ctx, _vp()

@@ -8,6 +8,12 @@ needs (rows, strides); it reads only dtype, shape, strides and device, and the
 data pointer only of real tensors (for alignment), so it runs on fake tensors.
 """
 
+class ArgTypeError(TypeError, ValueError):
+    """An argument of the wrong type (a float, a bool, a str for an int).
+    Both a TypeError and a ValueError: the binding's argument errors are
+    ValueErrors, and Python's convention for a wrong type is TypeError."""
+
+
 MAX_LOCAL_LEN = 1 << 17      # DCPTOPK_LOCAL_INDEX_BITS
 MAX_ROWS = (1 << 31) - 1
 PACKED, PAIR = 0, 1
@@ -77,6 +83,14 @@ def tensor(t, name, dtype, dims, expected, device=None, optional=False):
     return t
 
 
+def on_device(t, name, ws_dev, k, n):
+    """t on the workspace's device (the call's other tensors are checked
+    against t's): a host tensor must never reach a kernel."""
+    if str(t.device) != ws_dev:
+        raise ValueError(f"{name}: got a tensor on {t.device}; the rescue workspace (K={k}, "
+                         f"N={n}) is on {ws_dev}: every tensor of the call must be there")
+
+
 def aligned(t, name, align):
     if t is not None and is_real(t) and t.numel() > 0 and t.data_ptr() % align:
         raise ValueError(f"{name}: data pointer {t.data_ptr():#x} is not {align}-byte aligned "
@@ -95,11 +109,15 @@ def covers(t, name, rows, row_stride):
 
 
 def integer(v, name, lo, hi, what=None):
+    """v as an int in lo..hi; a float or a bool is refused (ArgTypeError),
+    never rounded or read as 0 / 1."""
     import operator
+    if isinstance(v, (bool, float)):
+        raise ArgTypeError(f"{name}: got {type(v).__name__} {v!r}; expected an int")
     try:
         v = operator.index(v)
     except TypeError:
-        raise ValueError(f"{name}: got {type(v).__name__} {v!r}; expected an int") from None
+        raise ArgTypeError(f"{name}: got {type(v).__name__} {v!r}; expected an int") from None
     if v < lo or v > hi:
         raise ValueError(f"{name}: got {v}; expected {what or f'an int in {lo}..{hi}'}")
     return v
@@ -253,7 +271,8 @@ def plan_pack(cfg, logits, rows_ends_t, out, max_local_len, local_ids=None, indi
 
 def plan_select(cfg, gathered, rank_, ids, logits, row_ends_t, max_local_len, ws_info,
                 req_id=None, block_table=None, rows_out=None, counts_out=None, stride_rows=0):
-    """ws_info: None or (topk, local_topk, world_size, rank, max_rows) of the workspace."""
+    """ws_info: None or (topk, local_topk, world_size, rank, max_rows, device) of
+    the workspace (device: "cuda:<i>", or "cpu" for a host workspace)."""
     import torch
     config_kind(cfg, PACKED, "select")
     N, W = cfg.local_topk, cfg.world_size
@@ -292,7 +311,8 @@ def plan_select(cfg, gathered, rank_, ids, logits, row_ends_t, max_local_len, ws
         if logits is None or row_ends_t is None:
             raise ValueError("logits, row_ends: the exact merge needs this rank's bf16 logits and "
                              "row_ends (a saturated rank re-reads its row)")
-        k, n, w, wr, max_rows = ws_info
+        k, n, w, wr, max_rows, ws_dev = ws_info
+        on_device(gathered, "gathered", ws_dev, k, n)
         if (k, n, w) != (cfg.topk, N, W):
             raise ValueError(f"workspace: built for K={k}, N={n}, W={w}; the call has "
                              f"K={cfg.topk}, N={N}, W={W}")
@@ -411,7 +431,8 @@ def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_
     T = logits.shape[0]
     stride, mll = bf16_logits(logits, T, dev, max_local_len)
     row_ends(row_ends_t, T, dev)
-    k, n, w, r, max_rows = ws_info
+    k, n, w, r, max_rows, ws_dev = ws_info
+    on_device(logits, "logits", ws_dev, k, n)
     if (k, n, w) != (cfg.topk, cfg.local_topk, cfg.world_size):
         raise ValueError(f"workspace: built for K={k}, N={n}, W={w}; the call has "
                          f"K={cfg.topk}, N={cfg.local_topk}, W={cfg.world_size}")
@@ -430,3 +451,139 @@ def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_
         raise ValueError("ids_out and rows_out: both None; the merge would output nothing")
     return dict(rows=T, logits_stride=stride, max_local_len=mll, local_ids_stride=ids_stride,
                 ids_out_stride=out_stride, rows_map=rm, rank=r)
+
+
+# ----------------------------------------------------- values for ctypes
+# ctypes stores a Python int into a C integer modulo 2^bits and truncates a
+# char* at its first NUL, silently: every value bound for a C field or a C
+# argument passes through c_value first (the struct base class below and the
+# argument types of _lib's signatures), so nothing wraps on any path.
+
+import ctypes as _ct  # noqa: E402
+
+
+_INT_RANGES = {}
+for _t in (_ct.c_int8, _ct.c_int16, _ct.c_int32, _ct.c_int64, _ct.c_uint8, _ct.c_uint16,
+           _ct.c_uint32, _ct.c_uint64, _ct.c_int, _ct.c_uint, _ct.c_long, _ct.c_ulong,
+           _ct.c_size_t, _ct.c_ssize_t, _ct.c_longlong, _ct.c_ulonglong):
+    _bits = 8 * _ct.sizeof(_t)
+    _signed = _t(-1).value == -1
+    _INT_RANGES[_t] = ((-(1 << (_bits - 1)), (1 << (_bits - 1)) - 1) if _signed
+                       else (0, (1 << _bits) - 1))
+_INT_RANGES[_ct.c_void_p] = (0, (1 << (8 * _ct.sizeof(_ct.c_void_p))) - 1)
+_C_NAMES = {_ct.c_int32: "int32", _ct.c_uint32: "uint32", _ct.c_int64: "int64",
+            _ct.c_uint64: "uint64", _ct.c_size_t: "size_t", _ct.c_void_p: "an address",
+            _ct.c_uint16: "uint16"}
+
+
+def c_int(v, name, ctype, allow_bool=False):
+    """v as an int that `ctype` holds exactly; ArgTypeError for a float, a bool
+    (unless allow_bool: a flag field), a str...; ValueError out of range."""
+    import operator
+    if type(v) is bool:
+        if not allow_bool:
+            raise ArgTypeError(f"{name}: got bool {v!r}; expected an int")
+        v = int(v)
+    elif type(v) is not int:
+        if isinstance(v, float):
+            raise ArgTypeError(f"{name}: got float {v!r}; expected an int (floats are not "
+                               "rounded)")
+        try:
+            v = operator.index(v)
+        except TypeError:
+            raise ArgTypeError(f"{name}: got {type(v).__name__} {v!r}; expected an int") \
+                from None
+    lo, hi = _INT_RANGES[ctype]
+    if v < lo or v > hi:
+        raise ValueError(f"{name}: got {v}; expected an int in {lo}..{hi} (the range of the C "
+                         f"{_C_NAMES.get(ctype, ctype.__name__)} it fills)")
+    return v
+
+
+def c_str(v, name):
+    """v (str, bytes or None) as the bytes of a char* field: no NUL inside
+    (C would see a shorter string)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            b = v.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{name}: got {v!r}; expected a string encodable as UTF-8") \
+                from None
+    elif isinstance(v, bytes):
+        b = v
+    else:
+        raise ArgTypeError(f"{name}: got {type(v).__name__} {v!r}; expected a str")
+    if b"\0" in b:
+        raise ValueError(f"{name}: got {v!r}, which holds a NUL byte (C would read only "
+                         f"{b.split(bytes(1))[0]!r}); expected a string without NUL bytes")
+    return b
+
+
+def _arg_type(ctype):
+    """A checked stand-in for an integer or char* ctypes argument type: its
+    from_param runs c_int / c_str before ctypes converts the value."""
+    if ctype is _ct.c_char_p:
+        class CheckedStr:
+            @staticmethod
+            def from_param(v):
+                if v is None or isinstance(v, (str, bytes)):
+                    v = c_str(v, "char* argument")
+                return _ct.c_char_p.from_param(v)   # a buffer: ctypes checks it
+        return CheckedStr
+    if ctype in _INT_RANGES and ctype is not _ct.c_void_p:
+        cname = _C_NAMES.get(ctype, ctype.__name__)
+
+        class CheckedInt:
+            @staticmethod
+            def from_param(v, _t=ctype, _n=f"{cname} argument"):
+                return _t(c_int(v, _n, _t))
+        CheckedInt.__name__ = f"Checked_{cname}"
+        return CheckedInt
+    return ctype
+
+
+def arg_types(types):
+    """The argtypes of a C function with every integer and char* checked."""
+    return [_arg_type(t) for t in types]
+
+
+class Struct(_ct.Structure):
+    """A ctypes struct whose every field is filled through c_int / c_str:
+    integers are range-checked for their C type (bool only for the fields
+    listed in _flags_), char* has no NUL, and an unknown public attribute is
+    an error (a misspelled field would otherwise be a new Python attribute
+    that C never sees)."""
+
+    _flags_ = ()
+
+    def __setattr__(self, name, value):
+        spec = type(self).__dict__.get("_dc_specs")
+        if spec is None:
+            spec = type(self)._dc_build()
+        s = spec.get(name)
+        if s is None:
+            if not name.startswith("_"):
+                raise AttributeError(
+                    f"{type(self).__name__}: no field {name!r} (fields: "
+                    f"{', '.join(n for n, _ in self._fields_)})")
+        elif s == "str":
+            value = c_str(value, name)
+        elif s is not True:
+            if type(value) is not int or not s[1] <= value <= s[2]:
+                value = c_int(value, name, s[0], name in self._flags_)
+        super().__setattr__(name, value)
+
+    @classmethod
+    def _dc_build(cls):
+        spec = {}
+        for n, t in cls._fields_:
+            if t is _ct.c_char_p:
+                spec[n] = "str"
+            elif t in _INT_RANGES and t is not _ct.c_void_p:
+                spec[n] = (t, *_INT_RANGES[t])
+            else:
+                spec[n] = True   # pointers, arrays, nested structs: ctypes checks them
+        cls._dc_specs = spec
+        return spec

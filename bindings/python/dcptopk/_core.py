@@ -30,8 +30,11 @@ def config_names():
 
 def config(name="deepseek-v3.2-dcp8", **overrides):
     """A named config, with fields overridden (topk=..., world_size=...)."""
+    if not isinstance(name, str):
+        raise _checks.ArgTypeError(f"name: got {type(name).__name__} {name!r}; expected a "
+                                   f"config name (str), one of {', '.join(config_names())}")
     cfg = MergeConfig()
-    check(library().dcptopk_merge_config_named(name.encode(), ctypes.byref(cfg)))
+    check(library().dcptopk_merge_config_named(_checks.c_str(name, "name"), ctypes.byref(cfg)))
     return cfg.copy(**overrides)
 
 
@@ -39,7 +42,11 @@ def make_config(kind="packed", *, topk, local_topk=0, world_size, block_size=0, 
                 emit_ids=True, exact=None):
     """A config from its fields, validated by the library (DcptopkError names
     the field). kind: "packed" or "pair"; exact defaults to True for packed."""
-    k = {"packed": MergeConfig.PACKED, "pair": MergeConfig.PAIR}.get(kind, kind)
+    kinds = {"packed": MergeConfig.PACKED, "pair": MergeConfig.PAIR}
+    if isinstance(kind, str) and kind not in kinds:
+        raise ValueError(f"kind: got {kind!r}; expected 'packed' or 'pair'")
+    k = kinds.get(kind, kind) if isinstance(kind, str) else _checks.c_int(kind, "kind",
+                                                                          ctypes.c_int32)
     if exact is None:
         exact = k == MergeConfig.PACKED
     cfg = MergeConfig(kind=k, topk=topk, local_topk=local_topk if k == 0 else topk,
@@ -67,12 +74,13 @@ def as_config(cfg):
 
 def packed_row_words(n):
     """int32 words of a packed row of n candidates: n + n/32 (the library's)."""
-    return library().dcptopk_packed_row_words(n)
+    return library().dcptopk_packed_row_words(_checks.c_int(n, "n", ctypes.c_int32))
 
 
 def rescue_slots(k, n):
     """Local top-K lists a rank can receive per row: (K - 1) // N (the library's)."""
-    return library().dcptopk_rescue_slots(k, n)
+    return library().dcptopk_rescue_slots(_checks.c_int(k, "k", ctypes.c_int32),
+                                          _checks.c_int(n, "n", ctypes.c_int32))
 
 
 def _key_str(k):
@@ -99,6 +107,7 @@ def workspace_layout(cfg, max_rows):
     """Bytes each rank must allocate, in peer-shareable memory, for the rescue
     round of an exact packed config: {"recv_bytes": ..., "flags_bytes": ...}."""
     lay = new(WorkspaceLayout)
+    max_rows = _checks.c_int(max_rows, "max_rows", ctypes.c_int64)
     check(library().dcptopk_workspace_layout_get(ctypes.byref(as_config(cfg)), max_rows,
                                                  ctypes.byref(lay)))
     return {"recv_bytes": lay.recv_bytes, "flags_bytes": lay.flags_bytes}
@@ -254,10 +263,14 @@ class Context:
 
     def __init__(self, device=0, arch=None, cache_path=None, strict=False, cache_mode=0):
         lib = library()
-        cc = ContextConfig(ctypes.sizeof(ContextConfig), 1, device,
-                           arch.encode() if arch else None,
-                           os.fsencode(cache_path) if cache_path else None, cache_mode,
-                           int(strict))
+        cc = new(ContextConfig)
+        cc.version = 1
+        # Each through the checked struct setter: an int32 device, no NUL in
+        # the strings (C would read a shorter path).
+        cc.device, cc.cache_mode = device, cache_mode
+        cc.arch = arch if arch else None
+        cc.cache_path = os.fsencode(cache_path) if cache_path else None
+        cc.strict = bool(strict)
         h = _vp()
         check(lib.dcptopk_context_create(ctypes.byref(cc), ctypes.byref(h)))
         self._h, self.device, self.strict = h, device, bool(strict)
@@ -341,6 +354,8 @@ class Context:
     def selftest(self, cfg, rows=64, seed=1):
         """Runs the library's deployment check of cfg (dcptopk_selftest)."""
         rep = new(SelftestReport)
+        rows = _checks.c_int(rows, "rows", ctypes.c_int64)
+        seed = _checks.c_int(seed, "seed", ctypes.c_uint64)
         check(library().dcptopk_selftest(self._handle(), ctypes.byref(as_config(cfg)), rows, seed,
                                          ctypes.byref(rep)), self._h)
         return {"on_gpu": bool(rep.on_gpu), "rows_checked": rep.rows_checked,
@@ -364,8 +379,12 @@ class Context:
         if len(peer_recv) != W or len(peer_flags) != W:
             raise ValueError(f"peer_recv / peer_flags: got {len(peer_recv)} / {len(peer_flags)} "
                              f"addresses; expected world_size = {W}")
-        recv = (_c_u64 * W)(*[int(a) for a in peer_recv])
-        flags = (_c_u64 * W)(*[int(a) for a in peer_flags])
+        max_rows = _checks.c_int(max_rows, "max_rows", ctypes.c_int64)
+        rank = _checks.c_int(rank, "rank", ctypes.c_int32)
+        recv = (_c_u64 * W)(*[_checks.c_int(a, f"peer_recv[{i}]", _c_u64)
+                              for i, a in enumerate(peer_recv)])
+        flags = (_c_u64 * W)(*[_checks.c_int(a, f"peer_flags[{i}]", _c_u64)
+                               for i, a in enumerate(peer_flags)])
         h = _vp()
         check(library().dcptopk_workspace_create(self._handle(), ctypes.byref(cfg), max_rows, rank,
                                                  recv, flags, ctypes.byref(h)), self._h)
@@ -454,6 +473,19 @@ def default_context(device):
     return ctx
 
 
+def _host_call(ctx_id, name, tensor):
+    """True for host tensors (the CPU reference); with a context given (a
+    Context's method), host tensors are refused: the context is on a GPU."""
+    if tensor.device.type != "cpu":
+        return False
+    if ctx_id != 0:
+        ctx = lookup(ctx_id, Context, "ctx")
+        raise ValueError(f"{name}: got a tensor on cpu; the context is on cuda:{ctx.device} "
+                         "(a Context's calls take its device's tensors; the CPU reference is "
+                         "dcptopk.ops.* without ctx)")
+    return True
+
+
 def _context_for(ctx_id, tensor):
     dev = tensor.device.index
     if dev is None:
@@ -496,7 +528,8 @@ class Workspace:
         return cls(None, as_config(cfg), max_rows, rank, None)
 
     def info(self):
-        return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows)
+        dev = "cpu" if self._ctx is None else f"cuda:{self._ctx.device}"
+        return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows, dev)
 
     def close(self):
         if getattr(self, "id", None) is not None:
@@ -557,6 +590,8 @@ class LoopbackWorld:
     benchmarks of the whole exact merge on one GPU."""
 
     def __init__(self, ctx, cfg, max_rows, max_local_len):
+        max_rows = _checks.c_int(max_rows, "max_rows", ctypes.c_int64)
+        max_local_len = _checks.c_int(max_local_len, "max_local_len", ctypes.c_int64)
         h = _vp()
         check(library().dcptopk_loopback_create(ctx._handle(), ctypes.byref(cfg), max_rows,
                                                 max_local_len, ctypes.byref(h)), ctx._h)
@@ -667,7 +702,7 @@ def run_pack(ctx_id, cfg, logits, row_ends, out, plan, local_ids=None, indices=F
     a.local_ids, a.local_ids_stride = _p(local_ids), plan["local_ids_stride"]
     a.rows, a.out = plan["rows"], _p(out)
     lib = library()
-    if logits.device.type == "cpu":
+    if _host_call(ctx_id, "logits", logits):
         fn = lib.dcptopk_ref_pack_indices if indices else lib.dcptopk_ref_pack
         check(fn(ctypes.byref(cfg), ctypes.byref(a)))
         return
@@ -687,7 +722,7 @@ def run_select(ctx_id, ws_id, cfg, gathered, ids_out, logits, row_ends, plan, ro
         a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
         a.max_local_len, a.row_ends = plan["max_local_len"], _p(row_ends)
     lib = library()
-    if gathered.device.type == "cpu":
+    if _host_call(ctx_id, "gathered", gathered):
         _ref_select(cfg, a, logits, plan)
         return
     ctx = _context_for(ctx_id, gathered)
@@ -738,7 +773,7 @@ def run_pair_pack(ctx_id, cfg, logits, local_ids, row_starts, row_ends, out, pla
     a.row_starts, a.row_ends = _p(row_starts), _p(row_ends)
     a.rows, a.rank, a.out = plan["rows"], plan["rank"], _p(out)
     lib = library()
-    if local_ids.device.type == "cpu":
+    if _host_call(ctx_id, "local_ids", local_ids):
         check(lib.dcptopk_ref_pair_pack(ctypes.byref(cfg), ctypes.byref(a)))
         return
     ctx = _context_for(ctx_id, local_ids)
@@ -754,7 +789,7 @@ def run_pair_select(ctx_id, cfg, candidates, ids_out, plan, rows_tensors):
     a.ids_out, a.ids_out_stride = _p(ids_out), plan["ids_out_stride"]
     a.rows_map = rows_map_struct(plan["rows_map"], *rows_tensors)
     lib = library()
-    if candidates.device.type == "cpu":
+    if _host_call(ctx_id, "candidates", candidates):
         check(lib.dcptopk_ref_pair_select(ctypes.byref(cfg), ctypes.byref(a)))
         return
     ctx = _context_for(ctx_id, candidates)

@@ -312,7 +312,8 @@ class GroupWorkspace:
         self.id = _core._register(self)
 
     def info(self):
-        return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows)
+        return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows,
+                f"cuda:{self.rt.device}")
 
     def warmup(self, progress=None):
         st = new(WarmupStats)

@@ -8,6 +8,8 @@ import ctypes.util
 import logging
 import os
 
+from ._checks import Struct, arg_types
+
 # The C API this binding was written against: the library must have the same
 # major and minor version (the patch level may differ).
 BINDING_VERSION = (0, 1, 0)
@@ -31,7 +33,7 @@ class DcptopkError(RuntimeError):
 # They mirror include/dcptopk.h field for field (tests/python/struct_sizes.c
 # prints the C sizes and offsets; test_binding.py compares).
 
-class MergeConfig(ctypes.Structure):
+class MergeConfig(Struct):
     _fields_ = [("struct_size", _c_u32), ("version", _c_u32), ("kind", _c_i32),
                 ("topk", _c_i32), ("local_topk", _c_i32), ("world_size", _c_i32),
                 ("block_size", _c_i32), ("interleave", _c_i32), ("emit_ids", _c_i32),
@@ -41,14 +43,20 @@ class MergeConfig(ctypes.Structure):
     # The fields a torch op carries (as an int list) to rebuild the config.
     FIELDS = ("kind", "topk", "local_topk", "world_size", "block_size", "interleave",
               "emit_ids", "exact")
+    _flags_ = ("emit_ids", "exact")   # True / False allowed; other fields refuse a bool
 
     def __init__(self, **fields):
         # DCPTOPK_MERGE_CONFIG_INIT
         super().__init__(ctypes.sizeof(MergeConfig), 1, 0, 2048, 384, 8, 64, 1, 1, 1)
+        self._set(fields)
+
+    def _set(self, fields):
+        bad = [k for k in fields if k not in self.FIELDS]
+        if bad:
+            raise TypeError(f"MergeConfig: no field {', '.join(map(repr, bad))} (fields: "
+                            f"{', '.join(self.FIELDS)})")
         for k, v in fields.items():
-            if k not in self.FIELDS:
-                raise TypeError(f"MergeConfig: no field {k!r} (fields: {', '.join(self.FIELDS)})")
-            setattr(self, k, int(v))
+            setattr(self, k, v)   # Struct.__setattr__ checks the value
         self._sync_list()
 
     def __setattr__(self, name, value):
@@ -74,8 +82,7 @@ class MergeConfig(ctypes.Structure):
 
     def copy(self, **overrides):
         c = MergeConfig(**{n: getattr(self, n) for n in self.FIELDS})
-        for k, v in overrides.items():
-            setattr(c, k, int(v))
+        c._set(overrides)
         return c
 
     def __eq__(self, other):
@@ -88,87 +95,88 @@ class MergeConfig(ctypes.Structure):
         return "MergeConfig(" + ", ".join(f"{n}={getattr(self, n)}" for n in self.FIELDS) + ")"
 
 
-class ContextConfig(ctypes.Structure):
+class ContextConfig(Struct):
     _fields_ = [("struct_size", _c_u32), ("version", _c_u32), ("device", _c_i32),
                 ("arch", ctypes.c_char_p), ("cache_path", ctypes.c_char_p),
                 ("cache_mode", _c_i32), ("strict", _c_i32), ("warmup_threads", _c_i32)]
+    _flags_ = ("strict",)
 
 
-class Key(ctypes.Structure):
+class Key(Struct):
     _fields_ = [(n, _c_i32) for n in ("kernel", "topk", "local_topk", "world_size", "block_size",
                                       "interleave", "emit_ids", "exact", "layout", "variant")] + \
                [("arch", ctypes.c_char * 16)]
 
 
-class WarmupStats(ctypes.Structure):
+class WarmupStats(Struct):
     _fields_ = [("struct_size", _c_u32), ("keys", _c_u32), ("memory_hits", _c_u32),
                 ("cache_hits", _c_u32), ("compiled", _c_u32), ("compile_ms", ctypes.c_double),
                 ("load_ms", ctypes.c_double), ("total_ms", ctypes.c_double)]
 
 
-class ContextStats(ctypes.Structure):
+class ContextStats(Struct):
     _fields_ = [("struct_size", _c_u32), ("launches", _c_u64), ("compiles", _c_u64),
                 ("cache_hits", _c_u64), ("modules", _c_u64),
                 ("late_compiles", _c_u64), ("late_loads", _c_u64)]
 
 
-class RowsMap(ctypes.Structure):
+class RowsMap(Struct):
     _fields_ = [("req_id", _vp), ("block_table", _vp), ("block_table_stride", _c_i64),
                 ("block_table_cols", _c_i32), ("num_reqs", _c_i32), ("stride_rows", _c_i32),
                 ("rows_out", _vp), ("rows_out_stride", _c_i64), ("counts_out", _vp)]
 
 
-class PairSelectArgs(ctypes.Structure):
+class PairSelectArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("candidates", _vp), ("layout", _c_i32),
                 ("rows", _c_i64), ("rank_stride_rows", _c_i64), ("rank", _c_i32),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
                 ("stream", _vp)]
 
 
-class PairPackArgs(ctypes.Structure):
+class PairPackArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("logits", _vp), ("logits_stride", _c_i64),
                 ("local_ids", _vp), ("local_ids_stride", _c_i64), ("row_starts", _vp),
                 ("row_ends", _vp), ("rows", _c_i64), ("rank", _c_i32), ("out", _vp),
                 ("stream", _vp)]
 
 
-class PackArgs(ctypes.Structure):
+class PackArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("logits", _vp), ("logits_stride", _c_i64),
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("local_ids", _vp),
                 ("local_ids_stride", _c_i64), ("rows", _c_i64), ("out", _vp), ("stream", _vp)]
 
 
-class SelectArgs(ctypes.Structure):
+class SelectArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("gathered", _vp), ("rank_stride_rows", _c_i64),
                 ("rows", _c_i64), ("rank", _c_i32), ("ids_out", _vp), ("ids_out_stride", _c_i64),
                 ("rows_map", RowsMap), ("logits", _vp), ("logits_stride", _c_i64),
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp)]
 
 
-class NodePairsArgs(ctypes.Structure):
+class NodePairsArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("gathered", _vp), ("rank_stride_rows", _c_i64),
                 ("rows", _c_i64), ("ids", _vp), ("ids_stride", _c_i64), ("sorted", _c_i32),
                 ("first_rank", _c_i32), ("world_size", _c_i32), ("pairs_out", _vp),
                 ("stream", _vp)]
 
 
-class WorkspaceLayout(ctypes.Structure):
+class WorkspaceLayout(Struct):
     _fields_ = [("struct_size", _c_u32), ("recv_bytes", _c_u64), ("flags_bytes", _c_u64)]
 
 
-class SelftestReport(ctypes.Structure):
+class SelftestReport(Struct):
     _fields_ = [("struct_size", _c_u32), ("on_gpu", _c_i32), ("rows_checked", _c_i64),
                 ("rows_rescued", _c_i64), ("mismatches", _c_i64), ("gpu_ms", ctypes.c_double),
                 ("summary", ctypes.c_char * 512)]
 
 
-class Setting(ctypes.Structure):
+class Setting(Struct):
     _fields_ = [("struct_size", _c_u32), ("name", ctypes.c_char_p), ("kind", ctypes.c_char_p),
                 ("doc", ctypes.c_char_p), ("env", ctypes.c_char_p), ("value", ctypes.c_char * 32),
                 ("source", _c_i32)]
 
 
-class EnvInfo(ctypes.Structure):
+class EnvInfo(Struct):
     _fields_ = [("struct_size", _c_u32), ("build", ctypes.c_char * 128),
                 ("nvrtc_major", _c_i32), ("nvrtc_minor", _c_i32),
                 ("nvrtc_path", ctypes.c_char * 512), ("driver_version", _c_i32),
@@ -177,11 +185,11 @@ class EnvInfo(ctypes.Structure):
                 ("cache_why", ctypes.c_char * 1024)]
 
 
-class RefCandidate(ctypes.Structure):
+class RefCandidate(Struct):
     _fields_ = [("ord16", _c_u32), ("local_id", _c_i32), ("global_id", _c_i32)]
 
 
-class CacheEntry(ctypes.Structure):
+class CacheEntry(Struct):
     _fields_ = [("key", ctypes.c_char * 33), ("kernel", ctypes.c_char * 32),
                 ("fields", ctypes.c_char * 256), ("arch", ctypes.c_char * 16),
                 ("nvrtc_version", ctypes.c_char * 16), ("lib_version", ctypes.c_char * 16),
@@ -190,18 +198,18 @@ class CacheEntry(ctypes.Structure):
                 ("hits", _c_i64)]
 
 
-class CacheStats(ctypes.Structure):
+class CacheStats(Struct):
     _fields_ = [("struct_size", _c_u32), ("entries", _c_i64), ("bytes", _c_i64),
                 ("file_bytes", _c_i64), ("hits", _c_i64), ("compile_ms", ctypes.c_double),
                 ("claims", _c_i64)]
 
 
-class CacheClaim(ctypes.Structure):
+class CacheClaim(Struct):
     _fields_ = [("key", ctypes.c_char * 33), ("pid", _c_i64), ("host", ctypes.c_char * 64),
                 ("started", _c_i64), ("stale", _c_i32)]
 
 
-class LaunchEnv(ctypes.Structure):
+class LaunchEnv(Struct):
     _fields_ = [("struct_size", _c_u32), ("rank", _c_i32), ("world_size", _c_i32),
                 ("local_rank", _c_i32), ("local_world_size", _c_i32),
                 ("source", ctypes.c_char * 32)]
@@ -210,14 +218,14 @@ class LaunchEnv(ctypes.Structure):
 # The distributed runtime (group/ in the library: dcptopk_group_*). Used only
 # when the loaded library exports every symbol of DIST_SYMBOLS.
 
-class GroupConfig(ctypes.Structure):
+class GroupConfig(Struct):
     _fields_ = [("struct_size", _c_u32), ("version", _c_u32), ("rank", _c_i32),
                 ("world_size", _c_i32), ("nccl_comm", _vp), ("unique_id", _vp),
                 ("store_dir", ctypes.c_char_p), ("store_prefix", ctypes.c_char_p),
                 ("path", _c_i32), ("timeout_ms", _c_i32)]
 
 
-class GroupMergeArgs(ctypes.Structure):
+class GroupMergeArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("rows", _c_i64), ("logits", _vp),
                 ("logits_stride", _c_i64), ("max_local_len", _c_i64), ("row_ends", _vp),
                 ("local_ids", _vp), ("local_ids_stride", _c_i64), ("candidates", _vp),
@@ -440,14 +448,14 @@ def _load(path):
 def _declare(lib):
     for name, (res, args) in _SIGS.items():
         fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
+        fn.restype, fn.argtypes = res, arg_types(args)
     if hasattr(lib, "dcptopk_log_set_callback"):
         lib.dcptopk_log_set_callback.restype = None
-        lib.dcptopk_log_set_callback.argtypes = [LOG_FN, _vp]
+        lib.dcptopk_log_set_callback.argtypes = arg_types([LOG_FN, _vp])
     if all(hasattr(lib, n) for n in _DIST_SIGS):
         for name, (res, args) in _DIST_SIGS.items():
             fn = getattr(lib, name)
-            fn.restype, fn.argtypes = res, args
+            fn.restype, fn.argtypes = res, arg_types(args)
 
 
 def check_version(number, binding=BINDING_VERSION):

@@ -6,11 +6,19 @@ the packed format (N + N/32 int32 words per row), the exact two-round merge
 init_dcp_topk_rescue_workspace; the entry points refuse to run without it),
 ids and physical rows outputs, the contract checker and the warmup hook.
 
+group=None means the DCP group, as in the seed: the group given once to
+set_dcp_group(), else vLLM's get_dcp_group() when vLLM runs and its DCP group
+is initialised, else a world of one rank when torch.distributed is absent,
+not initialised or has one rank; with more ranks and no DCP group known it is
+a ValueError (a merge of this rank alone would return its local top K, a
+different answer on every rank). A torch.distributed group of more than one
+rank goes through dcptopk._dist (the library's runtime, or torch all-gather +
+symmetric memory with DCPTOPK_DIST_BACKEND=torch).
+
+Every tensor of a call must be on the device of its rescue workspace (a CPU
+tensor into a GPU workspace is refused before any launch).
+
 Differences, all explicit:
-- group=None means a world of one rank (this process alone); a
-  torch.distributed group of more than one rank goes through dcptopk._dist
-  (the library's runtime, or torch all-gather + symmetric memory with
-  DCPTOPK_DIST_BACKEND=torch).
 - The local top-N of dcp_topk_pack is the library's fused top-N + pack (same
   contract: a top-N by (bf16 score desc, local id asc), ids < min(row_end,
   S, 2^17), NaN dropped).
@@ -26,7 +34,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _checks, _core, _dist, ops
 
-__all__ = ["dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
+__all__ = ["set_dcp_group", "get_dcp_group", "dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
            "dcp_topk_select", "init_dcp_topk_rescue_workspace", "get_dcp_topk_rescue_workspace",
            "register_dcp_topk_merge_warmup", "warmup_dcp_topk_merge",
            "assert_packed_merge_contract", "packed_row_words", "rescue_slots",
@@ -80,6 +88,83 @@ def _bound(logits, max_local_len):
     return _checks.integer(max_local_len, "max_local_len", 0, 1 << 62, "a non-negative int")
 
 
+# ------------------------------------------------------------ the DCP group
+
+_DCP_GROUP = None
+
+
+def set_dcp_group(group):
+    """The DCP group that group=None means from now on (a torch.distributed
+    ProcessGroup, or an object with .device_group such as vLLM's
+    GroupCoordinator). Call it once at model load, on every rank, before
+    init_dcp_topk_rescue_workspace; None forgets it."""
+    global _DCP_GROUP
+    if group is not None and isinstance(group, (bool, int, float, str, bytes)):
+        raise _checks.ArgTypeError(f"group: got {type(group).__name__} {group!r}; expected a "
+                                   "torch.distributed ProcessGroup (or an object with "
+                                   ".device_group), or None")
+    _DCP_GROUP = group
+
+
+def get_dcp_group():
+    """The group given to set_dcp_group(), or None."""
+    return _DCP_GROUP
+
+
+def _torch_world_size():
+    """Ranks of torch.distributed's default group; 1 when it is absent or not
+    initialised."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return 1
+    return dist.get_world_size()
+
+
+def _vllm_dcp_group():
+    """vLLM's DCP group (its GroupCoordinator) when vLLM runs in this process
+    and the group is initialised, else None. Only a vLLM already imported is
+    asked: one that is not imported has no initialised group, and importing
+    it here would be slow and have side effects. Any failure (a vLLM without
+    parallel_state or get_dcp_group, an uninitialised group) falls through."""
+    import sys
+    if "vllm" not in sys.modules:
+        return None
+    try:
+        import importlib
+        ps = importlib.import_module("vllm.distributed.parallel_state")
+        getter = getattr(ps, "get_dcp_group", None)
+        if getter is None or getattr(ps, "_DCP", True) is None:
+            return None
+        group = getter()
+    except Exception:   # vLLM asserts when the group is not initialised
+        return None
+    if group is None or getattr(group, "device_group", None) is None:
+        return None
+    return group
+
+
+def _resolve_group(group):
+    """The group group=None stands for (see the module docstring); a given
+    group is returned as it is."""
+    if group is not None:
+        return group
+    if _DCP_GROUP is not None:
+        return _DCP_GROUP
+    world = _torch_world_size()
+    if world <= 1:
+        return None
+    vg = _vllm_dcp_group()
+    if vg is not None:
+        return vg
+    raise ValueError(
+        f"group: None, while torch.distributed runs {world} ranks, and no DCP group is known. "
+        "group=None means the DCP group (not this rank alone: that merge would return this "
+        "rank's local top K). Pass group= (the DCP group's ProcessGroup, or an object with "
+        ".device_group), or call dcptopk.merge.set_dcp_group(group) once at model load "
+        "(vLLM's get_dcp_group() is used when vLLM's DCP group is initialised). For a merge "
+        "of this rank alone, pass a group of one rank (torch.distributed.new_group([rank]))")
+
+
 # ------------------------------------------------------------- workspaces
 
 _RESCUE_WORKSPACES: dict = {}
@@ -101,17 +186,22 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     """Allocate (once) the exact merge's rescue workspace for (K, N) on the
     DCP group. Must run on every DCP rank, outside CUDA-graph capture.
 
-    group=None: a world of one rank. A torch.distributed group: its ranks
-    (collective). device: the CUDA device (default: the current one; CPU
-    when CUDA is absent, for the reference path)."""
+    group=None: the DCP group (set_dcp_group, vLLM's, or a world of one
+    rank when torch.distributed has one rank or none; see the module
+    docstring). A torch.distributed group: its ranks (collective). device:
+    the CUDA device (default: the current one; CPU when CUDA is absent, for
+    the reference path)."""
     _check_kn(topk, local_topk)
     _checks.integer(max_rows, "max_rows", 1, _checks.MAX_ROWS, "a positive int")
     key = (topk, local_topk)
     ws = _RESCUE_WORKSPACES.get(key)
+    group = _resolve_group(group)
     device_group = getattr(group, "device_group", group)
     if ws is not None and ws.max_rows >= max_rows and ws.device_group is device_group:
         return ws
     dev = torch.device(device) if device is not None else _device()
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
     world, rank = _dist.group_info(device_group)
     cfg = _core.as_config(_cfg(topk, local_topk, world))
     if dev.type == "cpu":
@@ -165,12 +255,47 @@ class RowsOutput:
     stride_rows: int
 
 
-def _exact_args_for(topk, local_topk, logits, row_ends, group=None, max_local_len=None):
-    ws = get_dcp_topk_rescue_workspace(topk, local_topk)
-    if ws is None:
-        raise RuntimeError(
+def _no_workspace(topk, local_topk, topk_from):
+    """The error for a (K, N) without a rescue workspace: when others exist,
+    it names the argument that does not match them (topk_from says where K
+    came from: ("topk_indices", the tensor) or ("topk", None))."""
+    built = sorted(_RESCUE_WORKSPACES)
+    if not built:
+        return RuntimeError(
             f"DCP top-k merge (K={topk}, N={local_topk}) has no rescue workspace; call "
             "init_dcp_topk_rescue_workspace at model construction")
+    have = ", ".join(f"(K={k}, N={n})" for k, n in built)
+    name, t = topk_from
+    got_k = (f"{name}: got {_checks._desc(t)}, so K={topk}" if t is not None
+             else f"{name}: got K={topk}")
+    if any(n == local_topk for _, n in built):
+        hint = " (topk_indices must be int32 [T, K])" if t is not None else ""
+        return ValueError(f"{got_k}; the rescue workspace of N={local_topk} holds {have}{hint}")
+    if any(k == topk for k, _ in built):
+        return ValueError(f"local_topk: got {local_topk}; the rescue workspace of K={topk} "
+                          f"holds {have}")
+    return ValueError(f"{got_k}, and local_topk: got {local_topk}; no rescue workspace has "
+                      f"(K={topk}, N={local_topk}): the workspaces hold {have}")
+
+
+def _check_devices(ws, **tensors):
+    """Every tensor on the workspace's device: a host tensor into a GPU
+    workspace would reach the kernels as a device address."""
+    dev = getattr(ws, "device", None)
+    if dev is None:
+        return
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.device != dev:
+            raise ValueError(
+                f"{name}: got a tensor on {t.device}; the rescue workspace (K={ws.topk}, "
+                f"N={ws.local_topk}) is on {dev}: every tensor of the call must be there")
+
+
+def _exact_args_for(topk, local_topk, logits, row_ends, group=None, max_local_len=None,
+                    topk_from=("topk", None)):
+    ws = get_dcp_topk_rescue_workspace(topk, local_topk)
+    if ws is None:
+        raise _no_workspace(topk, local_topk, topk_from)
     if logits is None or row_ends is None:
         raise ValueError("the exact DCP top-k merge needs this rank's bf16 logits and row_ends "
                          "(a saturated rank re-reads its row)")
@@ -178,6 +303,7 @@ def _exact_args_for(topk, local_topk, logits, row_ends, group=None, max_local_le
     if device_group is not None and device_group is not ws.device_group:
         raise ValueError("the DCP top-k merge's group is not the one its rescue workspace was "
                          "built on")
+    _check_devices(ws, logits=logits, row_ends=row_ends)
     return ExactArgs(ws, logits, row_ends, max_local_len)
 
 
@@ -311,6 +437,11 @@ def dcp_topk_select(gathered: torch.Tensor, local_topk: int,
     if gathered.dim() != 3:
         _checks.fail("gathered", gathered, "int32 [W, T, N + N/32]")
     ws = exact.workspace
+    _check_devices(ws, gathered=gathered, topk_indices=topk_indices, logits=exact.logits,
+                   row_ends=exact.row_ends)
+    if rows is not None:
+        _check_devices(ws, req_id=rows.req_id, block_table=rows.block_table,
+                       rows_out=rows.rows_out, valid_out=rows.valid_out)
     if rows is not None and rows.dcp_rank != ws.rank:
         raise ValueError(f"dcp_rank {rows.dcp_rank} is not the rescue workspace's rank {ws.rank}")
     cfg = _cfg(topk, local_topk, gathered.shape[0],
@@ -342,7 +473,9 @@ def _merge(logits, row_ends, topk_indices, local_topk, max_local_len):
     topk = topk_indices.shape[1]
     _check_kn(topk, local_topk)
     mll = _bound(logits, max_local_len)
-    exact = _exact_args_for(topk, local_topk, logits, row_ends, max_local_len=mll)
+    exact = _exact_args_for(topk, local_topk, logits, row_ends, max_local_len=mll,
+                            topk_from=("topk_indices", topk_indices))
+    _check_devices(exact.workspace, topk_indices=topk_indices)
     if getattr(exact.workspace, "one_call", False):
         ops.group_merge(logits, row_ends, workspace=exact.workspace.variant(0, True),
                         ids_out=topk_indices, max_local_len=mll)
@@ -379,6 +512,11 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
     _check_kn(topk, local_topk)
     mll = _bound(logits, max_local_len)
     ws = get_dcp_topk_rescue_workspace(topk, local_topk)
+    if ws is None:
+        raise _no_workspace(topk, local_topk, ("topk", None))
+    _check_devices(ws, logits=logits, row_ends=row_ends, packed=packed, req_id=req_id,
+                   block_table=block_table, rows_out=rows_out, valid_out=valid_out,
+                   ids_out=ids_out)
     if getattr(ws, "one_call", False):
         if packed is not None:
             raise ValueError("packed: the library's group runtime packs inside its one-call "
