@@ -26,9 +26,38 @@ def inputs(W, call):
     return lg, re
 
 
-def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None, expect=None):
+def bad_arguments(rank, W, dev, M):
+    """Calls an engine may get wrong, on every rank before the first step:
+    each is refused on this rank before any launch or exchange, so the group
+    stays usable (the steps that follow check that)."""
+    from harness import raises
+    lg, re = inputs(W, 0)
+    ids = torch.full((T, K), -7, dtype=torch.int32, device=dev)
+    # Host tensors into a GPU group's workspace (once an illegal address on
+    # every rank, and a dead context).
+    raises(ValueError, M.dcp_topk_merge, lg[rank], re[rank], ids.cpu(), N,
+           match=("logits", "cpu", str(dev), f"K={K}", f"N={N}"))
+    raises(ValueError, M.dcp_topk_merge, lg[rank].to(dev), re[rank], ids, N,
+           match=("row_ends", "cpu", str(dev)))
+    raises(ValueError, M.dcp_topk_merge, lg[rank].to(dev), re[rank].to(dev), ids.cpu(), N,
+           match=("topk_indices", "cpu", str(dev)))
+    assert (ids == -7).all().item(), f"rank {rank}: a refused call wrote its output"
+    # A K or N other than the workspace's names the argument and its (K, N).
+    raises(ValueError, M.dcp_topk_merge, lg[rank].to(dev), re[rank].to(dev),
+           torch.empty(T, K - 32, dtype=torch.int32, device=dev), N,
+           match=("topk_indices", f"(K={K}, N={N})"))
+    raises(ValueError, M.dcp_topk_merge, lg[rank].to(dev), re[rank].to(dev), ids, N + 32,
+           match=("local_topk", f"(K={K}, N={N})"))
+    # group=None with W ranks and no DCP group set is not a world of one.
+    raises(ValueError, M.init_dcp_topk_rescue_workspace, T, K + 32, N,
+           match=("group", "set_dcp_group"))
+
+
+def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None, expect=None,
+           probe=False):
     """One rank. device: its GPU (default: the rank's own); expect: (bootstrap,
-    path) the library's group must choose, or None."""
+    path) the library's group must choose, or None; probe: run bad_arguments
+    before the steps."""
     sys.path.insert(0, harness.HERE)
     os.environ["DCPTOPK_DIST_BACKEND"] = backend
     dev_index = rank if device is None else device
@@ -49,6 +78,8 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
             path, why = rt.path()
             assert (rt.bootstrap, path) == expect, \
                 f"rank {rank}: bootstrap {rt.bootstrap}, path {path} ({why}); expected {expect}"
+        if probe:
+            bad_arguments(rank, W, dev, M)
         cfg = dcptopk.make_config("packed", topk=K, local_topk=N, world_size=W, block_size=B)
         bt = torch.randint(0, 1000, (T, S // B + 1), generator=torch.Generator().manual_seed(5),
                            dtype=torch.int32)
@@ -98,7 +129,7 @@ def run(W, backend, **kw):
         ctx = mp.get_context("spawn")
         failures = ctx.Queue()
         args = (W, os.path.join(d, "init"), failures, backend, kw.get("pg_backend", "nccl"),
-                kw.get("device"), kw.get("expect"))
+                kw.get("device"), kw.get("expect"), kw.get("probe", False))
         mp.start_processes(worker, args=args, nprocs=W, join=True, start_method="spawn")
         errs = []
         while not failures.empty():

@@ -20,11 +20,12 @@ if not torch.cuda.is_available():
 import dist_case  # noqa: E402
 
 
-def _run(W):
+def _run(W, probe=False):
     import dcptopk
     if not dcptopk.has_dist_runtime():
         raise harness.Skip("the library lacks the distributed runtime")
-    dist_case.run(W, "dcptopk", pg_backend="gloo", device=0, expect=("store", "push"))
+    dist_case.run(W, "dcptopk", pg_backend="gloo", device=0, expect=("store", "push"),
+                  probe=probe)
 
 
 def test_two_ranks_on_one_gpu():
@@ -37,6 +38,12 @@ def test_three_ranks_on_one_gpu():
 
 def test_four_ranks_on_one_gpu():
     _run(4)
+
+
+def test_bad_arguments_leave_a_two_rank_group_usable():
+    # Host tensors, a wrong K or N, group=None: refused on every rank before
+    # any launch (dist_case.bad_arguments), then the steps are bit-exact.
+    _run(2, probe=True)
 
 
 if __name__ == "__main__":

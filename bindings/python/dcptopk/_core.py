@@ -91,7 +91,7 @@ def _key_str(k):
 
 def _keys(cfg, arch):
     lib, n = library(), ctypes.c_size_t(0)
-    a = arch.encode() if arch else None
+    a = _checks.c_str(arch, "arch") if arch else None
     check(lib.dcptopk_config_keys(ctypes.byref(cfg), a, None, 0, ctypes.byref(n)))
     keys = (Key * n.value)()
     check(lib.dcptopk_config_keys(ctypes.byref(cfg), a, keys, n.value, ctypes.byref(n)))

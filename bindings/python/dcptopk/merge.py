@@ -285,7 +285,7 @@ def _check_devices(ws, **tensors):
     if dev is None:
         return
     for name, t in tensors.items():
-        if isinstance(t, torch.Tensor) and t.device != dev:
+        if isinstance(t, torch.Tensor) and t.device != dev and t.device.type != "meta":
             raise ValueError(
                 f"{name}: got a tensor on {t.device}; the rescue workspace (K={ws.topk}, "
                 f"N={ws.local_topk}) is on {dev}: every tensor of the call must be there")
