@@ -62,6 +62,8 @@ typedef enum dc_setting_kind {
       86400000, "bound of the rescue round's wait for a peer's push, in ms")    \
     X(DISABLE_CUDA, "DCPTOPK_DISABLE_CUDA", DC_SETTING_FLAG, 0, 0, 1,           \
       "behave as if there were no CUDA driver (compile and cache only)")        \
+    X(NVRTC_PATH, "DCPTOPK_NVRTC_PATH", DC_SETTING_TEXT, 0, 0, 0,               \
+      "the NVRTC to load: a libnvrtc.so.13/.12 file, or a folder holding one") \
     X(LOG, "DCPTOPK_LOG", DC_SETTING_TEXT, 0, 0, 0,                             \
       "log level: quiet, error, warn (default), info, debug")                  \
     X(CAPTURE_COMPILE, "DCPTOPK_CAPTURE_COMPILE", DC_SETTING_FLAG, 0, 0, 1,     \
@@ -97,7 +99,7 @@ typedef enum dc_setting_kind {
     X(TMPDIR, "TMPDIR", DC_SETTING_FOREIGN, 0, 0, 0,                            \
       "dcptopk selftest --ranks: folder of its store (default /tmp)")          \
     X(CUDA_HOME, "CUDA_HOME", DC_SETTING_FOREIGN, 0, 0, 0,                      \
-      "scripts/deps.sh: where the CUDA toolkit is")
+      "the CUDA toolkit: NVRTC is looked for in its lib64; deps.sh")
 
 /* The launchers' variables (torchrun, Open MPI, Slurm), read by
  * dcptopk_launch_env_get and dcptopk_group_create_from_env. A bad value is

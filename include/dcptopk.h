@@ -157,7 +157,7 @@ DCPTOPK_API dcptopk_result dcptopk_setting_get(size_t i,
 typedef struct dcptopk_env_info {
     uint32_t struct_size;
     char build[128];          /* compiler and build of the library            */
-    int32_t nvrtc_major;      /* nvrtcVersion; -1 when it failed              */
+    int32_t nvrtc_major;      /* nvrtcVersion; -1 when no NVRTC loaded        */
     int32_t nvrtc_minor;
     char nvrtc_path[512];     /* the file NVRTC was loaded from; "" unknown   */
     int32_t driver_version;   /* cuDriverGetVersion (13000 = 13.0); 0: none   */
@@ -171,10 +171,16 @@ typedef struct dcptopk_env_info {
     char cache_path[4096];
     char cache_mode[16];
     char cache_why[1024];
+    /* The archs the loaded NVRTC compiles for (nvrtcGetSupportedArchs),
+     * "sm_75 sm_80 ..."; "" without NVRTC. */
+    char nvrtc_archs[512];
+    /* Without a usable NVRTC (nvrtc_major -1): every file tried and why it
+     * failed; "" when one loaded. */
+    char nvrtc_error[2048];
 } dcptopk_env_info;
 #define DCPTOPK_ENV_INFO_INIT                                                  \
     { sizeof(dcptopk_env_info), { 0 }, 0, 0, { 0 }, 0, 0, { 0 }, { 0 },      \
-      { 0 }, { 0 } }
+      { 0 }, { 0 }, { 0 }, { 0 } }
 
 /* Fills *out (loads the CUDA driver once, as every call that needs it). */
 DCPTOPK_API dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "nvrtc_table.h"
 #include "rt.h"
 #include "settings.h"
 #include "templates_embed.h"
@@ -448,6 +449,11 @@ dcptopk_result dc_unit_build(const dcptopk_context *ctx,
     memcpy(u->source + np + nl, u->tmpl.data, u->tmpl.size);
     u->source[u->source_size] = '\0';
 
+    /* The key holds the NVRTC version: without NVRTC no key can be named
+     * (not even to read the cache). */
+    const char *why = NULL;
+    if (!dc_nvrtc_get(&why))
+        return dc_fail(ctx, DCPTOPK_NVRTC_ERROR, "%s", why);
     dc_nvrtc_version(&u->nvrtc_major, &u->nvrtc_minor);
     snprintf(u->nvrtc_version, sizeof u->nvrtc_version, "%d.%d",
              u->nvrtc_major, u->nvrtc_minor);

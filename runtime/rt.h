@@ -77,10 +77,9 @@ DC_HIDDEN void dc_unit_free(dc_unit *u);
 
 /* ------------------------------------------------------------------ NVRTC */
 
-/* NVRTC's version (major.minor). */
+/* The loaded NVRTC's version (major.minor); -1.-1 when none loads. */
 DC_HIDDEN void dc_nvrtc_version(int *major, int *minor);
-/* The file NVRTC was loaded from (dladdr of one of its functions) into buf;
- * "" when unknown. */
+/* The file NVRTC was loaded from into buf; "" when none loads. */
 DC_HIDDEN void dc_nvrtc_path(char *buf, size_t size);
 /* Fills the option list of `arch` into u->options. */
 DC_HIDDEN void dc_nvrtc_options(dc_unit *u);

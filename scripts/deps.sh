@@ -32,3 +32,15 @@ if [ ! -f "$cuda_root/include/nvrtc.h" ]; then
          "install CUDA 12.8+ or set CUDA_HOME" >&2
     exit 1
 fi
+
+# NVRTC 12 for tests/packaging/nvrtc.sh cu12 (the library loads either major
+# at run time). Optional: without PyPI that test skips and says so.
+nv12="${DCPTOPK_TEST_NVRTC12_ROOT:-/opt/dcptopk-ci/nvrtc-cu12}"
+if [ ! -f "$nv12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
+    echo "deps: installing nvidia-cuda-nvrtc-cu12 into $nv12"
+    python3 -m pip install -q --disable-pip-version-check --no-deps \
+        --target "$nv12" "nvidia-cuda-nvrtc-cu12>=12.8" 2>&1 | grep -v "as the 'root' user" ||
+        true
+    [ -f "$nv12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ] ||
+        echo "deps: warning: nvidia-cuda-nvrtc-cu12 not installed: the NVRTC 12 test will skip" >&2
+fi

@@ -7,6 +7,7 @@
 
 #include "base.h"
 #include "cache.h"
+#include "nvrtc_table.h"
 #include "rt.h"
 #include "settings.h"
 
@@ -108,6 +109,12 @@ dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out)
     out->nvrtc_major = major;
     out->nvrtc_minor = minor;
     dc_nvrtc_path(out->nvrtc_path, sizeof out->nvrtc_path);
+    const char *nv_why = NULL;
+    const dc_nvrtc *nv = dc_nvrtc_get(&nv_why);
+    if (nv)
+        snprintf(out->nvrtc_archs, sizeof out->nvrtc_archs, "%s", nv->archs);
+    else
+        snprintf(out->nvrtc_error, sizeof out->nvrtc_error, "%s", nv_why);
     const char *why = NULL;
     out->driver_version = dc_rt_driver_version(&why);
     out->device_count = dc_rt_device_count();

@@ -52,6 +52,10 @@ static void print_json(const dcptopk_env_info *e)
     cli_json_str(stdout, e->nvrtc_major >= 0 ? buf : NULL);
     printf(",\"path\":");
     cli_json_str(stdout, e->nvrtc_path[0] ? e->nvrtc_path : NULL);
+    printf(",\"archs\":");
+    cli_json_str(stdout, e->nvrtc_major >= 0 ? e->nvrtc_archs : NULL);
+    printf(",\"error\":");
+    cli_json_str(stdout, e->nvrtc_error[0] ? e->nvrtc_error : NULL);
     printf("},\"driver\":{\"version\":");
     driver_text(e->driver_version, buf, sizeof buf);
     cli_json_str(stdout, e->driver_version ? buf : NULL);
@@ -97,10 +101,11 @@ static void print_text(const dcptopk_env_info *e)
     char buf[64];
     printf("library:  dcptopk %s (%s)\n", dcptopk_version_string(), e->build);
     if (e->nvrtc_major >= 0)
-        printf("nvrtc:    %d.%d (%s)\n", e->nvrtc_major, e->nvrtc_minor,
-               e->nvrtc_path[0] ? e->nvrtc_path : "file unknown");
+        printf("nvrtc:    %d.%d (%s)\n          archs: %s\n", e->nvrtc_major,
+               e->nvrtc_minor, e->nvrtc_path[0] ? e->nvrtc_path : "file unknown",
+               e->nvrtc_archs);
     else
-        printf("nvrtc:    unusable (nvrtcVersion failed)\n");
+        printf("nvrtc:    none: %s\n", e->nvrtc_error);
     driver_text(e->driver_version, buf, sizeof buf);
     if (e->driver_version && !e->no_device[0])
         printf("driver:   CUDA %s\n", buf);

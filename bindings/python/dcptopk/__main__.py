@@ -29,8 +29,9 @@ def main(argv=None):
                          "project, or set DCPTOPK_CLI)\n")
         return 2
     argv = sys.argv[1:] if argv is None else argv
-    # The CLI links NVRTC: a pip-installed NVRTC (torch's) is found through
-    # LD_LIBRARY_PATH when the system has none.
+    # The library finds the NVRTC wheels beside its own package; a pip NVRTC
+    # in another site folder (a venv over the system's torch) is reached
+    # through the loader's path, the library's last place to look.
     from ._lib import nvrtc_candidates
     dirs = sorted({os.path.dirname(p) for p in nvrtc_candidates("libnvrtc.so.*")})
     if dirs:

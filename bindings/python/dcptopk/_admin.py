@@ -62,7 +62,8 @@ def setting(name):
 
 
 def env_info():
-    """What `dcptopk env` reports: build, NVRTC version and file, driver
+    """What `dcptopk env` reports: build, NVRTC version, file and archs (or
+    where it looked), driver
     version (or why none), device count, and the default cache file with the
     mode a context would use it in (trusted, shared, absent, refused, none)
     and why."""
@@ -72,6 +73,8 @@ def env_info():
     return {"build": d(e.build),
             "nvrtc": None if e.nvrtc_major < 0 else f"{e.nvrtc_major}.{e.nvrtc_minor}",
             "nvrtc_path": d(e.nvrtc_path) or None,
+            "nvrtc_archs": d(e.nvrtc_archs).split(),
+            "nvrtc_error": d(e.nvrtc_error) or None,
             "driver_version": e.driver_version or None,
             "device_count": e.device_count,
             "no_device": d(e.no_device) or None,

@@ -182,7 +182,8 @@ class EnvInfo(Struct):
                 ("nvrtc_path", ctypes.c_char * 512), ("driver_version", _c_i32),
                 ("device_count", _c_i32), ("no_device", ctypes.c_char * 512),
                 ("cache_path", ctypes.c_char * 4096), ("cache_mode", ctypes.c_char * 16),
-                ("cache_why", ctypes.c_char * 1024)]
+                ("cache_why", ctypes.c_char * 1024), ("nvrtc_archs", ctypes.c_char * 512),
+                ("nvrtc_error", ctypes.c_char * 2048)]
 
 
 class RefCandidate(Struct):
@@ -425,24 +426,14 @@ def nvrtc_candidates(soname):
 
 
 def _load(path):
-    """Loads the library; when its NVRTC (or another NEEDED library of the
-    CUDA wheels) is not on the loader's path, preloads the pip package's copy
-    (RTLD_GLOBAL: the loader then resolves the library's NEEDED entry to it by
-    its soname) and retries."""
-    import re
+    """Loads the library. NVRTC is not a link dependency: the library looks
+    for it at run time (DCPTOPK_NVRTC_PATH, the nvidia-cuda-nvrtc wheels
+    beside this package, the CUDA toolkit; `python -m dcptopk env` says which
+    one it took or where it looked)."""
     try:
         return ctypes.CDLL(path)
     except OSError as e:
-        m = re.search(r"(libnvrtc[^:\s]*\.so[.0-9]*)", str(e))
-        if not m:
-            raise
-        cands = nvrtc_candidates(m.group(1))
-        if not cands:
-            raise OSError(f"{e}; no pip NVRTC package found either (pip install "
-                          "nvidia-cuda-nvrtc, or put the CUDA toolkit's lib64 on "
-                          "LD_LIBRARY_PATH)") from None
-        ctypes.CDLL(cands[0], mode=ctypes.RTLD_GLOBAL)
-        return ctypes.CDLL(path)
+        raise OSError(f"cannot load the dcptopk library {path}: {e}") from None
 
 
 def _declare(lib):
