@@ -71,6 +71,8 @@ typedef enum dc_setting_kind {
       "warmup missed (default: refused with DCPTOPK_NOT_WARMED)")              \
     X(PEER_TIMEOUT_MS, "DCPTOPK_PEER_TIMEOUT_MS", DC_SETTING_INT, 10000, 1,    \
       86400000, "bound of every wait of a group, in ms (config first)")        \
+    X(PEER_TIMEOUT_TRAP, "DCPTOPK_PEER_TIMEOUT_TRAP", DC_SETTING_FLAG, 0, 0, 1, \
+      "1: a group step whose device wait timed out traps (kills the context)") \
     X(EXCHANGE, "DCPTOPK_EXCHANGE", DC_SETTING_TEXT, 0, 0, 0,                   \
       "force a group's path: auto, nccl, push, staged, store or loopback")     \
     X(DOMAIN_SIZE, "DCPTOPK_DOMAIN_SIZE", DC_SETTING_INT, 0, 1, 16,             \

@@ -143,8 +143,10 @@ dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
                  "%d + i)",
                  gw->node, gw->xfirst);
     return dc_fail(g->ctx,
-                   code == DC_EXCHANGE_STATUS_TIMEOUT ? DCPTOPK_PEER_TIMEOUT
-                                                      : DCPTOPK_GROUP_BROKEN,
+                   code == DC_EXCHANGE_STATUS_TIMEOUT ||
+                           code == (uint32_t)DCPTOPK_RESCUE_TIMEOUT
+                       ? DCPTOPK_PEER_TIMEOUT
+                       : DCPTOPK_GROUP_BROKEN,
                    "rank %d: push exchange%s: %s", g->rank, where, msg);
 #else
     (void)gw;
@@ -222,7 +224,7 @@ static dcptopk_result store_gather(struct dcptopk_group_workspace *gw,
     char *all = (char *)gw->host + gw->host_blob; /* the members' blobs */
     /* The store itself, even where NCCL exists: its bootstrap buffer is
      * sized for small blobs. */
-    if ((r = dc_group_stream_wait(g, stream)) ||
+    if ((r = dc_group_stream_wait(g, stream)) || (r = dc_gw_poll(gw)) ||
         (r = dc_memcpy_dtoh(g->ctx, gw->host, mine, bytes)))
         return r;
     if ((r = dc_store_allgather(g->ctx, s, gw->host, bytes, all)))

@@ -216,7 +216,14 @@ struct dcptopk_group_workspace {
     uint64_t off_recv, off_rflags; /* rescue receive slots and flags        */
     uint64_t gathered_bytes;     /* one parity: W * max_rows * words * 4    */
     uint64_t status;             /* the push exchange's control block
-                                    (dc_exchange_ctl, 48 bytes, this rank)  */
+                                    (dc_exchange_ctl, 48 bytes, this rank);
+                                    its status words are the step's sticky
+                                    status on every path (the rescue's too) */
+    volatile uint32_t *host_status; /* [4] host-mapped copy of them, written
+                                    by the poison step (NULL: none)       */
+    uint64_t host_status_d;      /* its device address                      */
+    int poison;                  /* the step ends with the poison kernel    */
+    int trap;                    /* DCPTOPK_PEER_TIMEOUT_TRAP=1             */
     uint64_t seq;                /* calls made                              */
     uint64_t off_stable;         /* push path: one parity's bytes where a
                                     captured call's settle copies its rows  */
@@ -257,5 +264,17 @@ DC_HIDDEN uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw,
 /* packed.c: the group's bound for the rescue waits of a workspace. */
 DC_HIDDEN void dc_workspace_set_timeout_ns(dcptopk_workspace *ws,
                                            uint64_t ns);
+/* packed.c: the rescue's status words become the exchange's sticky ones
+ * (docs/DISTRIBUTED.md, "Failure semantics"). */
+DC_HIDDEN void dc_workspace_set_status(dcptopk_workspace *ws, uint64_t words);
+
+/* The step status of gw that reached the host (no synchronisation): 0, or
+ * the code its poison step copied out (15 exchange timeout, 16 protocol,
+ * 10 rescue timeout). On a failure, the group breaks with the message and
+ * DCPTOPK_PEER_TIMEOUT (or DCPTOPK_GROUP_BROKEN for a protocol error) is
+ * returned. */
+DC_HIDDEN dcptopk_result dc_gw_poll(struct dcptopk_group_workspace *gw);
+/* dc_gw_poll over every workspace of g. */
+DC_HIDDEN dcptopk_result dc_group_poll(dcptopk_group *g);
 
 #endif /* DCPTOPK_DIST_H */

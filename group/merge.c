@@ -3,6 +3,7 @@
  * buffer, exchange, select (+ push + rescue). Only launches on the caller's
  * stream (the staged path adds its host barrier); nothing is allocated per
  * call. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "check.h"
 #include "group_int.h"
 #include "runtime.h"
+#include "settings.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE
 #include "exchange.h" /* kernels/exchange: the exchange's compile key */
@@ -21,11 +23,17 @@ int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
                         dcptopk_key *keys, int cap)
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
-    /* The settle kernel too: a capture after warmup compiles nothing. */
+    /* The settle kernel too: a capture after warmup compiles nothing. Its
+     * module also holds the poison step, which ends every step with device
+     * waits. */
     if (cap >= 2 && gw->g && gw->xpath == DCPTOPK_PATH_PUSH) {
         dc_push_exchange_key(gw->xsize, gw->ctx->arch, &keys[0]);
         dc_exchange_settle_key(gw->xsize, gw->ctx->arch, &keys[1]);
         return 2;
+    }
+    if (cap >= 1 && gw->g && gw->poison) {
+        dc_exchange_settle_key(gw->xsize, gw->ctx->arch, &keys[0]);
+        return 1;
     }
 #else
     (void)gw;
@@ -168,6 +176,18 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
      * waiting. */
     r = dc_peer_alloc(g, (size_t)off, &gw->mem);
     gw->status = r ? 0 : gw->mem.local + off_status;
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    /* Steps with device waits (the push exchange's, the rescue's) end with
+     * the poison step, which copies a failure into host-mapped words: the
+     * next call reads them with no synchronisation. */
+    gw->poison = g->world_size > 1 && (gw->xpath == DCPTOPK_PATH_PUSH || exact);
+    gw->trap = dc_setting_int(DC_SET_PEER_TIMEOUT_TRAP) != 0;
+    if (!r && gw->poison) {
+        void *host = NULL;
+        r = dc_host_mapped_alloc(ctx, 16, &host, &gw->host_status_d);
+        gw->host_status = (volatile uint32_t *)host;
+    }
+#endif
     if (!r && exact) {
         uint64_t recv[DC_W_MAX], flags[DC_W_MAX];
         for (int32_t i = 0; i < gw->xsize; i++) {
@@ -179,6 +199,15 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
         if (!r)
             dc_workspace_set_timeout_ns(gw->ws,
                                         (uint64_t)g->timeout_ms * 1000000ull);
+#ifdef DC_HAVE_PUSH_EXCHANGE
+        /* One sticky word per step: the rescue gives up at once after a
+         * failed exchange (a survivor waits one bound, not two), and a
+         * rescue that timed out stops this rank's later exchanges. */
+        if (!r && gw->poison)
+            dc_workspace_set_status(gw->ws,
+                                    gw->status +
+                                        offsetof(dc_exchange_ctl, status));
+#endif
     }
     const size_t pair_rows = (size_t)max_rows * (size_t)c.topk;
     if (!r && hier &&
@@ -259,6 +288,7 @@ void dcptopk_group_workspace_destroy(dcptopk_group_workspace *gw)
         gw_unregister(gw->g, gw);
     }
     dc_peer_free(gw->ctx, &gw->mem);
+    dc_host_mapped_free(gw->ctx, (void *)(uintptr_t)gw->host_status);
     free(gw);
 }
 
@@ -409,6 +439,68 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
     return dcptopk_pair_select(ctx, c, &s);
 }
 
+/* Every pointer argument must be memory of this context's device: a CPU
+ * tensor would fault inside a kernel and take the CUDA context (and the
+ * peers' steps) with it. One driver query per pointer, before anything is
+ * launched. */
+static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
+                                     const dcptopk_group_merge_args *a)
+{
+    const struct {
+        const char *name;
+        const void *p;
+    } ptrs[] = {
+        {"args->logits", a->logits},
+        {"args->row_ends", a->row_ends},
+        {"args->local_ids", a->local_ids},
+        {"args->candidates", a->candidates},
+        {"args->pair_logits", a->pair_logits},
+        {"args->row_starts", a->row_starts},
+        {"args->ids_out", a->ids_out},
+        {"args->rows_map.req_id", a->rows_map.req_id},
+        {"args->rows_map.block_table", a->rows_map.block_table},
+        {"args->rows_map.rows_out", a->rows_map.rows_out},
+        {"args->rows_map.counts_out", a->rows_map.counts_out},
+    };
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+        dcptopk_result r = dc_check_device_ptr(gw->ctx, ptrs[i].name, ptrs[i].p);
+        if (r)
+            return r;
+    }
+    return DCPTOPK_SUCCESS;
+}
+
+/* The step's last kernel on the paths with device waits: a step whose
+ * sticky status is set gets every id and row -1 and every count 0
+ * (docs/DISTRIBUTED.md, "Failure semantics"). */
+static dcptopk_result launch_poison(dcptopk_group_workspace *gw,
+                                    const dcptopk_group_merge_args *a)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    dc_poison_param p;
+    memset(&p, 0, sizeof p);
+    p.status = gw->status + offsetof(dc_exchange_ctl, status);
+    p.host = gw->host_status_d;
+    p.ids = (uint64_t)(uintptr_t)a->ids_out;
+    p.ids_stride = a->ids_out_stride ? a->ids_out_stride : gw->c.topk;
+    if (a->rows_map.rows_out) {
+        p.rows_out = (uint64_t)(uintptr_t)a->rows_map.rows_out;
+        p.rows_stride = a->rows_map.rows_out_stride
+                            ? a->rows_map.rows_out_stride
+                            : gw->c.topk;
+        p.counts = (uint64_t)(uintptr_t)a->rows_map.counts_out;
+    }
+    p.rows = a->rows;
+    p.topk = gw->c.topk;
+    p.trap = gw->trap;
+    return dc_exchange_poison_launch(gw->ctx, gw->xsize, &p, a->stream);
+#else
+    (void)gw;
+    (void)a;
+    return DCPTOPK_SUCCESS;
+#endif
+}
+
 dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
                                    const dcptopk_group_merge_args *args)
 {
@@ -427,8 +519,10 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
                        "args->struct_size = %u: expected %zu (initialise with "
                        "DCPTOPK_GROUP_MERGE_ARGS_INIT)",
                        args->struct_size, sizeof *args);
+    /* A failure of an earlier step that reached the host ends this call
+     * before it launches anything (no synchronisation: host-mapped). */
     dcptopk_result r = dc_group_usable(g);
-    if (r)
+    if (r || (r = dc_group_poll(g)))
         return r;
     if (args->rows < 0 || args->rows > gw->max_rows)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
@@ -437,6 +531,8 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
                        (long long)args->rows, (long long)gw->max_rows);
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    if ((r = check_pointers(gw, args)))
+        return r;
     dc_exchange_call x;
     x.rows = args->rows;
     x.seq = gw->seq + 1;
@@ -446,7 +542,9 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
     x.stride_rows = gw->xpath == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
     x.stream = args->stream;
     const uint64_t base = dc_gw_gathered(gw, g->rank, x.parity);
-    return gw->c.kind == DCPTOPK_MERGE_PACKED
-               ? merge_packed(gw, args, &x, base)
-               : merge_pair(gw, args, &x, base);
+    r = gw->c.kind == DCPTOPK_MERGE_PACKED ? merge_packed(gw, args, &x, base)
+                                           : merge_pair(gw, args, &x, base);
+    if (r || !gw->poison)
+        return r;
+    return launch_poison(gw, args);
 }

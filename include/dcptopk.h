@@ -674,10 +674,15 @@ DCPTOPK_API dcptopk_workspace *dcptopk_loopback_workspace(
  * Collective calls (marked so) must be made by every rank of the group, in
  * the same order, with the same config. Every wait is bounded by the group's
  * timeout: a peer that dies or stops calling gives DCPTOPK_PEER_TIMEOUT
- * (from a host wait at once, from a device wait at dcptopk_group_check),
- * after which every call on the group gives DCPTOPK_GROUP_BROKEN until every
- * rank destroys it and creates a new one. A group is not thread-safe: one
- * host thread at a time. */
+ * (from a host wait at once; from a device wait, every output of that step
+ * and of every later one is poisoned: ids -1, physical rows -1, counts 0,
+ * and the first call on the group after the step finished on the device
+ * returns DCPTOPK_PEER_TIMEOUT: the next dcptopk_group_merge,
+ * dcptopk_group_status or dcptopk_group_check), after which every call on
+ * the group gives DCPTOPK_GROUP_BROKEN until every rank destroys it and
+ * creates a new one. DCPTOPK_PEER_TIMEOUT_TRAP=1 traps instead (the CUDA
+ * context dies). docs/DISTRIBUTED.md, "Failure semantics". A group is not
+ * thread-safe: one host thread at a time. */
 typedef struct dcptopk_group dcptopk_group;
 
 /* How the gathered rows reach every rank. */
@@ -820,6 +825,16 @@ DCPTOPK_API dcptopk_result dcptopk_group_barrier(dcptopk_group *group);
  * or when the engine checks health). */
 DCPTOPK_API dcptopk_result dcptopk_group_check(dcptopk_group *group,
                                                void *stream);
+/* The cheap per-step check, for eager steps and CUDA graph replays alike:
+ * no driver call, no synchronisation; it reads the host-mapped status words
+ * that each step's last kernel writes on a failure. DCPTOPK_SUCCESS: no step
+ * that has finished on the device failed (a step still running is not
+ * covered: call it once the engine knows the step finished, e.g. after it
+ * read the sampled tokens). DCPTOPK_PEER_TIMEOUT (or DCPTOPK_GROUP_BROKEN
+ * for a protocol error) the first time a failure is seen, naming the peer;
+ * the group is then broken and every later call gives
+ * DCPTOPK_GROUP_BROKEN. Legal during stream capture. */
+DCPTOPK_API dcptopk_result dcptopk_group_status(dcptopk_group *group);
 /* The last error message of calls on this group. Never NULL. */
 DCPTOPK_API const char *dcptopk_group_last_error(const dcptopk_group *group);
 
@@ -899,8 +914,12 @@ typedef struct dcptopk_group_merge_args {
  *          slot -> exchange -> pair select.
  * No allocation; no host synchronisation except on the staged path; CUDA
  * graph capturable after one eager call (the warmup) on the NCCL and push
- * paths. Host cost: argument checks + the launches. Device waits are bounded
- * (see dcptopk_group_check). */
+ * paths. Host cost: argument checks (one cuPointerGetAttributes per pointer
+ * argument: host memory or another device's is INVALID_ARGUMENT naming the
+ * argument) + the launches. Device waits are bounded; a step whose wait
+ * gave up has poisoned outputs (every id and row -1, every count 0), and
+ * the first call after it finished returns DCPTOPK_PEER_TIMEOUT (see
+ * dcptopk_group_status). */
 DCPTOPK_API dcptopk_result dcptopk_group_merge(
     dcptopk_group_workspace *gw, const dcptopk_group_merge_args *args);
 

@@ -2,6 +2,8 @@
  * context, memory, copies, streams, events and graphs. Each checks that the
  * context has a device and makes its CUDA context current first, so a caller
  * on any thread gets a clear error instead of a driver failure. */
+#include <string.h>
+
 #include "driver.h"
 #include "module_int.h"
 #include "runtime.h"
@@ -57,6 +59,76 @@ dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
     if (r != CUDA_SUCCESS)
         return dc_cu_fail(ctx, r, "cuMemAlloc");
     *dptr = (uint64_t)p;
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_host_mapped_alloc(dcptopk_context *ctx, size_t bytes,
+                                    void **host, uint64_t *dptr)
+{
+    DC_NEED_DEVICE(ctx);
+    void *h = NULL;
+    CUdeviceptr d = 0;
+    DC_CU(ctx, ctx->rt->cu->cuMemHostAlloc(&h, bytes ? bytes : 1,
+                                           CU_MEMHOSTALLOC_DEVICEMAP |
+                                               CU_MEMHOSTALLOC_PORTABLE));
+    CUresult r = ctx->rt->cu->cuMemHostGetDevicePointer(&d, h, 0);
+    if (r != CUDA_SUCCESS) {
+        ctx->rt->cu->cuMemFreeHost(h);
+        return dc_cu_fail(ctx, r, "cuMemHostGetDevicePointer");
+    }
+    memset(h, 0, bytes);
+    *host = h;
+    *dptr = (uint64_t)d;
+    return DCPTOPK_SUCCESS;
+}
+
+void dc_host_mapped_free(dcptopk_context *ctx, void *host)
+{
+    if (!ctx || !ctx->rt || !ctx->rt->cu || !host)
+        return;
+    if (dc_ctx_enter(ctx) == DCPTOPK_SUCCESS)
+        ctx->rt->cu->cuMemFreeHost(host);
+}
+
+dcptopk_result dc_check_device_ptr(dcptopk_context *ctx, const char *name,
+                                   const void *ptr)
+{
+    if (!ptr)
+        return DCPTOPK_SUCCESS;
+    DC_NEED_DEVICE(ctx);
+    unsigned int type = 0, managed = 0;
+    int ordinal = -1;
+    CUcontext owner = NULL;
+    CUpointer_attribute at[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                CU_POINTER_ATTRIBUTE_CONTEXT};
+    void *data[] = {&type, &managed, &ordinal, &owner};
+    /* Not a CUDA pointer at all: success with the attributes left at
+     * their defaults (memory type 0). */
+    DC_CU(ctx, ctx->rt->cu->cuPointerGetAttributes(4, at, data,
+                                                   (CUdeviceptr)ptr));
+    if (managed)
+        return DCPTOPK_SUCCESS;
+    if (type != CU_MEMORYTYPE_DEVICE)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "%s = %p: %s, not device memory (a CPU tensor? the "
+                       "kernels need memory of device %d)",
+                       name, ptr,
+                       type == CU_MEMORYTYPE_HOST ? "page-locked host memory"
+                                                  : "host memory",
+                       ctx->device);
+    if (ordinal != ctx->device)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "%s = %p: memory of device %d, the context's device "
+                       "is %d",
+                       name, ptr, ordinal, ctx->device);
+    /* Memory mapped through the virtual memory API has no owning context. */
+    if (owner && owner != ctx->rt->cuctx)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "%s = %p: memory of another CUDA context on device %d "
+                       "(not the primary context this library uses)",
+                       name, ptr, ordinal);
     return DCPTOPK_SUCCESS;
 }
 

@@ -68,7 +68,12 @@
     X(cuIpcOpenMemHandle)                                                      \
     X(cuIpcCloseMemHandle)                                                     \
     X(cuStreamQuery)                                                           \
-    X(cuStreamIsCapturing)
+    X(cuStreamIsCapturing)                                                     \
+    /* group/: the host-mapped step status; pointer checks of entry points */  \
+    X(cuMemHostAlloc)                                                          \
+    X(cuMemHostGetDevicePointer)                                               \
+    X(cuMemFreeHost)                                                           \
+    X(cuPointerGetAttributes)
 
 typedef struct dc_cuda {
 #define DC_CU_FIELD(name) __typeof__(&name) name;

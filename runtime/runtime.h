@@ -57,6 +57,22 @@ dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,
                               size_t bytes);
 dcptopk_result dc_stream_sync(dcptopk_context *ctx, void *stream);
 
+/* Page-locked host memory mapped into the device (cuMemHostAlloc with
+ * DEVICEMAP), zeroed: the host reads what kernels store there without a
+ * synchronisation. *host is the host address, *dptr the device's. */
+dcptopk_result dc_host_mapped_alloc(dcptopk_context *ctx, size_t bytes,
+                                    void **host, uint64_t *dptr);
+void dc_host_mapped_free(dcptopk_context *ctx, void *host);
+
+/* An entry point's pointer argument `name` (NULL passes: the caller checks
+ * what is required): device memory of this context's device, or managed
+ * memory. Host memory (pageable or pinned), or memory of another device or
+ * CUDA context, is DCPTOPK_INVALID_ARGUMENT naming the argument and what it
+ * points to, instead of a fault inside a kernel. One cuPointerGetAttributes
+ * (a query, legal during stream capture). */
+dcptopk_result dc_check_device_ptr(dcptopk_context *ctx, const char *name,
+                                   const void *ptr);
+
 /* Streams, events and graphs, for tests and benchmarks. */
 dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream);
 void dc_stream_destroy(dcptopk_context *ctx, void *stream);

@@ -97,6 +97,13 @@ DC_HIDDEN dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
                                                    int64_t max_rows,
                                                    int32_t row_words,
                                                    void *stream);
+/* The poison step (dc_poison_param, exchange_abi.h) on `stream`, after the
+ * step's last kernel; in the settle kernel's module (same key: warmup loads
+ * both). status: the sticky status words; host: their host-mapped copy. */
+DC_HIDDEN dcptopk_result dc_exchange_poison_launch(dcptopk_context *ctx,
+                                                   int32_t world_size,
+                                                   const dc_poison_param *p,
+                                                   void *stream);
 DC_HIDDEN void dc_exchange_settle_key(int32_t world_size, const char *arch,
                                       dcptopk_key *out);
 

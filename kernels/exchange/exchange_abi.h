@@ -113,6 +113,30 @@ typedef struct dc_settle_param {
 
 DC_EXCHANGE_ASSERT(sizeof(dc_settle_param) == 48, "dc_settle_param layout");
 
+/* The poison step of a group's merge (exchange_settle.cu, entry
+ * dcptopk_exchange_poison): launched after the last kernel that writes a
+ * step's outputs. When this rank's sticky status word is set (an exchange or
+ * rescue wait of this step or an earlier one gave up), it overwrites every
+ * output of the step: ids -1 and physical rows -1 in the first topk columns
+ * of every row, counts 0; it copies the status into `host` (host-mapped, so
+ * the host reads it with no synchronisation), or traps when `trap` is set.
+ * 72 bytes. */
+typedef struct dc_poison_param {
+    uint64_t status;     /* this rank's status words [4] uint32 (device):
+                            code, then the code's three details              */
+    uint64_t host;       /* [4] uint32, host-mapped (device address)         */
+    uint64_t ids;        /* int32 [rows, ids_stride], or 0                    */
+    uint64_t rows_out;   /* int32 [rows, rows_stride], or 0                   */
+    uint64_t counts;     /* int32 [rows], or 0                                */
+    int64_t ids_stride;  /* int32 between rows (>= topk)                      */
+    int64_t rows_stride;
+    int64_t rows;        /* T of the step                                     */
+    int32_t topk;        /* columns of ids and rows_out                       */
+    int32_t trap;        /* 1: __trap() instead (DCPTOPK_PEER_TIMEOUT_TRAP)  */
+} dc_poison_param;
+
+DC_EXCHANGE_ASSERT(sizeof(dc_poison_param) == 72, "dc_poison_param layout");
+
 /* Word offset of slot (parity p, rank s) from a gathered base. */
 DC_EXCHANGE_FN int64_t dc_exchange_slot_words(int32_t p, int32_t s, int32_t world,
                                              int64_t max_rows, int32_t row_words)

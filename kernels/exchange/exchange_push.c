@@ -204,6 +204,13 @@ dcptopk_result dc_push_exchange_status(dcptopk_context *ctx, uint64_t ctl,
                  "were not zeroed before the first call; the group must be "
                  "rebuilt",
                  rank, st[1], st[2], st[3]);
+    else if (st[0] == 10u) /* the rescue's, sharing the words in a group */
+        snprintf(msg, msg_size,
+                 "rank %d: the rescue of row %u waited more than %llu ms for "
+                 "rank %u's push (flag value %u expected); the group must be "
+                 "rebuilt",
+                 rank, st[1], (unsigned long long)(timeout_ns / 1000000u),
+                 st[2], st[3]);
     else
         snprintf(msg, msg_size, "rank %d: push exchange status word = %u",
                  rank, st[0]);
@@ -269,4 +276,32 @@ dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
         {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0, 0};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_settle", &cfg, params);
+}
+
+dcptopk_result dc_exchange_poison_launch(dcptopk_context *ctx,
+                                         int32_t world_size,
+                                         const dc_poison_param *p,
+                                         void *stream)
+{
+    if (!ctx)
+        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
+    if (!p || !p->status || p->status % 4 || !p->host || p->host % 4)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "poison step without its status words");
+    if (world_size < 1 || world_size > DCPTOPK_MAX_WORLD_SIZE || p->rows < 0 ||
+        p->rows > INT32_MAX || p->topk < 1)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "poison step: world_size %d, rows %lld, topk %d",
+                       world_size, (long long)p->rows, p->topk);
+    dc_poison_param prm = *p;
+    dcptopk_key key;
+    dc_exchange_settle_key(world_size, ctx->arch, &key);
+    /* A healthy step reads one word per CTA: few CTAs. A poisoned one
+     * writes T x K words twice, which these still do in microseconds. */
+    const uint32_t grid = (uint32_t)(p->rows < 32 ? (p->rows > 0 ? p->rows : 1)
+                                                  : 32);
+    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_EXCHANGE_THREADS, 1, 1}, 0, 0,
+                         stream, 1, 0};
+    void *params[] = {&prm};
+    return dc_launch(ctx, &key, "dcptopk_exchange_poison", &cfg, params);
 }

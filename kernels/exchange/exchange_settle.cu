@@ -45,3 +45,43 @@ dcptopk_exchange_settle(const dc_settle_param x)
         dst[off] = __ldg(src + off);
     }
 }
+
+// The poison step (dc_poison_param, exchange_abi.h): the last kernel of a
+// group's merge step on the paths with device waits. A step whose status word
+// is set must never look like a result: every row gets the same poison, so
+// no caller can take part of a row for an answer, and because the word is
+// sticky every later step (and every graph replay) is poisoned alike until
+// the group is rebuilt. Launched as a dependent (PDL): the status and the
+// outputs are touched only after the kernels before it finished.
+extern "C" __global__ void __launch_bounds__(DC_EXCHANGE_THREADS)
+dcptopk_exchange_poison(const dc_poison_param x)
+{
+    dc::pdl_wait();
+    const volatile uint32_t *st = (const volatile uint32_t *)x.status;
+    const uint32_t code = st[0];
+    if (code == 0u)
+        return;
+    if (x.trap)
+        __trap(); // opted in: the seed's loud death (kills the context)
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        volatile uint32_t *h = (volatile uint32_t *)x.host;
+        h[1] = st[1];
+        h[2] = st[2];
+        h[3] = st[3];
+        __threadfence_system(); // the details before the code the host polls
+        h[0] = code;
+    }
+    int32_t *ids = (int32_t *)x.ids;
+    int32_t *rows_out = (int32_t *)x.rows_out;
+    int32_t *counts = (int32_t *)x.counts;
+    for (long long t = blockIdx.x; t < x.rows; t += gridDim.x) {
+        for (int c = threadIdx.x; c < x.topk; c += DC_EXCHANGE_THREADS) {
+            if (ids)
+                ids[t * x.ids_stride + c] = -1;
+            if (rows_out)
+                rows_out[t * x.rows_stride + c] = -1;
+        }
+        if (counts && threadIdx.x == 0)
+            counts[t] = 0;
+    }
+}

@@ -337,6 +337,18 @@ void dc_workspace_set_timeout_ns(dcptopk_workspace *ws, uint64_t ns)
         ws->timeout_ns = ns;
 }
 
+/* group/: the rescue records its timeout in, and gives up its waits on, the
+ * group workspace's sticky status word (the exchange's), so that a step
+ * whose exchange failed never waits a second bound in the rescue, and a
+ * rescue that timed out stops this rank's later exchanges. `words`: 16
+ * bytes, 4-byte aligned, device memory of this rank. */
+void dc_workspace_set_status(dcptopk_workspace *ws, uint64_t words);
+void dc_workspace_set_status(dcptopk_workspace *ws, uint64_t words)
+{
+    if (ws && words)
+        ws->status = words;
+}
+
 uint64_t dcptopk_workspace_saturation(const dcptopk_workspace *ws)
 {
     return ws ? ws->sat : 0;

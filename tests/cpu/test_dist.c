@@ -123,6 +123,8 @@ TEST(group_config_errors)
     CHECK_EQ(dcptopk_group_path(NULL, &path, NULL, 0),
              DCPTOPK_INVALID_ARGUMENT);
     CHECK_EQ(dcptopk_group_check(NULL, NULL), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_EQ(dcptopk_group_status(NULL), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "group is NULL");
     CHECK_EQ(dcptopk_group_barrier(NULL), DCPTOPK_INVALID_ARGUMENT);
     CHECK_EQ(dcptopk_group_merge(NULL, NULL), DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "gw is NULL");
@@ -159,6 +161,7 @@ TEST(single_rank_group)
     CHECK_CONTAINS(why, "one rank");
     CHECK_OK(dcptopk_group_barrier(g));
     CHECK_OK(dcptopk_group_check(g, NULL));
+    CHECK_OK(dcptopk_group_status(g)); /* no device: nothing failed */
     dcptopk_merge_config mc = DCPTOPK_MERGE_CONFIG_INIT;
     dcptopk_group_workspace *gw = NULL;
     CHECK_EQ(dcptopk_group_workspace_create(g, &mc, 64, &gw),
@@ -420,6 +423,7 @@ static int child_group(int rank, int w, const char *dir)
     /* Broken from now on, until rebuilt. */
     if (dcptopk_group_barrier(g) != DCPTOPK_GROUP_BROKEN ||
         dcptopk_group_check(g, NULL) != DCPTOPK_GROUP_BROKEN ||
+        dcptopk_group_status(g) != DCPTOPK_GROUP_BROKEN ||
         !strstr(dcptopk_group_last_error(g), "create a new one"))
         return 17;
     dcptopk_group_destroy(g);

@@ -95,6 +95,11 @@ TEST(int_parser_checks_the_range)
     CHECK_EQ(v, 1);
     CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "2", &v), -1);
     CHECK_EQ(dc_setting_parse_int(DC_SET_CACHE_SHARED, "maybe", &v), -1);
+    /* The opt-in trap of a group's timed-out device wait: off by default. */
+    unsetenv("DCPTOPK_PEER_TIMEOUT_TRAP");
+    CHECK_EQ(dc_setting_int(DC_SET_PEER_TIMEOUT_TRAP), 0);
+    CHECK_EQ(dc_setting_parse_int(DC_SET_PEER_TIMEOUT_TRAP, "1", &v), 0);
+    CHECK_EQ(v, 1);
 }
 
 TEST(bytes_and_seconds_parsers)

@@ -120,6 +120,31 @@ TEST(procs_killed_rank)
     CHECK_EQ(got, 2);
 }
 
+/* Rank 2 of 3 stops calling (alive) with no dcptopk_group_check anywhere:
+ * the survivors' step ends within about one bound, fully poisoned, and the
+ * next call says DCPTOPK_PEER_TIMEOUT (findings 3 and 4 of issue 32). */
+static void stopped_peer(const char *role)
+{
+    const char *env[] = {"DCPTOPK_PEER_TIMEOUT_MS=3000", "DC_DIST_ROWS=16",
+                         NULL};
+    int got = dr_spawn(3, role, env);
+    if (got < 0)
+        SKIP("the processes' path is not push (no device waits)");
+    CHECK_EQ(got, 3);
+}
+
+TEST(procs_stopped_peer_poisons)
+{
+    NEED_GPU();
+    stopped_peer("stop");
+}
+
+TEST(procs_stopped_peer_graph_replay)
+{
+    NEED_GPU();
+    stopped_peer("stop_graph");
+}
+
 TEST(procs_selftest_cli)
 {
     NEED_GPU();

@@ -473,3 +473,71 @@ static void settle_replays(int32_t w, int64_t max_rows, int32_t row_words,
 TEST(settle_w2_packed_replays) { settle_replays(2, 64, 396, 48, 60, 51); }
 TEST(settle_w4_packed_replays) { settle_replays(4, 64, 396, 64, 60, 52); }
 TEST(settle_w3_odd_rows_replays) { settle_replays(3, 37, 99, 21, 60, 53); }
+
+/* The poison step: nothing changes while the status word is clear; once it
+ * is set, every id and physical row of the first topk columns is -1 and
+ * every count 0 (the columns past topk untouched), and the host-mapped copy
+ * holds the status. */
+TEST(poison_step_overwrites_every_row)
+{
+    GPU_CTX(ctx);
+    enum { T = 37, K = 300, STRIDE = 320 };
+    int32_t *host = malloc((size_t)T * STRIDE * 4);
+    CHECK(host != NULL);
+    for (size_t i = 0; i < (size_t)T * STRIDE; i++)
+        host[i] = (int32_t)i;
+    uint64_t ids = gpu_upload(ctx, host, (size_t)T * STRIDE * 4);
+    uint64_t rows = gpu_upload(ctx, host, (size_t)T * STRIDE * 4);
+    uint64_t counts = gpu_upload(ctx, host, (size_t)T * 4);
+    const uint32_t clear[4] = {0, 0, 0, 0}, failed[4] = {15, 2, 7, 5};
+    uint64_t st = gpu_upload(ctx, clear, sizeof clear);
+    void *mapped = NULL;
+    uint64_t mapped_d = 0;
+    CHECK_OK(dc_host_mapped_alloc(ctx, 16, &mapped, &mapped_d));
+    dc_poison_param p;
+    memset(&p, 0, sizeof p);
+    p.status = st;
+    p.host = mapped_d;
+    p.ids = ids;
+    p.rows_out = rows;
+    p.counts = counts;
+    p.ids_stride = STRIDE;
+    p.rows_stride = STRIDE;
+    p.rows = T;
+    p.topk = K;
+    CHECK_OK(dc_exchange_poison_launch(ctx, 3, &p, NULL));
+    CHECK_OK(dc_stream_sync(ctx, NULL));
+    int32_t *got = malloc((size_t)T * STRIDE * 4);
+    CHECK(got != NULL);
+    CHECK(gpu_download(ctx, got, ids, (size_t)T * STRIDE * 4) == 0);
+    CHECK(memcmp(got, host, (size_t)T * STRIDE * 4) == 0);
+    CHECK_EQ(((volatile uint32_t *)mapped)[0], 0u);
+    CHECK_OK(dc_memcpy_htod(ctx, st, failed, sizeof failed));
+    CHECK_OK(dc_exchange_poison_launch(ctx, 3, &p, NULL));
+    CHECK_OK(dc_stream_sync(ctx, NULL));
+    for (int which = 0; which < 2; which++) {
+        CHECK(gpu_download(ctx, got, which ? rows : ids,
+                           (size_t)T * STRIDE * 4) == 0);
+        for (size_t i = 0; i < (size_t)T * STRIDE; i++) {
+            const int32_t want = (int)(i % STRIDE) < K ? -1 : host[i];
+            CHECK_MSG(got[i] == want, "%s[%zu] = %d, want %d",
+                      which ? "rows_out" : "ids", i, got[i], want);
+        }
+    }
+    CHECK(gpu_download(ctx, got, counts, (size_t)T * 4) == 0);
+    for (int t = 0; t < T; t++)
+        CHECK_EQ(got[t], 0);
+    const volatile uint32_t *h = mapped;
+    CHECK_EQ(h[0], 15u);
+    CHECK_EQ(h[1], 2u);
+    CHECK_EQ(h[2], 7u);
+    CHECK_EQ(h[3], 5u);
+    dc_host_mapped_free(ctx, mapped);
+    free(got);
+    free(host);
+    gpu_free(ctx, ids);
+    gpu_free(ctx, rows);
+    gpu_free(ctx, counts);
+    gpu_free(ctx, st);
+    dcptopk_context_destroy(ctx);
+}

@@ -181,6 +181,161 @@ const int DR_FAMILIES[] = {DC_FAM_CONC_SAT, DC_FAM_NORMAL,
                            DC_FAM_CONC_ONE, DC_FAM_EMPTY_OWNER};
 const int DR_NFAM = (int)(sizeof DR_FAMILIES / sizeof DR_FAMILIES[0]);
 
+static int all_poisoned(rk *k)
+{
+    const size_t n = (size_t)k->rows * (size_t)k->c.topk;
+    if (gpu_download(k->ctx, k->host, k->ids, n * 4))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (k->host[i] != -1) {
+            fprintf(stderr, "rank %d: row %zu col %zu holds %d, not the "
+                    "poison -1\n", k->rank, i / (size_t)k->c.topk,
+                    i % (size_t)k->c.topk, k->host[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* stop / stop_graph: host pointers are refused by name before anything
+ * launches (the group stays usable); the last rank then stops calling at
+ * step 2 (alive, silent). Every survivor's step 2 must end within about one
+ * bound (not two), with every id -1, the next call (merge, or
+ * dcptopk_group_status after a replay) must give DCPTOPK_PEER_TIMEOUT with
+ * no synchronisation in between, later ones DCPTOPK_GROUP_BROKEN; a replay
+ * after the failure is poisoned again at once. */
+static int role_stop(rk *k, int graph)
+{
+    dcptopk_group *g = k->g;
+    const int victim = dcptopk_group_world_size(g) - 1;
+    const int bound = dr_env_i("DCPTOPK_PEER_TIMEOUT_MS", 10000);
+    void *stream = NULL, *exec = NULL;
+    int32_t path = 0;
+    dcptopk_group_path(g, &path, NULL, 0);
+    if (path != DCPTOPK_PATH_PUSH) {
+        printf("the %s path has no device waits: skipped\n",
+               dcptopk_path_name(path));
+        return 77;
+    }
+    /* CPU memory into the C merge: refused, naming the argument. */
+    {
+        dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+        int32_t *host_ids = calloc((size_t)k->rows * (size_t)k->c.topk, 4);
+        uint16_t *host_logits = calloc((size_t)k->rows * (size_t)k->stride, 2);
+        a.rows = k->rows;
+        a.logits = host_logits;
+        a.logits_stride = k->stride;
+        a.max_local_len = k->len;
+        a.row_ends = (const int32_t *)(uintptr_t)k->ends;
+        a.ids_out = (int32_t *)(uintptr_t)k->ids;
+        dcptopk_result r1 = dcptopk_group_merge(k->gw, &a);
+        int ok1 = r1 == DCPTOPK_INVALID_ARGUMENT &&
+                  strstr(dcptopk_last_error(k->ctx), "args->logits") &&
+                  strstr(dcptopk_last_error(k->ctx), "host memory");
+        if (!ok1)
+            fprintf(stderr, "host logits: %s: %s\n", dcptopk_result_name(r1),
+                    dcptopk_last_error(k->ctx));
+        a.logits = (const uint16_t *)(uintptr_t)k->logits;
+        a.ids_out = host_ids;
+        dcptopk_result r2 = dcptopk_group_merge(k->gw, &a);
+        int ok2 = r2 == DCPTOPK_INVALID_ARGUMENT &&
+                  strstr(dcptopk_last_error(k->ctx), "args->ids_out");
+        if (!ok2)
+            fprintf(stderr, "host ids_out: %s: %s\n", dcptopk_result_name(r2),
+                    dcptopk_last_error(k->ctx));
+        free(host_ids);
+        free(host_logits);
+        if (!ok1 || !ok2)
+            return 50;
+    }
+    if (dc_stream_create(k->ctx, &stream))
+        return 51;
+    int rc = 0;
+    if (graph) {
+        if (rk_inputs(k, DC_FAM_CONC_SAT, 1) < 0 || rk_merge(k, stream) ||
+            dcptopk_group_check(g, stream) || rk_compare(k, "warmup") ||
+            dc_graph_begin(k->ctx, stream) || rk_merge(k, stream) ||
+            dc_graph_end(k->ctx, stream, &exec)) {
+            fprintf(stderr, "capture: %s\n", dcptopk_last_error(k->ctx));
+            rc = 52;
+        }
+    }
+    for (int s = 0; s < 4 && !rc; s++) {
+        if (k->rank == victim && s == 2) {
+            /* Alive but silent until the survivors are done. */
+            struct timespec ts = {(time_t)(2 * bound / 1000 + 8), 0};
+            nanosleep(&ts, NULL);
+            break;
+        }
+        if (rk_inputs(k, DR_FAMILIES[s % DR_NFAM], 70 + (uint64_t)s) < 0) {
+            rc = 53;
+            break;
+        }
+        const double t0 = dr_now_ms();
+        dcptopk_result r = graph ? dc_graph_launch(k->ctx, exec, stream)
+                                 : rk_merge(k, stream);
+        if (r) {
+            fprintf(stderr, "step %d: %s\n", s, dcptopk_last_error(k->ctx));
+            rc = 54;
+            break;
+        }
+        if (dc_stream_sync(k->ctx, stream)) {
+            rc = 55;
+            break;
+        }
+        const double waited = dr_now_ms() - t0;
+        if (s < 2) {
+            if (rk_compare(k, "before the stop") ||
+                dcptopk_group_status(g) != DCPTOPK_SUCCESS)
+                rc = 56;
+            continue;
+        }
+        if (s == 2) {
+            printf("rank %d: the step without rank %d ended after %.0f ms "
+                   "(bound %d ms)\n", k->rank, victim, waited, bound);
+            if (waited > 1.5 * bound) {
+                rc = 57; /* the rescue waited a second bound */
+                break;
+            }
+            if (!all_poisoned(k)) {
+                rc = 58;
+                break;
+            }
+            /* The first call after the step: no synchronisation needed. */
+            dcptopk_result first = graph ? dcptopk_group_status(g)
+                                         : rk_merge(k, stream);
+            char want[32];
+            snprintf(want, sizeof want, "rank %d", victim);
+            printf("rank %d: next call: %s: %s\n", k->rank,
+                   dcptopk_result_name(first), dcptopk_last_error(k->ctx));
+            if (first != DCPTOPK_PEER_TIMEOUT ||
+                !strstr(dcptopk_last_error(k->ctx), want)) {
+                rc = 59;
+                break;
+            }
+            if (rk_merge(k, stream) != DCPTOPK_GROUP_BROKEN ||
+                dcptopk_group_status(g) != DCPTOPK_GROUP_BROKEN ||
+                dcptopk_group_check(g, stream) != DCPTOPK_GROUP_BROKEN) {
+                rc = 60;
+                break;
+            }
+            if (!graph)
+                break;
+            continue;
+        }
+        /* s == 3, graph only: a replay after the failure is poisoned
+         * alike, without waiting again (the status is sticky). */
+        if (waited > 0.5 * bound || !all_poisoned(k))
+            rc = 61;
+        break;
+    }
+    if (exec)
+        dc_graph_destroy(k->ctx, exec);
+    dc_stream_destroy(k->ctx, stream);
+    printf("rank %d: %s: %s\n", k->rank, graph ? "stop_graph" : "stop",
+           rc ? "FAIL" : "ok");
+    return rc;
+}
+
 /* Roles: exit 0 = pass, 77 = skip, else a failure code. */
 static int role_run(const char *role)
 {
@@ -268,6 +423,22 @@ static int role_run(const char *role)
             dc_graph_destroy(ctx, exec);
         if (stream)
             dc_stream_destroy(ctx, stream);
+    } else if (strcmp(role, "stop") == 0 || strcmp(role, "stop_graph") == 0) {
+        rc = role_stop(&k, strcmp(role, "stop_graph") == 0);
+        if (rc == 0 && k.rank == dcptopk_group_world_size(g) - 1) {
+            /* The rank that stopped: its peers are broken, no barrier. */
+            fflush(stdout);
+            _exit(0);
+        }
+        if (rc == 0 || rc == 77) {
+            /* Broken by design: destroy without the collective barrier. */
+            fflush(stdout);
+            dcptopk_group_destroy(g);
+            dc_stream_sync(ctx, NULL);
+            rk_free(&k);
+            dcptopk_context_destroy(ctx);
+            return rc;
+        }
     } else if (strcmp(role, "die") == 0) {
         const int victim = dcptopk_group_world_size(g) - 1;
         const int bound = dr_env_i("DCPTOPK_PEER_TIMEOUT_MS", 10000);

@@ -14,6 +14,11 @@
  *  - graph: one eager merge, then capture and DC_DIST_STEPS replays with new
  *    inputs (exit 77 = skipped on the staged and push paths, which cannot
  *    be captured yet);
+ *  - stop, stop_graph (push path, else skipped): host pointers refused by
+ *    name, then the last rank stops calling (alive) at step 2; the others'
+ *    step must end within 1.5x the bound with every id -1, the next call
+ *    give DCPTOPK_PEER_TIMEOUT (dcptopk_group_status after a graph replay),
+ *    later calls DCPTOPK_GROUP_BROKEN;
  *  - die: the last rank SIGKILLs itself at its 4th step; the others must
  *    get DCPTOPK_PEER_TIMEOUT within 2x the bound (+5 s), then
  *    DCPTOPK_GROUP_BROKEN, then rebuild without it and merge again.

@@ -377,6 +377,7 @@ _DIST_SIGS = {
     "dcptopk_group_nodes": (_c_i32, [_vp]),
     "dcptopk_group_path": (_R, [_vp, _P(_c_i32), ctypes.c_char_p, ctypes.c_size_t]),
     "dcptopk_group_check": (_R, [_vp, _vp]),
+    "dcptopk_group_status": (_R, [_vp]),
     "dcptopk_group_last_error": (ctypes.c_char_p, [_vp]),
     "dcptopk_group_workspace_create": (_R, [_vp, _MC, _c_i64, _P(_vp)]),
     "dcptopk_group_workspace_destroy": (None, [_vp]),
