@@ -340,10 +340,10 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
     if ((k->fields & DC_F_EXACT) && (key->exact < 0 || key->exact > 1))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "key->exact = %d: must be 0 or 1", key->exact);
-    if ((k->fields & DC_F_LAYOUT) && (key->layout < 0 || key->layout > 1))
+    if ((k->fields & DC_F_LAYOUT) && (key->layout < 0 || key->layout > 3))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "key->layout = %d: must be 0 (rank-major) or 1 "
-                       "(row-major)",
+                       "key->layout = %d: must be 0 (rank-major), 1 "
+                       "(row-major), 2 or 3 (the same with float ids)",
                        key->layout);
     if ((k->fields & DC_F_VARIANT) && (key->variant < 0 || key->variant > 64))
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,

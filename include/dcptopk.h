@@ -460,8 +460,19 @@ typedef struct dcptopk_rows_map {
 
 typedef enum dcptopk_pair_layout {
     DCPTOPK_LAYOUT_RANK_MAJOR = 0, /* [W, T_alloc, K, 2]: the all-gather output */
-    DCPTOPK_LAYOUT_ROW_MAJOR = 1   /* [T, W*K, 2]                               */
+    DCPTOPK_LAYOUT_ROW_MAJOR = 1,  /* [T, W*K, 2]                               */
+    /* The same two layouts of float32 pairs whose id is a float value
+     * (vLLM's pair candidates), read in place: the id f is valid when
+     * 0 <= f < 2^31 and gives gid (int32_t)f (truncated); NaN, negative or
+     * larger ids are invalid slots. Ids are exact below 2^24. Bit 0 of a
+     * layout is row-major, bit 1 float ids. */
+    DCPTOPK_LAYOUT_RANK_MAJOR_FLOAT_IDS = 2,
+    DCPTOPK_LAYOUT_ROW_MAJOR_FLOAT_IDS = 3
 } dcptopk_pair_layout;
+
+/* The gid of a candidate id word under `layout` (-1: an invalid slot):
+ * the word itself, or its float value as DCPTOPK_LAYOUT_*_FLOAT_IDS say. */
+DCPTOPK_API int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word);
 
 /* Candidates: int32 pairs (fp32 score bits, int32 global id); gid < 0 is an
  * invalid slot, below every valid candidate (-inf included); a NaN score is

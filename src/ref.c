@@ -696,13 +696,13 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
         int64_t count = 0;
         for (int64_t p = 0; p < wk; p++) {
             const int32_t *pair;
-            if (args->layout == DCPTOPK_LAYOUT_RANK_MAJOR)
+            if ((args->layout & 1) == 0) /* rank-major */
                 pair = args->candidates +
                        (((p / k) * rank_stride + t) * k + p % k) * 2;
             else
                 pair = args->candidates + (t * wk + p) * 2;
             uint32_t ord = dcptopk_ref_ord32((uint32_t)pair[0]);
-            int32_t gid = pair[1];
+            int32_t gid = dcptopk_pair_gid(args->layout, pair[1]);
             if (gid < 0 || ord == 0)
                 continue; /* invalid slot or NaN score: never selected */
             dc_cand *x = &cands[count++];

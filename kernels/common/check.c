@@ -505,14 +505,14 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
                                "DCPTOPK_PAIR_SELECT_ARGS_INIT")))
         return r;
-    if (a->layout != DCPTOPK_LAYOUT_RANK_MAJOR &&
-        a->layout != DCPTOPK_LAYOUT_ROW_MAJOR)
-        return DC_INVALID("args->layout = %d: must be 0 (rank-major) or 1 "
-                          "(row-major)",
+    if (a->layout < DCPTOPK_LAYOUT_RANK_MAJOR ||
+        a->layout > DCPTOPK_LAYOUT_ROW_MAJOR_FLOAT_IDS)
+        return DC_INVALID("args->layout = %d: must be 0 (rank-major), 1 "
+                          "(row-major), 2 or 3 (the same with float ids)",
                           a->layout);
     if ((r = check_rows(ctx, "args->rows", a->rows)))
         return r;
-    if (a->layout == DCPTOPK_LAYOUT_RANK_MAJOR) {
+    if ((a->layout & 1) == 0) { /* rank-major */
         if ((r = check_stride(ctx, "args->rank_stride_rows",
                               a->rank_stride_rows, a->rows, "rows")))
             return r;

@@ -29,13 +29,15 @@ dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
                                    const char *arch, dcptopk_key *keys,
                                    size_t cap, size_t *count)
 {
-    dcptopk_key list[3];
+    dcptopk_key list[5];
     size_t n = 0;
 
     pair_key(&list[n++], DCPTOPK_KERNEL_PAIR_PACK, c);
-    /* Both layouts: engines gather rank-major; the row-major route is kept for
-     * engines that already reorder. */
-    for (int32_t layout = 0; layout < 2; layout++) {
+    /* Every layout: engines gather rank-major; the row-major route is kept
+     * for engines that already reorder; the float-id ones read vLLM's pair
+     * candidates in place. Which one a step uses is the caller's argument,
+     * so warmup loads them all. */
+    for (int32_t layout = 0; layout < 4; layout++) {
         pair_key(&list[n], DCPTOPK_KERNEL_PAIR_SELECT, c);
         list[n++].layout = layout;
     }
@@ -45,6 +47,16 @@ dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
     for (size_t i = 0; i < n && i < cap; i++)
         keys[i] = list[i];
     return DCPTOPK_SUCCESS;
+}
+
+int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
+{
+    if (!(layout & 2))
+        return id_word < 0 ? -1 : id_word;
+    float f;
+    memcpy(&f, &id_word, sizeof f);
+    /* The comparison is false for NaN. */
+    return f >= 0.0f && f < 2147483648.0f ? (int32_t)f : -1;
 }
 
 dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
@@ -92,7 +104,7 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
         .candidates = args->candidates,
         .rows = args->rows,
         .rank_stride =
-            args->layout == DCPTOPK_LAYOUT_RANK_MAJOR
+            (args->layout & 1) == 0 /* rank-major */
                 ? (args->rank_stride_rows ? args->rank_stride_rows : args->rows) *
                       c.topk * 2
                 : 0,

@@ -4,7 +4,8 @@
 // Layouts (DCPTOPK_LAYOUT): 0 = rank-major [W, T_alloc, K, 2], the all-gather
 // output, read in place (rank r of row t at r * rank_stride + t * K * 2 ints);
 // 1 = row-major [T, W*K, 2]. Position p = r * K + j in both; the outputs are
-// identical.
+// identical. 2 and 3: the same with the id word a float value (vLLM's
+// candidates), converted where it is read (gid_of), so nothing is copied.
 //
 // Contract (docs/CONTRACT.md, "Pair merge"): a candidate is valid iff gid >= 0
 // and its score is not NaN. Key = (ord32(score) << 32) | (0xFFFFFFFF - gid);
@@ -50,7 +51,8 @@ constexpr int kSeg = DC_PAIR_SEGMENTS(kW, DCPTOPK_VARIANT);
 constexpr int kB = DCPTOPK_BLOCK_SIZE;
 constexpr int kS = DCPTOPK_INTERLEAVE;
 constexpr int kThreads = DCPTOPK_THREADS;
-constexpr int kLayout = DCPTOPK_LAYOUT;
+constexpr bool kRowMajor = (DCPTOPK_LAYOUT & 1) != 0;
+constexpr bool kFloatIds = (DCPTOPK_LAYOUT & 2) != 0;
 constexpr bool kEmitIds = DCPTOPK_EMIT_IDS != 0;
 
 constexpr int kCands = kSeg * kK;            // candidates per row
@@ -93,7 +95,7 @@ constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
 static_assert(kSeg >= 1 && kW % kSeg == 0, "segments divide W");
-static_assert(kLayout == 0 || kLayout == 1, "layout 0 or 1");
+static_assert(DCPTOPK_LAYOUT >= 0 && DCPTOPK_LAYOUT <= 3, "layout 0..3");
 static_assert(kS >= 1, "interleave >= 1");
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
@@ -149,12 +151,24 @@ __device__ __forceinline__ int32_t ld_nc(const int32_t *p) { return __ldg(p); }
 // applied): rank-major: (p / K) * rank_stride + (p % K) * 2; row-major: 2p.
 __device__ __forceinline__ long long pair_offset(uint32_t p, long long rank_stride)
 {
-    if (kLayout == 0)
+    if (!kRowMajor)
         return (long long)(p / kK) * rank_stride + (long long)(p % kK) * 2;
     return (long long)p * 2;
 }
 
-// dc::ord32 of the score, 0 when the gid is negative or the score NaN:
+// The gid of a candidate's id word: the word, or with float ids its value
+// when 0 <= f < 2^31 (truncated), else -1 (NaN fails the compare), as
+// dcptopk_pair_gid says.
+__device__ __forceinline__ int32_t gid_of(int32_t word)
+{
+    if (!kFloatIds)
+        return word;
+    const float f = __int_as_float(word);
+    return f >= 0.0f && f < 2147483648.0f ? __float2int_rz(f) : -1;
+}
+
+// dc::ord32 of the score, 0 when the gid (of the id word) is negative or the
+// score NaN:
 // without branches (a float compare of the score with itself finds the
 // NaNs). The valid keys (-inf .. +inf) are [0x007FFFFF, 0xFF800000]: their
 // top 11 bits are 3 or more, so the invalid ones count in bin 0 of the
@@ -163,7 +177,7 @@ __device__ __forceinline__ uint32_t primary_key(int32_t score_bits, int32_t gid)
 {
     const uint32_t k = (uint32_t)score_bits ^ ((uint32_t)(score_bits >> 31) | 0x80000000u);
     const float f = __int_as_float(score_bits);
-    return gid >= 0 && f == f ? k : 0u;
+    return gid_of(gid) >= 0 && f == f ? k : 0u;
 }
 
 // The sum of sh.warp_sums over the warps before `warp`; *all = over all.
@@ -289,7 +303,7 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
-    return ld_nc(row.base + pair_offset(p, row.rank_stride) + 1);
+    return gid_of(ld_nc(row.base + pair_offset(p, row.rank_stride) + 1));
 }
 
 // Calls f(k, j) with the primary key k of each of this thread's positions
@@ -348,7 +362,7 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
                 // A whole iteration in one rank (2 * kThreads divides K):
                 // its rank and first position are known without tid.
-                constexpr bool kOneRank = kLayout == 0 && kK % (2 * kThreads) == 0;
+                constexpr bool kOneRank = !kRowMajor && kK % (2 * kThreads) == 0;
                 const uint32_t p0 = (uint32_t)(i0 + b) * (2 * kThreads);
                 const int32_t *p =
                     kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
@@ -815,7 +829,7 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     Row row;
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
-    const long long row_words = kLayout == 0 ? (long long)kK * 2 : (long long)kCands * 2;
+    const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kCands * 2;
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
     // are multiples of 16 bytes since K is a multiple of 32).
     const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;

@@ -569,8 +569,8 @@ TEST(bad_arguments_are_named)
     ps.ids_out = ids;
     CHECK_OK(dcptopk_ref_pair_select(&pc, &ps));
     dcptopk_pair_select_args pt = ps;
-    pt.layout = 2;
-    EXPECT_INVALID(dcptopk_ref_pair_select(&pc, &pt), "args->layout = 2");
+    pt.layout = 4;
+    EXPECT_INVALID(dcptopk_ref_pair_select(&pc, &pt), "args->layout = 4");
     pt = ps;
     pt.layout = DCPTOPK_LAYOUT_ROW_MAJOR;
     pt.rank_stride_rows = 4;

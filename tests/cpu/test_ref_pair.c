@@ -294,3 +294,39 @@ TEST(pair_pack_matches_contract)
            "{64,512}, S in {1,2,4}, with/without row starts and row ends\n",
            (long long)slots, (long long)invalid);
 }
+
+/* The float-id rule, spelled out value by value (not computed by the code
+ * under test). */
+TEST(float_id_words)
+{
+    static const struct {
+        uint32_t word;
+        int32_t gid;
+    } cases[] = {
+        {0x00000000u, 0},          /* +0.0 */
+        {0x80000000u, 0},          /* -0.0 */
+        {0x3F800000u, 1},          /* 1.0 */
+        {0x40A00000u, 5},          /* 5.0 */
+        {0x40B00000u, 5},          /* 5.5: truncated */
+        {0x4B7FFFFFu, 16777215},   /* 2^24 - 1 */
+        {0x4EFFFFFFu, 2147483520}, /* the largest float below 2^31 */
+        {0x4F000000u, -1},         /* 2^31 */
+        {0xBF800000u, -1},         /* -1.0 */
+        {0xBF000000u, -1},         /* -0.5 */
+        {0x7FC00000u, -1},         /* NaN */
+        {0xFFC00000u, -1},         /* -NaN */
+        {0x7F800000u, -1},         /* +inf */
+        {0xFF800000u, -1},         /* -inf */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ(dcptopk_pair_gid(DCPTOPK_LAYOUT_RANK_MAJOR_FLOAT_IDS,
+                                  (int32_t)cases[i].word),
+                 cases[i].gid);
+        CHECK_EQ(dcptopk_pair_gid(DCPTOPK_LAYOUT_ROW_MAJOR_FLOAT_IDS,
+                                  (int32_t)cases[i].word),
+                 cases[i].gid);
+    }
+    /* The int32 layouts take the word as it is; any negative is invalid. */
+    CHECK_EQ(dcptopk_pair_gid(DCPTOPK_LAYOUT_RANK_MAJOR, 0x40A00000), 0x40A00000);
+    CHECK_EQ(dcptopk_pair_gid(DCPTOPK_LAYOUT_ROW_MAJOR, -7), -1);
+}

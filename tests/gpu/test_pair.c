@@ -700,9 +700,9 @@ TEST(bad_arguments_named)
     CHECK_CONTAINS(dcptopk_last_error(ctx), "args->rows_map.rows_out");
     a.ids_out = p + 200000;
 
-    a.layout = 2;
+    a.layout = 4;
     CHECK_EQ(dcptopk_pair_select(ctx, &c, &a), DCPTOPK_INVALID_ARGUMENT);
-    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->layout = 2");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->layout = 4");
     a.layout = 0;
 
     a.candidates = NULL;
@@ -764,5 +764,114 @@ TEST(bad_arguments_named)
     CHECK_EQ(dcptopk_pair_select(NULL, &c, &a), DCPTOPK_INVALID_ARGUMENT);
     CHECK_OK(dc_stream_sync(ctx, NULL));
     gpu_free(ctx, buf);
+    dcptopk_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------- float ids */
+
+/* The float-id word of an int32 candidate's gid, and (through *gid) the gid
+ * the float rule gives it: exact for most, and for every invalid or odd
+ * spelling the test knows the answer itself (truncation, -0.0, NaN, past
+ * 2^31). */
+static int32_t float_word(int32_t g, uint64_t *rng, int32_t *gid)
+{
+    float f;
+    uint64_t pick = test_rand(rng) % 16;
+    *gid = g;
+    if (g < 0) {
+        static const uint32_t bad[] = {0xBF800000u /* -1.0 */,
+                                       0x7FC00000u /* NaN */,
+                                       0xBF000000u /* -0.5 */,
+                                       0x4F000000u /* 2^31 */,
+                                       0x7F800000u /* +inf */};
+        *gid = -1;
+        return (int32_t)bad[pick % 5];
+    }
+    if (pick == 0 && g == 0) {
+        f = -0.0f; /* >= 0: gid 0 */
+    } else if (pick == 1) {
+        f = (float)g + 0.25f; /* truncates to g (exact below 2^22) */
+    } else {
+        f = (float)g;
+    }
+    int32_t w;
+    memcpy(&w, &f, sizeof w);
+    return w;
+}
+
+TEST(float_ids_read_in_place)
+{
+    GPU_CTX(ctx);
+    const int32_t w = 4, k = 512, s = 2;
+    const int64_t t = 67;
+    for (int family = 0; family < DC_PFAM_COUNT; family++) {
+        int32_t *cand = dc_gen_pair_candidates(family, k, w, s, t,
+                                               (uint64_t)family + 77);
+        CHECK(cand != NULL);
+        size_t n = (size_t)w * (size_t)t * (size_t)k;
+        int32_t *fl = malloc(sizeof(int32_t) * 2 * n);
+        int32_t *want = malloc(sizeof(int32_t) * (size_t)(t * k));
+        int32_t *got = malloc(sizeof(int32_t) * (size_t)(t * k));
+        CHECK(fl && want && got);
+        uint64_t rng = 0x1234 + (uint64_t)family;
+        for (size_t i = 0; i < n; i++) {
+            int32_t gid;
+            fl[2 * i] = cand[2 * i];
+            fl[2 * i + 1] = float_word(cand[2 * i + 1], &rng, &gid);
+            cand[2 * i + 1] = gid; /* the int32 input the rule means */
+        }
+        dcptopk_merge_config c = pair_config(w, k, s, 16);
+        dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+        a.candidates = cand;
+        a.rows = t;
+        a.ids_out = want;
+        CHECK_OK(dcptopk_ref_pair_select(&c, &a));
+
+        /* The reference reads the float layout the same way. */
+        a.candidates = fl;
+        a.layout = DCPTOPK_LAYOUT_RANK_MAJOR_FLOAT_IDS;
+        a.ids_out = got;
+        CHECK_OK(dcptopk_ref_pair_select(&c, &a));
+        CHECK(memcmp(want, got, sizeof(int32_t) * (size_t)(t * k)) == 0);
+
+        uint64_t dfl = gpu_upload(ctx, fl, sizeof(int32_t) * 2 * n);
+        uint64_t dids = gpu_alloc(ctx, sizeof(int32_t) * (size_t)(t * k));
+        CHECK(dfl && dids);
+        a.candidates = (const int32_t *)(uintptr_t)dfl;
+        a.ids_out = (int32_t *)(uintptr_t)dids;
+        CHECK_OK(dcptopk_pair_select(ctx, &c, &a));
+        memset(got, 0x5A, sizeof(int32_t) * (size_t)(t * k));
+        CHECK(gpu_download(ctx, got, dids, sizeof(int32_t) * (size_t)(t * k)) == 0);
+        int64_t col = 0;
+        int64_t row = first_diff(want, got, t, k, k, &col);
+        CHECK_MSG(row < 0, "family %s, rank-major float ids: row %lld col %lld",
+                  dc_pair_family_name(family), (long long)row, (long long)col);
+
+        /* Row-major: [T, W*K, 2] from the rank-major buffer. */
+        int32_t *rm = malloc(sizeof(int32_t) * 2 * n);
+        CHECK(rm != NULL);
+        for (int32_t r = 0; r < w; r++)
+            for (int64_t tt = 0; tt < t; tt++)
+                memcpy(rm + ((size_t)tt * (size_t)w * (size_t)k + (size_t)r * (size_t)k) * 2,
+                       fl + (((size_t)r * (size_t)t + (size_t)tt) * (size_t)k) * 2,
+                       sizeof(int32_t) * 2 * (size_t)k);
+        uint64_t drm = gpu_upload(ctx, rm, sizeof(int32_t) * 2 * n);
+        CHECK(drm != 0);
+        a.candidates = (const int32_t *)(uintptr_t)drm;
+        a.layout = DCPTOPK_LAYOUT_ROW_MAJOR_FLOAT_IDS;
+        CHECK_OK(dcptopk_pair_select(ctx, &c, &a));
+        CHECK(gpu_download(ctx, got, dids, sizeof(int32_t) * (size_t)(t * k)) == 0);
+        row = first_diff(want, got, t, k, k, &col);
+        CHECK_MSG(row < 0, "family %s, row-major float ids: row %lld col %lld",
+                  dc_pair_family_name(family), (long long)row, (long long)col);
+        gpu_free(ctx, drm);
+        gpu_free(ctx, dfl);
+        gpu_free(ctx, dids);
+        free(rm);
+        free(fl);
+        free(want);
+        free(got);
+        free(cand);
+    }
     dcptopk_context_destroy(ctx);
 }

@@ -365,7 +365,7 @@ def pair_candidates_dtype(candidates, ids_as_float):
         raise ValueError(
             f"candidates: got {_desc(candidates)}; expected int32 pairs (fp32 score bits, int32 "
             "global id). A float32 [.., 2] tensor whose second value is the global id as a float "
-            "(vLLM's pair pack) must be converted: pass ids_as_float=True (never reinterpreted "
+            "(vLLM's pair pack) is read in place with ids_as_float=True (never reinterpreted "
             "with .view(torch.int32), which would turn id 5 into 1084227584)")
     if candidates.dtype == torch.int32 and ids_as_float:
         raise ValueError(f"candidates: got {_desc(candidates)} with ids_as_float=True; expected "
@@ -379,13 +379,16 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
     W, K = cfg.world_size, cfg.topk
     exp = (f"int32 [W = {W}, T, K = {K}, 2] (rank-major, the all-gather output read in place; "
            f"a [W, T_alloc, K, 2][:, :T] view is fine) or [T, W*K = {W * K}, 2] (row-major, "
-           "contiguous)")
-    if not isinstance(candidates, torch.Tensor) or candidates.dtype != torch.int32:
-        pair_candidates_dtype(candidates, False)
+           "contiguous); float32 pairs of the same shapes read the id as a float value")
+    if not isinstance(candidates, torch.Tensor) or \
+            candidates.dtype not in (torch.int32, torch.float32):
         fail("candidates", candidates, exp)
+    # float32 pairs (vLLM's: the id is a float value) use the float-id
+    # layouts, read in place; ops.pair_select asks for ids_as_float first.
+    dt, float_ids = candidates.dtype, 2 if candidates.dtype == torch.float32 else 0
     dev = candidates.device
     if candidates.dim() == 4:
-        tensor(candidates, "candidates", torch.int32, (W, None, K, 2), exp)
+        tensor(candidates, "candidates", dt, (W, None, K, 2), exp)
         layout, T = 0, candidates.shape[1]
         rank_stride = 0
         if T > 0:
@@ -400,7 +403,7 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
                 rank_stride = s0 // (2 * K)
                 covers(candidates, "candidates", (W - 1) * rank_stride + T, 2 * K)
     elif candidates.dim() == 3:
-        tensor(candidates, "candidates", torch.int32, (None, W * K, 2), exp)
+        tensor(candidates, "candidates", dt, (None, W * K, 2), exp)
         layout, T, rank_stride = 1, candidates.shape[0], 0
         if T > 0 and not candidates.is_contiguous():
             fail("candidates", candidates, exp)
@@ -414,7 +417,7 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
     rm = rows_map(cfg, T, dev, req_id, block_table, rows_out, counts_out, stride_rows)
     if ids is None and rm is None:
         raise ValueError("ids_out and rows_out: both None; the select would output nothing")
-    return dict(rows=T, layout=layout, rank_stride_rows=rank_stride, rank=r,
+    return dict(rows=T, layout=layout | float_ids, rank_stride_rows=rank_stride, rank=r,
                 ids_out_stride=ids_stride, rows_map=rm)
 
 

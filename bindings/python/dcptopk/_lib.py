@@ -299,6 +299,7 @@ _SIGS = {
     "dcptopk_warmup_keys": (_R, [_vp, _P(Key), ctypes.c_size_t, PROGRESS_FN, _vp,
                                  _P(WarmupStats)]),
     "dcptopk_pair_select": (_R, [_vp, _MC, _P(PairSelectArgs)]),
+    "dcptopk_pair_gid": (_c_i32, [_c_i32, _c_i32]),
     "dcptopk_pair_pack": (_R, [_vp, _MC, _P(PairPackArgs)]),
     "dcptopk_pack": (_R, [_vp, _MC, _P(PackArgs)]),
     "dcptopk_pack_indices": (_R, [_vp, _MC, _P(PackArgs)]),

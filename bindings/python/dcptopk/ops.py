@@ -312,11 +312,13 @@ def pair_pack(cfg, logits, local_ids, *, rank, row_starts=None, row_ends=None, o
 def float_pairs_to_int(candidates):
     """float32 (score, global id as a float value) pairs -> int32 (score bits,
     global id) pairs, same shape (a copy). Ids must be exact in float32 (below
-    2^24); a negative or NaN id stays an invalid slot."""
+    2^24); an id that is NaN, negative or not below 2^31 becomes -1, the rule
+    of the float-id layouts (dcptopk_pair_gid)."""
     _checks.pair_candidates_dtype(candidates, True)
     score_bits = candidates[..., 0].view(torch.int32)
     ids = candidates[..., 1]
-    ids = torch.where(torch.isnan(ids), torch.full_like(ids, -1.0), ids).to(torch.int32)
+    ok = (ids >= 0) & (ids < 2.0 ** 31)  # False for NaN
+    ids = torch.where(ok, ids, torch.full_like(ids, -1.0)).to(torch.int32)
     return torch.stack((score_bits, ids), dim=-1)
 
 
@@ -325,12 +327,11 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
     """int32 [W, T, K, 2] (rank-major, read in place) or [T, W*K, 2] (row-major)
     candidates -> global ids [T, K] (ids_out, allocated when None and the
     config emits ids and no rows output is asked) and/or physical rows.
-    ids_as_float=True accepts float32 pairs whose id is a float value (vLLM's
-    pair pack) by converting them (a copy); float32 without it is refused."""
+    ids_as_float=True reads float32 pairs whose id is a float value (vLLM's
+    pair pack) in place (the float-id layouts: an id f is valid when
+    0 <= f < 2^31 and truncates to the gid); float32 without it is refused."""
     c = cfg_list(cfg)
     _checks.pair_candidates_dtype(_tensor(candidates, "candidates"), ids_as_float)
-    if ids_as_float:
-        candidates = float_pairs_to_int(candidates)
     if ids_out is None and c[6] and rows is None:
         T = candidates.shape[1] if candidates.dim() == 4 else candidates.shape[0]
         ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=candidates.device)
