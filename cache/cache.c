@@ -214,7 +214,7 @@ static void store_warn(dc_cache *c, const char *hex, int rc)
     if (c->warned_store)
         return;
     c->warned_store = 1;
-    if ((rc & 0xff) == SQLITE_FULL)
+    if (dc_cache_is_full_rc(c, rc))
         dc_log_warn("cache %s: cannot store kernel %s (SQLite error %d: %s;"
                     " the disk or the database is full): compiling the "
                     "missing kernels once each in this process, without "
@@ -373,7 +373,7 @@ static int look_up(dc_cache *c, const char *hex, dc_cache_hit *out,
                 if (dc_cache_is_corrupt_rc(crc) &&
                     dc_cache_recover_corrupt(c, crc))
                     continue;
-                if ((crc & 0xff) == SQLITE_FULL) {
+                if (dc_cache_is_full_rc(c, crc)) {
                     store_warn(c, hex, crc);
                     go_full(c);
                     return LOOK_COMPILE;
@@ -463,7 +463,7 @@ dcptopk_result dc_cache_get_or_compile(dc_cache *c, dc_hash key,
             }
         } else {
             store_warn(c, hex, src);
-            if ((src & 0xff) == SQLITE_FULL)
+            if (dc_cache_is_full_rc(c, src))
                 go_full(c);
         }
     } else if (r == DCPTOPK_SUCCESS && c->memory) {

@@ -303,9 +303,20 @@ dcptopk_result dc_cache_stats(dc_cache *c, dcptopk_cache_stats *out,
     }
     sqlite3_finalize(st);
     int64_t pages = 0, page_size = 0;
-    if (rc == SQLITE_OK)
-        rc = dc_cache_read_int(c->db, "SELECT count(*) FROM claims",
-                               &out->claims);
+    /* Compiles in progress: live claims only (a dead holder's claim is
+     * stale, not in progress). */
+    if (rc == SQLITE_OK) {
+        dc_cache_claim *v = NULL;
+        size_t nc = 0;
+        char cerr[256];
+        if (dc_cache_claims(c, &v, &nc, cerr, sizeof cerr) != DCPTOPK_SUCCESS)
+            rc = sqlite3_errcode(c->db) != SQLITE_OK ? sqlite3_errcode(c->db)
+                                                     : SQLITE_ERROR;
+        out->claims = 0;
+        for (size_t i = 0; i < nc; i++)
+            out->claims += !v[i].stale;
+        free(v);
+    }
     if (rc == SQLITE_OK)
         rc = dc_cache_read_int(c->db, "PRAGMA page_count", &pages);
     if (rc == SQLITE_OK)
@@ -754,12 +765,20 @@ dcptopk_result dc_cache_import(dc_cache *c, const char *path,
                              "path = \"%s\": not a dcptopk cache of file "
                              "version %d",
                              path, DC_CACHE_FILE_VERSION);
-        else
+        else {
+            /* errmsg says "not an error" once the failed statement is
+             * reset: only a message about an error is appended. */
+            const char *msg = src && sqlite3_errcode(src) != SQLITE_OK
+                                  ? sqlite3_errmsg(src)
+                                  : NULL;
+            if (msg && strcmp(msg, sqlite3_errstr(rc)) == 0)
+                msg = NULL;
             dc_cache_set_err(err, err_size,
                              "path = \"%s\": cannot be read: SQLite error %d "
-                             "(%s): %s",
-                             path, rc, sqlite3_errstr(rc),
-                             src ? sqlite3_errmsg(src) : "no connection");
+                             "(%s)%s%s",
+                             path, rc, sqlite3_errstr(rc), msg ? ": " : "",
+                             msg ? msg : "");
+        }
         sqlite3_close(src);
         return DCPTOPK_CACHE_ERROR;
     }

@@ -224,10 +224,13 @@ int dc_cache_bind_release(sqlite3_stmt *st, const char *hex)
 }
 
 /* Drops our claim. A failure (busy past the budget) is retried a few
- * times: a claim left behind makes others wait until it goes stale. */
+ * times: a claim left behind makes others wait until it goes stale. On a
+ * full disk the reserve is given up first, so that the delete finds its
+ * journal space. */
 void dc_cache_release_claim(dc_cache *c, const char *hex)
 {
-    for (int attempt = 0; attempt < 3; attempt++) {
+    int freed = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
         sqlite3_stmt *st = NULL;
         int rc = sqlite3_prepare_v2(c->db, dc_cache_release_sql, -1, &st,
                                     NULL);
@@ -239,6 +242,11 @@ void dc_cache_release_claim(dc_cache *c, const char *hex)
         sqlite3_finalize(st);
         if (rc == SQLITE_OK || dc_cache_is_corrupt_rc(rc))
             return;
+        if (!freed && dc_cache_is_full_rc(c, rc)) {
+            freed = 1;
+            if (dc_cache_free_reserve(c))
+                continue;
+        }
         dc_cache_sleep_ms(10);
     }
 }
@@ -305,6 +313,8 @@ dcptopk_result dc_cache_claims(dc_cache *c, dc_cache_claim **out,
     return DCPTOPK_SUCCESS;
 }
 
+static int clear_stale_once(dc_cache *c, int64_t *removed);
+
 dcptopk_result dc_cache_claims_clear_stale(dc_cache *c, int64_t *removed,
                                            char *err, size_t err_size)
 {
@@ -321,6 +331,25 @@ dcptopk_result dc_cache_claims_clear_stale(dc_cache *c, int64_t *removed,
                          c->path, c->why[0] ? c->why : "opened read-only");
         return DCPTOPK_CACHE_ERROR;
     }
+    int64_t n = 0;
+    int rc = clear_stale_once(c, &n);
+    /* A full disk: the delete's journal space comes from the reserve. */
+    if (dc_cache_is_full_rc(c, rc) && dc_cache_free_reserve(c)) {
+        n = 0;
+        rc = clear_stale_once(c, &n);
+    }
+    if (rc != SQLITE_OK)
+        return dc_cache_sql_fail(c->db, rc, c->path, "clearing stale claims",
+                                 err, err_size);
+    if (removed)
+        *removed = n;
+    return DCPTOPK_SUCCESS;
+}
+
+/* One try of dc_cache_claims_clear_stale: SQLite's code; *removed the rows
+ * deleted. */
+static int clear_stale_once(dc_cache *c, int64_t *removed)
+{
     /* Chosen and deleted under one write lock, each row as it was read: a
      * claim renewed meanwhile (another started) is kept. */
     int rc = dc_cache_exec(c, "BEGIN IMMEDIATE");
@@ -364,13 +393,10 @@ dcptopk_result dc_cache_claims_clear_stale(dc_cache *c, int64_t *removed,
     sqlite3_finalize(del);
     if (rc == SQLITE_OK)
         rc = dc_cache_exec(c, "COMMIT");
-    if (rc != SQLITE_OK) {
+    if (rc != SQLITE_OK)
         dc_cache_rollback(c);
-        return dc_cache_sql_fail(c->db, rc, c->path, "clearing stale claims",
-                                 err, err_size);
-    }
-    if (removed)
+    else
         *removed = n;
-    return DCPTOPK_SUCCESS;
+    return rc;
 }
 

@@ -122,4 +122,14 @@ int dc_cache_bind_release(sqlite3_stmt *st, const char *hex);
 /* Drops our claim (best effort: a claim left behind goes stale). */
 void dc_cache_release_claim(dc_cache *c, const char *hex);
 
+/* The space kept back for releasing claims on a full disk
+ * (cache_open.c): made at a writable open when absent, deleted (1) when a
+ * release fails with SQLITE_FULL. */
+void dc_cache_make_reserve(dc_cache *c);
+/* 1 when `rc` (of c's connection) means no space: SQLITE_FULL, or an I/O
+ * error while the folder has less than DC_CACHE_FULL_BELOW bytes free. */
+#define DC_CACHE_FULL_BELOW (64 * 1024)
+int dc_cache_is_full_rc(const dc_cache *c, int rc);
+int dc_cache_free_reserve(dc_cache *c);
+
 #endif /* DCPTOPK_CACHE_INT_H */

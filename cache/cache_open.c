@@ -157,8 +157,14 @@ static int folder_trusted(const char *path, int shared, gid_t *gid, char *why,
             dc_cache_set_err(why, n,
                      "folder %s is writable by %s (mode %04o)%s", real,
                      writers(st.st_mode), (unsigned)(st.st_mode & 07777),
-                     shared ? "" : "; set DCPTOPK_CACHE_SHARED=1 to share "
-                                   "a cache with your group");
+                     (st.st_mode & S_IWOTH)
+                         ? "; use a private folder (mode 0700, e.g. with "
+                           "DCPTOPK_CACHE_DIR): no setting allows a folder "
+                           "that others can write"
+                     : shared ? ""
+                              : "; use a private folder (mode 0700), or set "
+                                "DCPTOPK_CACHE_SHARED=1 to share a cache "
+                                "with your group");
             return -1;
         }
         if (!first && w && !(st.st_mode & S_ISVTX)) {
@@ -943,6 +949,8 @@ dcptopk_result dc_cache_open(const char *path, dc_cache_open_mode mode,
         open_readonly_mode(c);
     else
         open_readwrite(c);
+    if (c->db && !c->memory && !c->readonly)
+        dc_cache_make_reserve(c);
 done:
     if (!c->db) {
         dcptopk_result r = DCPTOPK_OUT_OF_MEMORY;
@@ -960,6 +968,61 @@ done:
     }
     *out = c;
     return DCPTOPK_SUCCESS;
+}
+
+/* ------------------------------------------------------------- reserve */
+
+/* "<cache>-reserve": DC_CACHE_RESERVE_BYTES of zeros that a handle deletes
+ * when a claim's release (or clearing stale claims) fails with SQLITE_FULL.
+ * Deleting a row needs journal or WAL space; on a full disk that space is
+ * taken back from here, so a claim never outlives its compile and peers do
+ * not wait for a store that cannot happen. Never read; created exclusively
+ * and never through a link. */
+#define DC_CACHE_RESERVE_BYTES (256 * 1024)
+
+static void reserve_path(const dc_cache *c, char *out, size_t size)
+{
+    snprintf(out, size, "%s-reserve", c->path);
+}
+
+void dc_cache_make_reserve(dc_cache *c)
+{
+    char p[DC_CACHE_PATH_MAX + 16];
+    reserve_path(c, p, sizeof p);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    if (fd < 0)
+        return; /* there already (or the folder is full: nothing to keep) */
+    static const char zeros[16384];
+    size_t done = 0;
+    while (done < DC_CACHE_RESERVE_BYTES) {
+        ssize_t w = write(fd, zeros, sizeof zeros);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        done += (size_t)w;
+    }
+    /* Data on disk, not a hole: tmpfs and most file systems allocate on
+     * write. A short reserve (a disk already full) is removed, so that the
+     * next open tries again. */
+    close(fd);
+    if (done < DC_CACHE_RESERVE_BYTES)
+        unlink(p);
+}
+
+int dc_cache_free_reserve(dc_cache *c)
+{
+    char p[DC_CACHE_PATH_MAX + 16];
+    reserve_path(c, p, sizeof p);
+    struct stat st;
+    /* Only our own regular file (unlink never follows a link, but the
+     * check keeps the rule: nothing else's is touched). */
+    if (lstat(p, &st) != 0 || !S_ISREG(st.st_mode) ||
+        !owner_trusted(st.st_uid))
+        return 0;
+    return unlink(p) == 0;
 }
 
 void dc_cache_after_fork(dc_cache *c)

@@ -3,6 +3,7 @@
  * wall clock and sleeps, small SQLite helpers, the schema and its check.
  */
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -34,9 +35,16 @@ void dc_cache_set_err(char *err, size_t err_size, const char *fmt, ...)
 dcptopk_result dc_cache_sql_fail(sqlite3 *db, int rc, const char *path,
                                  const char *what, char *err, size_t err_size)
 {
-    dc_cache_set_err(err, err_size, "cache %s: %s: SQLite error %d (%s): %s",
+    /* The connection's message only when it is about an error (after a
+     * reset it says "not an error") and says more than the code's text. */
+    const char *msg = db && sqlite3_errcode(db) != SQLITE_OK
+                          ? sqlite3_errmsg(db)
+                          : NULL;
+    if (msg && strcmp(msg, sqlite3_errstr(rc)) == 0)
+        msg = NULL;
+    dc_cache_set_err(err, err_size, "cache %s: %s: SQLite error %d (%s)%s%s",
                      path ? path : "(none)", what, rc, sqlite3_errstr(rc),
-                     db ? sqlite3_errmsg(db) : "no connection");
+                     msg ? ": " : "", msg ? msg : "");
     if (rc == SQLITE_NOMEM)
         return DCPTOPK_OUT_OF_MEMORY;
     return DCPTOPK_CACHE_ERROR;
@@ -67,6 +75,30 @@ void dc_cache_rollback(dc_cache *c)
 {
     if (c->db && !sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int dc_cache_is_full_rc(const dc_cache *c, int rc)
+{
+    if ((rc & 0xff) == SQLITE_FULL)
+        return 1;
+    if ((rc & 0xff) != SQLITE_IOERR || !c || c->memory)
+        return 0;
+    /* A write that hits ENOSPC part way reports SQLITE_IOERR_WRITE (seen on
+     * tmpfs), and the rollback hides the OS error: the folder's free space
+     * tells a full disk from a real I/O error. */
+    int e = c->db ? sqlite3_system_errno(c->db) : 0;
+    if (e == ENOSPC || e == EDQUOT)
+        return 1;
+    char dir[DC_CACHE_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", c->path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    struct statvfs fs;
+    return statvfs(dir, &fs) == 0 &&
+           (uint64_t)fs.f_bavail * fs.f_frsize < DC_CACHE_FULL_BELOW;
 }
 
 int dc_cache_is_corrupt_rc(int rc)

@@ -1105,7 +1105,8 @@ typedef struct dcptopk_cache_stats {
     int64_t file_bytes;    /* database file size                              */
     int64_t hits;          /* sum of entries' hits                            */
     double compile_ms;     /* sum of entries' compile times                   */
-    int64_t claims;        /* compiles in progress                            */
+    int64_t claims;        /* compiles in progress (live claims; stale ones,
+                              e.g. of a dead holder, are not counted)          */
 } dcptopk_cache_stats;
 #define DCPTOPK_CACHE_STATS_INIT { sizeof(dcptopk_cache_stats), 0, 0, 0, 0, 0.0, 0 }
 
@@ -1149,7 +1150,8 @@ DCPTOPK_API dcptopk_result dcptopk_cache_export(dcptopk_cache *cache,
  * entry's key must be the hash of its stored fields, and compiling those
  * fields here must give the same bytes (cubins are reproducible); entries
  * larger than DCPTOPK_CACHE_IMPORT_MAX_BYTES (default 64 MiB) or failing
- * their checksum are rejected too, each with a warning. */
+ * their checksum are rejected too, each with a warning. The rejected count
+ * is not reported here: dcptopk_cache_import_ex gives it. */
 DCPTOPK_API dcptopk_result dcptopk_cache_import(dcptopk_cache *cache,
                                                 const char *path,
                                                 int64_t *count);
@@ -1177,7 +1179,8 @@ typedef struct dcptopk_cache_claim {
 DCPTOPK_API dcptopk_result dcptopk_cache_claims(dcptopk_cache *cache,
                                                 dcptopk_cache_claim **out,
                                                 size_t *count);
-/* Deletes the stale claims. */
+/* Deletes the stale claims. On a full disk the handle gives up the file's
+ * reserve (docs/CACHE.md, Full disk) so that the delete can be written. */
 DCPTOPK_API dcptopk_result dcptopk_cache_clear_stale_claims(
     dcptopk_cache *cache, int64_t *removed);
 

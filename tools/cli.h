@@ -60,8 +60,21 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
 /* The option named `name` of a parsed table (NULL if not in the table). */
 cli_opt *cli_find(cli_opt *opts, const char *name);
 
-/* "--topk" = "abc" -> usage error naming the option and its value. */
+/* The one integer parser of every numeric option: decimal digits with an
+ * optional '-' (only when min < 0); no spaces, no '+', no base prefix.
+ * Outside min..max, or not such text: a usage error naming the option and
+ * its value. */
+int cli_parse_int(const char *opt, const char *text, int64_t min, int64_t max,
+                  int64_t *out);
+/* cli_parse_int over the whole int32 range. */
 int cli_parse_i32(const char *opt, const char *text, int32_t *out);
+/* The same rules for an unsigned 64-bit value (no '-'). */
+int cli_parse_u64(const char *opt, const char *text, uint64_t *out);
+/* The one path check of every command (--cache, FILE): not empty and
+ * shorter than CLI_PATH_MAX bytes (what the library accepts); a usage error
+ * naming `opt` otherwise. NULL (not given) passes. */
+#define CLI_PATH_MAX 4096
+int cli_check_path(const char *opt, const char *path);
 /* Sizes: a non-negative integer with an optional K, M, G or T suffix
  * (powers of 1024), optionally followed by "B" or "iB". */
 int cli_parse_size(const char *opt, const char *text, int64_t *out);

@@ -138,16 +138,105 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
     return CLI_OK;
 }
 
+/* Decimal digits with an optional leading '-', nothing else: no spaces, no
+ * '+', no base prefix, so that " 64", "+64" and "0x40" are refused like
+ * "64abc" (strtoll would take the first three). */
+static int strict_decimal(const char *text, int allow_minus, uint64_t *mag,
+                          int *neg, int *overflow)
+{
+    const char *p = text;
+    *neg = 0;
+    *overflow = 0;
+    *mag = 0;
+    if (allow_minus && *p == '-') {
+        *neg = 1;
+        p++;
+    }
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (*mag > (UINT64_MAX - d) / 10)
+            *overflow = 1;
+        else
+            *mag = *mag * 10 + d;
+    }
+    return 0;
+}
+
+int cli_parse_int(const char *opt, const char *text, int64_t min, int64_t max,
+                  int64_t *out)
+{
+    uint64_t mag;
+    int neg, overflow;
+    if (!text || strict_decimal(text, min < 0, &mag, &neg, &overflow) != 0)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%s\": not an integer (expected decimal "
+                         "digits%s, no spaces or '+')",
+                         opt, text ? text : "", min < 0 ? ", '-' allowed" : "");
+    int in_range = !overflow;
+    int64_t v = 0;
+    if (in_range && neg) {
+        if (mag > (uint64_t)INT64_MAX + 1)
+            in_range = 0;
+        else
+            v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else if (in_range) {
+        if (mag > (uint64_t)INT64_MAX)
+            in_range = 0;
+        else
+            v = (int64_t)mag;
+    }
+    if (!in_range || v < min || v > max)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%s\": out of range (expected %" PRId64
+                         "..%" PRId64 ")",
+                         opt, text, min, max);
+    *out = v;
+    return CLI_OK;
+}
+
+int cli_parse_u64(const char *opt, const char *text, uint64_t *out)
+{
+    uint64_t mag;
+    int neg, overflow;
+    if (!text || strict_decimal(text, 0, &mag, &neg, &overflow) != 0)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%s\": expected an unsigned 64-bit integer "
+                         "(decimal digits, no spaces or '+')",
+                         opt, text ? text : "");
+    if (overflow)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%s\": out of range (expected 0..%" PRIu64
+                         ")",
+                         opt, text, UINT64_MAX);
+    *out = mag;
+    return CLI_OK;
+}
+
 int cli_parse_i32(const char *opt, const char *text, int32_t *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (text[0] == '\0' || *end != '\0' || end == text)
-        return cli_error(CLI_USAGE, "%s = \"%s\": not an integer", opt, text);
-    if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
-        return cli_error(CLI_USAGE, "%s = \"%s\": out of range", opt, text);
-    *out = (int32_t)v;
+    int64_t v;
+    int rc = cli_parse_int(opt, text, INT32_MIN, INT32_MAX, &v);
+    if (rc == CLI_OK)
+        *out = (int32_t)v;
+    return rc;
+}
+
+int cli_check_path(const char *opt, const char *path)
+{
+    if (!path)
+        return CLI_OK;
+    if (!path[0])
+        return cli_error(CLI_USAGE, "%s = \"\": expected a file path", opt);
+    size_t n = strlen(path);
+    if (n >= CLI_PATH_MAX)
+        return cli_error(CLI_USAGE,
+                         "%s = \"%.40s...\": too long (%zu bytes; at most "
+                         "%d)",
+                         opt, path, n, CLI_PATH_MAX - 1);
     return CLI_OK;
 }
 

@@ -38,6 +38,13 @@ static int cache_error(int code, const char *fmt, ...)
     return cli_error(code, "%s", last_msg);
 }
 
+/* For --json: an error that cli_* already printed. */
+static int note_error(int code, const char *msg)
+{
+    snprintf(last_msg, sizeof last_msg, "%s", msg);
+    return code;
+}
+
 static int lib_error(dcptopk_result r, const char *what, const char *msg)
 {
     snprintf(last_msg, sizeof last_msg, "%s: %s", what, msg);
@@ -489,6 +496,19 @@ static int sub_export(const char *path, cli_opt *opts, const char **pos,
     return CLI_OK;
 }
 
+/* Removes a cache file that this command created and left empty, with its
+ * side files. */
+static void remove_new_cache(const char *path)
+{
+    static const char *const sides[] = {"", "-journal", "-wal", "-shm",
+                                        "-reserve"};
+    char p[CLI_PATH_MAX + 16];
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+        snprintf(p, sizeof p, "%s%s", path, sides[i]);
+        unlink(p);
+    }
+}
+
 static int sub_import(const char *path, cli_opt *opts, const char **pos,
                       int npos)
 {
@@ -498,6 +518,9 @@ static int sub_import(const char *path, cli_opt *opts, const char **pos,
     if (!file_exists(pos[0]))
         return cache_error(CLI_FAILURE, "FILE = \"%s\": no such file",
                            pos[0]);
+    /* A destination that this command creates is removed again when the
+     * import adds nothing to it: a failed import leaves no empty file. */
+    int created = !file_exists(path);
     dcptopk_cache *cache = NULL;
     int rc = open_cache(path, 0, &cache);
     if (rc)
@@ -510,16 +533,23 @@ static int sub_import(const char *path, cli_opt *opts, const char **pos,
         char what[4200];
         snprintf(what, sizeof what, "importing '%s'", pos[0]);
         /* A missing or unreadable FILE is not a usage error either. */
-        return fail_closing(cache,
-                            r == DCPTOPK_INVALID_ARGUMENT ? DCPTOPK_CACHE_ERROR
-                                                          : r,
-                            what);
+        rc = fail_closing(cache,
+                          r == DCPTOPK_INVALID_ARGUMENT ? DCPTOPK_CACHE_ERROR
+                                                        : r,
+                          what);
+        if (created && count == 0)
+            remove_new_cache(path);
+        return rc;
     }
-    printf("imported %" PRId64 " entr%s from %s into %s%s\n", count,
-           count == 1 ? "y" : "ies", pos[0], path,
+    printf("imported %" PRId64 " entr%s from %s into %s%s; %" PRId64
+           " rejected\n",
+           count, count == 1 ? "y" : "ies", pos[0], path,
            trust ? " (trusted: not recompiled)" : " (each recompiled and "
-                                                  "compared)");
+                                                  "compared)",
+           rejected);
     dcptopk_cache_close(cache);
+    if (created && count == 0 && rejected)
+        remove_new_cache(path);
     if (rejected)
         return cache_error(CLI_VERIFY_BAD,
                            "%" PRId64 " entr%s of %s rejected (see the "
@@ -722,9 +752,13 @@ int cmd_cache(int argc, char **argv)
         return cache_error(CLI_USAGE, "cache %s needs %s (usage: dcptopk cache "
                          "%s)", sub->name, sub->pos_name, sub->usage);
     const char *cache_opt = cli_find(opts, "--cache")->value;
-    if (cache_opt && !cache_opt[0])
-        return cache_error(CLI_USAGE, "--cache = \"\": expected a file path");
-    char buf[4096];
+    if ((rc = cli_check_path("--cache", cache_opt)))
+        return note_error(rc, "--cache: bad path");
+    for (int i = 0; i < npos; i++)
+        if (sub->pos_name && strcmp(sub->pos_name, "FILE") == 0 &&
+            (rc = cli_check_path("FILE", pos[i])))
+            return note_error(rc, "FILE: bad path");
+    char buf[CLI_PATH_MAX];
     const char *path = cli_cache_path(cache_opt, buf, sizeof buf);
     if (!path)
         return cache_error(CLI_FAILURE,

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -255,8 +256,8 @@ int cmd_warmup(int argc, char **argv)
     int verbose = cli_find(opts, "--verbose")->seen;
     if (quiet && verbose)
         return cli_error(CLI_USAGE, "--quiet and --verbose exclude each other");
-    if (cache_opt && !cache_opt[0])
-        return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
+    if ((rc = cli_check_path("--cache", cache_opt)))
+        return rc;
     cli_opt *threads_opt = cli_find(opts, "--threads");
     int32_t threads = 0; /* 0: the library's default */
     if (threads_opt->seen) {
@@ -336,6 +337,24 @@ int cmd_warmup(int argc, char **argv)
         free(s);
         return rc;
     }
+    /* Where the compiles went: the file as a maintenance handle (strict: no
+     * fallback) sees it now. A file that is absent after the warmup, or
+     * that such a handle refuses, was not used: the context ran in memory
+     * (its warning said why). */
+    int in_memory = !cache_path || access(cache_path, F_OK) != 0;
+    if (!in_memory) {
+        dcptopk_cache *probe = NULL;
+        if (dcptopk_cache_open(cache_path, 1, &probe) != DCPTOPK_SUCCESS)
+            in_memory = 1;
+        dcptopk_cache_close(probe);
+    }
+    const char *where = in_memory ? "in memory" : cache_path;
+    const char *cache_note =
+        in_memory ? (cache_path ? " (the cache file was not used; see the "
+                                  "warning above)"
+                                : " (no cache file)")
+        : access(cache_path, W_OK) != 0 ? " (read-only)"
+                                        : "";
     const char *ctx_arch = dcptopk_context_arch(ctx);
     char desc[160];
     describe_config(&c, desc, sizeof desc);
@@ -349,6 +368,7 @@ int cmd_warmup(int argc, char **argv)
         cli_json_str(stdout, ctx_arch);
         printf(",\"device\":%d,\"cache\":", device);
         cli_json_str(stdout, cache_path);
+        printf(",\"in_memory\":%s", in_memory ? "true" : "false");
         printf(",\"keys\":%u,\"memory_hits\":%u,\"cache_hits\":%u,"
                "\"compiled\":%u,\"compile_ms\":%.3f,\"load_ms\":%.3f,"
                "\"total_ms\":%.3f,\"kernels\":[",
@@ -371,7 +391,7 @@ int cmd_warmup(int argc, char **argv)
             printf("  device:      %d\n", device);
         else
             printf("  device:      none (compile and store only)\n");
-        printf("  cache:       %s\n", cache_path ? cache_path : "(default)");
+        printf("  cache:       %s%s\n", where, cache_note);
         printf("  keys:        %u\n", st.keys);
         printf("  in memory:   %u\n", st.memory_hits);
         printf("  cache hits:  %u\n", st.cache_hits);

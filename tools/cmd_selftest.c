@@ -311,17 +311,11 @@ int cmd_selftest(int argc, char **argv)
     }
     uint64_t seed = 1;
     cli_opt *so = cli_find(opts, "--seed");
-    if (so->seen) {
-        char *end = NULL;
-        errno = 0;
-        seed = strtoull(so->value, &end, 0);
-        if (!so->value[0] || *end || errno || so->value[0] == '-')
-            return cli_error(CLI_USAGE, "--seed = \"%s\": expected an unsigned "
-                             "64-bit integer", so->value);
-    }
+    if (so->seen && (rc = cli_parse_u64("--seed", so->value, &seed)))
+        return rc;
     const char *cache = cli_find(opts, "--cache")->value;
-    if (cache && !cache[0])
-        return cli_error(CLI_USAGE, "--cache = \"\": expected a file path");
+    if ((rc = cli_check_path("--cache", cache)))
+        return rc;
     int verbose = cli_find(opts, "--verbose")->seen;
 
     const char *name = npos ? pos[0] : dcptopk_merge_config_name(0);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -2253,4 +2254,125 @@ TEST(a_long_wait_on_a_claim_is_warned_once)
     CHECK_CONTAINS(text, "pid 4242 on host build-host-7");
     CHECK_CONTAINS(text, "cache claims");
     dc_cache_close(c);
+}
+
+/* ------------------------------------------------- a really full disk */
+
+/* Writes zeros to `file` until the file system has no byte left. */
+static int fill_disk(const char *file)
+{
+    int fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    static const char zeros[4096];
+    for (size_t chunk = sizeof zeros; chunk;) {
+        ssize_t w = write(fd, zeros, chunk);
+        if (w < 0 && errno == ENOSPC)
+            chunk /= 2;
+        else if (w < 0 && errno != EINTR)
+            break;
+    }
+    close(fd);
+    return 0;
+}
+
+static const char *filler_path;
+
+/* The disk fills while the key is claimed and compiled (as a peer's
+ * stores would fill it). */
+static dcptopk_result fill_then_compile(void *user, dc_cache_blobs *out,
+                                        char *err, size_t err_size)
+{
+    if (fill_disk(filler_path) != 0)
+        abort();
+    return job_compile(user, out, err, err_size);
+}
+
+/* Claims of `path` whose key is `hex` (-1 on error). */
+static int64_t claims_of(const char *path, const char *hex)
+{
+    char sql[640];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM claims WHERE key='%s'",
+             hex);
+    return sql_on(path, sql);
+}
+
+static void full_disk_body(const char *dir, const char *mnt)
+{
+    char path[600], filler[600], sql[512], host[256], hex[33];
+    path_in(path, sizeof path, mnt, "c.sqlite");
+    path_in(filler, sizeof filler, mnt, "filler");
+    filler_path = filler;
+    CHECK_EQ(gethostname(host, sizeof host), 0);
+    host[sizeof host - 1] = '\0';
+    pid_t dead = fork();
+    CHECK(dead >= 0);
+    if (dead == 0)
+        _exit(0);
+    int st = 0;
+    CHECK(waitpid(dead, &st, 0) == dead);
+
+    /* The holder: the disk fills during its compile, its store fails with
+     * SQLITE_FULL, and its claim is still released. */
+    dc_cache *c = open_cache(path, DC_CACHE_RW);
+    CHECK(c != NULL);
+    capture_begin(dir);
+    job j = job_of("fills-the-disk");
+    j.cubin_size = 1 << 20;
+    dc_cache_hit hit;
+    int compiled = 0;
+    char err[1024] = "";
+    dcptopk_result r = dc_cache_get_or_compile(
+        c, key_of(j.tag), &test_meta, fill_then_compile, job_release, &j, &hit,
+        &compiled, err, sizeof err);
+    char text[4096];
+    capture_end(text, sizeof text);
+    CHECK_OK(r);
+    CHECK_EQ(compiled, 1);
+    dc_cache_hit_free(&hit);
+    CHECK_CONTAINS(text, "full");
+    dc_hash_hex(key_of(j.tag), hex);
+    CHECK_EQ(claims_of(path, hex), 0);
+
+    /* A dead holder's claim on a full disk: not in progress for stats,
+     * and clear-stale removes it. */
+    dc_cache_close(c);
+    CHECK_EQ(unlink(filler), 0);
+    c = open_cache(path, DC_CACHE_RW); /* the reserve again */
+    CHECK(c != NULL);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%032d', %d, '%s', 7, %lld)", 0,
+             (int)dead, host, (long long)time(NULL) * 1000);
+    CHECK_EQ(sql_on(path, sql), -1);
+    CHECK_EQ(fill_disk(filler), 0);
+    dcptopk_cache *h = NULL;
+    CHECK_EQ(dcptopk_cache_open(path, 0, &h), DCPTOPK_SUCCESS);
+    dcptopk_cache_stats stats = DCPTOPK_CACHE_STATS_INIT;
+    CHECK_EQ(dcptopk_cache_stats_get(h, &stats), DCPTOPK_SUCCESS);
+    CHECK_EQ(stats.claims, 0);
+    int64_t removed = -1;
+    r = dcptopk_cache_clear_stale_claims(h, &removed);
+    CHECK_MSG(r == DCPTOPK_SUCCESS, "clear stale: %s",
+              dcptopk_cache_last_error(h));
+    CHECK_EQ(removed, 1);
+    dcptopk_cache_close(h);
+    dc_cache_close(c);
+    snprintf(sql, sizeof sql, "%032d", 0);
+    CHECK_EQ(claims_of(path, sql), 0);
+}
+
+/* A real full disk: a 3 MiB tmpfs (root only; skipped elsewhere). */
+TEST(full_disk_releases_claims_and_clears_stale_ones)
+{
+    if (geteuid() != 0)
+        SKIP("mounting a small tmpfs needs root");
+    char mnt[512];
+    const char *dir = test_dir();
+    path_in(mnt, sizeof mnt, dir, "tmpfs");
+    CHECK(mkdir(mnt, 0700) == 0 || errno == EEXIST);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=3m,mode=0700") != 0)
+        SKIP("cannot mount a tmpfs at %s (%s)", mnt, strerror(errno));
+    full_disk_body(dir, mnt);
+    if (umount2(mnt, MNT_DETACH) != 0)
+        fprintf(stderr, "umount %s: %s\n", mnt, strerror(errno));
 }

@@ -321,6 +321,17 @@ TEST(bad_arguments_are_named)
         {{"warmup", "no-such-config", "--arch", "sm_90"}, 4,
          "no-such-config"},
         {{"keys", "--topk", "99999999999"}, 2, "99999999999"},
+        /* One strict parser: spaces, '+' and base prefixes are refused like
+         * trailing letters, naming the option and the value. */
+        {{"keys", "--topk", " 64"}, 2, "--topk = \" 64\""},
+        {{"keys", "--topk", "64 "}, 2, "--topk = \"64 \""},
+        {{"keys", "--topk", "+64"}, 2, "--topk = \"+64\""},
+        {{"keys", "--topk", "0x40"}, 2, "--topk = \"0x40\""},
+        {{"warmup", "--threads", " 2", "--arch", "sm_90"}, 2, "--threads"},
+        {{"warmup", "--device", "+0"}, 2, "--device = \"+0\""},
+        {{"selftest", "--seed", " 5"}, 2, "--seed = \" 5\""},
+        {{"selftest", "--seed", "0x10"}, 2, "--seed = \"0x10\""},
+        {{"selftest", "--rows", "-"}, 2, "--rows = \"-\""},
         {{"keys", "--arch", "sm_9x"}, 2, "sm_9x"},
         {{"configs", "extra"}, 2, "extra"},
         {{"configs", "--json", "--yaml"}, 2, "--yaml"},
@@ -987,5 +998,140 @@ TEST(cache_rm_removes_a_malformed_key_and_json_errors_go_to_stdout)
     CHECK_RUN(RUN(dir, "cache", "show", "abcd1234", "--json"), 4);
     CHECK_CONTAINS(res.out, "{\"error\":{\"exit_code\":4,\"message\":");
     CHECK_CONTAINS(res.err, "abcd1234");
+    remove_dir(dir);
+}
+
+/* A path of 5000 characters: one check, the same exit code (2) and message
+ * for every command that takes one. */
+TEST(every_command_refuses_a_path_that_is_too_long)
+{
+    char dir[4096];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    static char longp[5001];
+    longp[0] = '/';
+    memset(longp + 1, 'a', sizeof longp - 2);
+    longp[sizeof longp - 1] = '\0';
+    const char *subs[] = {"ls", "stats", "verify", "claims", "path", "show"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        if (strcmp(subs[i], "show") == 0)
+            RUN(dir, "cache", "show", "abcd", "--cache", longp);
+        else
+            RUN(dir, "cache", subs[i], "--cache", longp);
+        CHECK_MSG(res.status == 2, "cache %s: exit %d; stderr: %s", subs[i],
+                  res.status, res.err);
+        CHECK_CONTAINS(res.err, "--cache");
+        CHECK_CONTAINS(res.err, "too long");
+    }
+    CHECK_RUN(RUN(dir, "cache", "import", longp), 2);
+    CHECK_CONTAINS(res.err, "FILE");
+    CHECK_CONTAINS(res.err, "too long");
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS, "--cache", longp), 2);
+    CHECK_CONTAINS(res.err, "too long");
+    CHECK_RUN(RUN(dir, "selftest", "--no-gpu", "--cache", longp), 2);
+    CHECK_CONTAINS(res.err, "too long");
+    remove_dir(dir);
+}
+
+/* A file that is not a database: the error ends with SQLite's reason, not
+ * with ": not an error", and no empty destination is left behind. */
+TEST(failed_import_says_why_and_leaves_no_file)
+{
+    char dir[4096], junk[4200], dst[4200], side[4300];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(junk, sizeof junk, "%s/junk.bin", dir);
+    snprintf(dst, sizeof dst, "%s/new.sqlite", dir);
+    FILE *f = fopen(junk, "w");
+    CHECK(f != NULL);
+    for (int i = 0; i < 200; i++)
+        fputs("not a database at all, only text ", f);
+    fclose(f);
+    CHECK_RUN(RUN(dir, "cache", "import", junk, "--cache", dst), 1);
+    CHECK_CONTAINS(res.err, "junk.bin");
+    CHECK_MSG(strstr(res.err, "not an error") == NULL, "stderr: %s", res.err);
+    CHECK(access(dst, F_OK) != 0);
+    static const char *const sides[] = {"-wal", "-shm", "-journal",
+                                        "-reserve"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(side, sizeof side, "%s%s", dst, sides[i]);
+        CHECK_MSG(access(side, F_OK) != 0, "%s left behind", side);
+    }
+    remove_dir(dir);
+}
+
+/* A forged entry (a real entry under another key): the import prints the
+ * rejected count, exits 3, and leaves no empty new destination. */
+TEST(import_of_a_forged_entry_reports_one_rejected)
+{
+    char dir[4096], exp_path[4200], dst[4200], sql[512];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(exp_path, sizeof exp_path, "%s/forged.sqlite", dir);
+    snprintf(dst, sizeof dst, "%s/dst.sqlite", dir);
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS, "--quiet"), 0);
+    CHECK_RUN(RUN(dir, "cache", "export", exp_path), 0);
+    /* One row left, then moved under a key that is not its hash. */
+    snprintf(sql, sizeof sql,
+             "DELETE FROM entries WHERE key <> (SELECT min(key) FROM "
+             "entries); UPDATE entries SET key='%s'",
+             "00112233445566778899aabbccddeeff");
+    CHECK_EQ(sql_run(exp_path, sql), SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "import", exp_path, "--cache", dst), 3);
+    CHECK_CONTAINS(res.out, "imported 0 entries");
+    CHECK_CONTAINS(res.out, "; 1 rejected");
+    CHECK_CONTAINS(res.err, "1 entry of");
+    CHECK(access(dst, F_OK) != 0);
+    remove_dir(dir);
+}
+
+/* Warmup into a folder that everybody can write (1777): it runs in memory
+ * and says so in the summary; the warning names what would work (a private
+ * folder), not DCPTOPK_CACHE_SHARED, which never allows such a folder. */
+TEST(warmup_in_a_world_writable_folder_says_in_memory)
+{
+    char dir[4096], pub[4200], db[4300];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(pub, sizeof pub, "%s/public", dir);
+    CHECK_EQ(mkdir(pub, 0700), 0);
+    CHECK_EQ(chmod(pub, 01777), 0);
+    snprintf(db, sizeof db, "%s/c.sqlite", pub);
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS, "--cache", db), 0);
+    CHECK_CONTAINS(res.out, "cache:       in memory");
+    CHECK_CONTAINS(res.err, "private folder");
+    CHECK_MSG(strstr(res.err, "DCPTOPK_CACHE_SHARED=1") == NULL,
+              "stderr: %s", res.err);
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS, "--cache", db, "--json"), 0);
+    CHECK_CONTAINS(res.out, "\"in_memory\":true");
+    /* Into its own folder: the path, not "in memory". */
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS, "--json"), 0);
+    CHECK_CONTAINS(res.out, "\"in_memory\":false");
+    CHECK_RUN(RUN(dir, "warmup", WARM_FIELDS), 0);
+    CHECK(strstr(res.out, "in memory (") == NULL);
+    remove_dir(dir);
+}
+
+/* A claim of a process that is gone (same host) is not a compile in
+ * progress: stats does not count it, claims --clear-stale removes it. */
+TEST(stats_does_not_count_a_dead_holders_claim)
+{
+    char dir[4096], db[4200], sql[512], host[256];
+    CHECK(make_dir(dir, sizeof dir) == 0);
+    snprintf(db, sizeof db, "%s/dcptopk.sqlite", dir);
+    CHECK_EQ(new_cache_file(db), 0);
+    CHECK_EQ(gethostname(host, sizeof host), 0);
+    host[sizeof host - 1] = '\0';
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0)
+        _exit(0);
+    int st = 0;
+    CHECK(waitpid(child, &st, 0) == child);
+    long long now = (long long)time(NULL) * 1000;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO claims VALUES('%032d', %d, '%s', 7, %lld)", 0,
+             (int)child, host, now);
+    CHECK_EQ(sql_run(db, sql), SQLITE_OK);
+    CHECK_RUN(RUN(dir, "cache", "stats", "--json"), 0);
+    CHECK_CONTAINS(res.out, "\"claims\":0");
+    CHECK_RUN(RUN(dir, "cache", "claims", "--clear-stale"), 0);
+    CHECK_CONTAINS(res.out, "removed 1 stale claim");
     remove_dir(dir);
 }

@@ -518,5 +518,26 @@ def test_every_struct_field_is_set_through_the_checked_setter():
         raises(AttributeError, setattr, s, "no_such_field", 1, match=("no_such_field", cls.__name__))
 
 
+def test_cache_import_reports_a_rejected_entry():
+    # One real entry moved under a key that is not its hash: the verified
+    # import refuses it and Cache.import_ says so (the CLI exits 3 on it).
+    import sqlite3
+    cfg = dcptopk.config("topk512-dcp8-pair")
+    with tempfile.TemporaryDirectory() as d:
+        src, forged = os.path.join(d, "src.sqlite"), os.path.join(d, "forged.sqlite")
+        with dcptopk.Context(device=-1, arch="sm_90a", cache_path=src) as ctx:
+            ctx.warmup(cfg, progress=False)
+        with dcptopk.Cache(src) as c:
+            c.export(forged)
+        db = sqlite3.connect(forged)
+        db.execute("DELETE FROM entries WHERE key <> (SELECT min(key) FROM entries)")
+        db.execute("UPDATE entries SET key='00112233445566778899aabbccddeeff'")
+        db.commit()
+        db.close()
+        with dcptopk.Cache(os.path.join(d, "dst.sqlite")) as c:
+            assert c.import_(forged) == (0, 1)
+            assert c.stats()["entries"] == 0
+
+
 if __name__ == "__main__":
     sys.exit(harness.run(globals()))

@@ -444,13 +444,10 @@ class Cache:
         if not isinstance(trust, bool):
             raise TypeError(f"trust: got {type(trust).__name__}; expected a bool")
         n, bad = ctypes.c_int64(0), ctypes.c_int64(0)
-        lib = library()
-        if trust:
-            self._check(lib.dcptopk_cache_import_ex(self._live(), as_bytes_path(path, "path"), 1,
-                                                    ctypes.byref(n), ctypes.byref(bad)))
-        else:
-            self._check(lib.dcptopk_cache_import(self._live(), as_bytes_path(path, "path"),
-                                                 ctypes.byref(n)))
+        # Both paths go through import_ex: plain import reports no rejected count.
+        self._check(library().dcptopk_cache_import_ex(self._live(), as_bytes_path(path, "path"),
+                                                      1 if trust else 0, ctypes.byref(n),
+                                                      ctypes.byref(bad)))
         return n.value, bad.value
 
     def claims(self):
