@@ -557,31 +557,21 @@ class Struct(_ct.Structure):
     integers are range-checked for their C type (bool only for the fields
     listed in _flags_), char* has no NUL, and an unknown public attribute is
     an error (a misspelled field would otherwise be a new Python attribute
-    that C never sees)."""
+    that C never sees).
+
+    The per-launch argument structs (LAUNCH_ARGS in _lib) opt out with
+    _unchecked_ = True: a Python setter costs about a microsecond per field
+    on every eager launch, and their every value comes from a plan of this
+    module (rows, strides, ranks, lengths: each checked there) or from a
+    tensor's data_ptr."""
 
     _flags_ = ()
+    _unchecked_ = False
 
-    def __setattr__(self, name, value):
-        spec = type(self).__dict__.get("_dc_specs")
-        if spec is None:
-            spec = type(self)._dc_build()
-        s = spec.get(name)
-        if s is None:
-            if not name.startswith("_"):
-                raise AttributeError(
-                    f"{type(self).__name__}: no field {name!r} (fields: "
-                    f"{', '.join(n for n, _ in self._fields_)})")
-        elif s == "str":
-            value = c_str(value, name)
-        elif s is not True:
-            if type(value) is not int or not s[1] <= value <= s[2]:
-                value = c_int(value, name, s[0], name in self._flags_)
-        super().__setattr__(name, value)
-
-    @classmethod
-    def _dc_build(cls):
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
         spec = {}
-        for n, t in cls._fields_:
+        for n, t in cls.__dict__.get("_fields_", ()):
             if t is _ct.c_char_p:
                 spec[n] = "str"
             elif t in _INT_RANGES and t is not _ct.c_void_p:
@@ -589,4 +579,18 @@ class Struct(_ct.Structure):
             else:
                 spec[n] = True   # pointers, arrays, nested structs: ctypes checks them
         cls._dc_specs = spec
-        return spec
+        if cls.__dict__.get("_unchecked_"):
+            cls.__setattr__ = _ct.Structure.__setattr__
+
+    def __setattr__(self, name, value, _set=_ct.Structure.__setattr__):
+        s = self._dc_specs.get(name)
+        if s is None:
+            if not name.startswith("_"):
+                raise AttributeError(
+                    f"{type(self).__name__}: no field {name!r} (fields: "
+                    f"{', '.join(n for n, _ in self._fields_)})")
+        elif s == "str":
+            value = c_str(value, name)
+        elif s is not True and (type(value) is not int or not s[1] <= value <= s[2]):
+            value = c_int(value, name, s[0], name in self._flags_)
+        _set(self, name, value)

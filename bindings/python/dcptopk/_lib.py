@@ -124,6 +124,7 @@ class RowsMap(Struct):
     _fields_ = [("req_id", _vp), ("block_table", _vp), ("block_table_stride", _c_i64),
                 ("block_table_cols", _c_i32), ("num_reqs", _c_i32), ("stride_rows", _c_i32),
                 ("rows_out", _vp), ("rows_out_stride", _c_i64), ("counts_out", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class PairSelectArgs(Struct):
@@ -131,6 +132,7 @@ class PairSelectArgs(Struct):
                 ("rows", _c_i64), ("rank_stride_rows", _c_i64), ("rank", _c_i32),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
                 ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class PairPackArgs(Struct):
@@ -138,12 +140,14 @@ class PairPackArgs(Struct):
                 ("local_ids", _vp), ("local_ids_stride", _c_i64), ("row_starts", _vp),
                 ("row_ends", _vp), ("rows", _c_i64), ("rank", _c_i32), ("out", _vp),
                 ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class PackArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("logits", _vp), ("logits_stride", _c_i64),
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("local_ids", _vp),
                 ("local_ids_stride", _c_i64), ("rows", _c_i64), ("out", _vp), ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class SelectArgs(Struct):
@@ -151,6 +155,7 @@ class SelectArgs(Struct):
                 ("rows", _c_i64), ("rank", _c_i32), ("ids_out", _vp), ("ids_out_stride", _c_i64),
                 ("rows_map", RowsMap), ("logits", _vp), ("logits_stride", _c_i64),
                 ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class NodePairsArgs(Struct):
@@ -158,6 +163,7 @@ class NodePairsArgs(Struct):
                 ("rows", _c_i64), ("ids", _vp), ("ids_stride", _c_i64), ("sorted", _c_i32),
                 ("first_rank", _c_i32), ("world_size", _c_i32), ("pairs_out", _vp),
                 ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 class WorkspaceLayout(Struct):
@@ -233,6 +239,7 @@ class GroupMergeArgs(Struct):
                 ("pair_logits", _vp), ("pair_logits_stride", _c_i64), ("row_starts", _vp),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
                 ("stream", _vp)]
+    _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
 GROUP_UNIQUE_ID_BYTES = 128
@@ -247,6 +254,10 @@ def new(cls):
         s.struct_size = ctypes.sizeof(cls)
     return s
 
+
+# Filled on every launch from _checks' plans (see _checks.Struct).
+LAUNCH_ARGS = (RowsMap, PairSelectArgs, PairPackArgs, PackArgs, SelectArgs, NodePairsArgs,
+               GroupMergeArgs)
 
 STRUCTS = {"dcptopk_merge_config": MergeConfig, "dcptopk_context_config": ContextConfig,
            "dcptopk_key": Key, "dcptopk_warmup_stats": WarmupStats,
