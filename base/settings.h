@@ -83,6 +83,8 @@ typedef enum dc_setting_kind {
       "the NCCL library to dlopen (default libnccl.so.2)")                      \
     X(STORE_DIR, "DCPTOPK_STORE_DIR", DC_SETTING_TEXT, 0, 0, 0,                 \
       "store folder of a group from the environment when dir is NULL")         \
+    X(STORE_SHARED, "DCPTOPK_STORE_SHARED", DC_SETTING_FLAG, 0, 0, 1,           \
+      "trust a group's store folder writable by its group (not others)")       \
     X(JOB_ID, "DCPTOPK_JOB_ID", DC_SETTING_TEXT, 0, 0, 0,                       \
       "names a group's store files when the launcher gives no job id")         \
     DC_SETTINGS_LAUNCHER(X)                                                     \

@@ -632,6 +632,8 @@ static dcptopk_result group_alloc(dcptopk_context *ctx,
     if (!r && c->store_dir) {
         r = dc_store_open(ctx, &g->store, c->store_dir, c->store_prefix,
                           g->rank, g->world_size, g->timeout_ms);
+        if (!r)
+            r = dc_store_join(ctx, &g->store);
         g->has_store = r == DCPTOPK_SUCCESS;
     }
     if (!r && g->comm && g->world_size > 1)
@@ -659,6 +661,7 @@ dcptopk_result dcptopk_group_create(dcptopk_context *ctx,
         dcptopk_group_destroy(g);
         return r;
     }
+    g->created = 1;
     *out = g;
     dc_clear(ctx);
     return DCPTOPK_SUCCESS;
@@ -668,6 +671,9 @@ void dcptopk_group_destroy(dcptopk_group *g)
 {
     if (!g)
         return;
+    /* A failed creation or a broken group removes what this rank wrote;
+     * a healthy group's last rank to leave removes the attempt's files. */
+    dc_store_close(&g->store, !g->created || g->broken);
     /* Workspaces may outlive the group (a broken group is destroyed first,
      * so that its abort ends a collective stuck on a dead peer); they only
      * need the context from now on. */
@@ -800,7 +806,8 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
         snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
         return dc_fail(ctx, r, "%s", msg);
     }
-    if (!dir || !*dir)
+    const int dir_from_env = !dir || !*dir;
+    if (dir_from_env)
         dir = dc_setting_text(DC_SET_STORE_DIR);
     if (!dir || !*dir)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
@@ -838,8 +845,15 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
     c.store_dir = dir;
     int32_t forced = 0;
     dcptopk_group *g = NULL;
-    if ((r = group_alloc(ctx, &c, &forced, &g)))
+    if ((r = group_alloc(ctx, &c, &forced, &g))) {
+        /* The store's checks name store_dir: say where it came from. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dcptopk_last_error(ctx));
+        if (strncmp(msg, "store_dir", 9) == 0)
+            dc_fail(ctx, r, "%s%s", dir_from_env ? "DCPTOPK_STORE_DIR, " :
+                    "dir, ", msg);
         return r;
+    }
     if ((r = discover(g)))
         goto fail;
     /* NCCL when it loads and every rank has a GPU of its own (NCCL refuses
@@ -878,6 +892,7 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
     }
     if ((r = choose(g, forced)))
         goto fail;
+    g->created = 1;
     *out = g;
     dc_clear(ctx);
     return DCPTOPK_SUCCESS;

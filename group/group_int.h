@@ -16,24 +16,47 @@
 
 /* ------------------------------------------------------------ file store */
 
-/* A key-value store of small blobs in a folder shared by the ranks: a put
- * writes a temporary file and renames it into place (readers see a whole
- * blob or none); a get polls until the file appears or the bound passes.
+/* A key-value store of small blobs in a private folder shared by the ranks:
+ * a put writes a fresh temporary file (O_EXCL, never through a link) and
+ * renames it into place (readers see a whole blob or none); a get polls
+ * until the file appears or the bound passes, and reads only a regular file
+ * of this user of exactly the expected size. Every name carries the
+ * attempt id (dc_store_join), so an attempt never reads another's files.
  * Collective operations (all-gather, barrier) number themselves, so the
- * ranks must call them in the same order. */
+ * ranks must call them in the same order. docs/DISTRIBUTED.md, "File
+ * store", has the threat model. */
 typedef struct dc_store {
-    char dir[1024];
+    char dir[1024];         /* resolved, checked private                   */
     char prefix[128];
     int32_t rank, world_size;
     int64_t timeout_ms;
     uint64_t op;            /* collective operations done                  */
+    uint64_t attempt;       /* the ranks' common random id (0: not joined) */
+    int32_t shared;         /* DCPTOPK_STORE_SHARED: a group's folder      */
 } dc_store;
 
-/* Checks that `dir` is a writable folder (creates it when missing). */
+/* A random 64-bit value, never 0 (getrandom). */
+DC_HIDDEN uint64_t dc_random64(void);
+/* Checks that `dir` is a private folder (creates it, 0700, when missing)
+ * and keeps its resolved path; a sticky folder others may write (as /tmp)
+ * means its private subfolder dcptopk-<uid> (created 0700). Errors name
+ * store_dir, the path, and the owner or mode refused. No file is touched:
+ * dc_store_join comes next. */
 DC_HIDDEN dcptopk_result dc_store_open(const dcptopk_context *ctx,
                                        dc_store *s, const char *dir,
                                        const char *prefix, int32_t rank,
                                        int32_t world_size, int64_t timeout_ms);
+/* Collective, bounded by the store's timeout: the ranks agree on a fresh
+ * random attempt id (rank 0 picks it; every other rank publishes a join
+ * record with a random nonce and waits for rank 0's ack naming its nonce).
+ * Files of an earlier attempt with the same prefix are never read. */
+DC_HIDDEN dcptopk_result dc_store_join(const dcptopk_context *ctx,
+                                       dc_store *s);
+/* Removes this attempt's files, best effort: `failed` (a creation that
+ * failed, a broken group): the files this rank wrote; otherwise this rank
+ * says it is done, and the last rank done removes every file of the
+ * attempt (rail stores of the group's workspaces included). */
+DC_HIDDEN void dc_store_close(dc_store *s, int failed);
 DC_HIDDEN dcptopk_result dc_store_put(const dcptopk_context *ctx,
                                       const dc_store *s, const char *key,
                                       const void *data, size_t size);
@@ -123,6 +146,8 @@ struct dcptopk_group {
     int32_t own_comm;       /* created by ncclCommInitRank: destroy it     */
     int32_t has_store;
     dc_store store;
+    int32_t created;        /* creation succeeded (else destroy cleans up
+                               as after a failure)                         */
     int64_t timeout_ms;
     int32_t path;
     char reason[640];
@@ -161,7 +186,19 @@ typedef struct dc_peer_mem {
     uint64_t local;              /* this rank's allocation                  */
     uint64_t mapped[DC_W_MAX];   /* rank r's allocation as mapped here      */
     uint8_t opened[DC_W_MAX];    /* mapped[r] came from cuIpcOpenMemHandle  */
+    uint64_t token;              /* its entry in the process's registry     */
 } dc_peer_mem;
+
+/* The process's registry of its peer allocations (dc_peer_alloc adds,
+ * dc_peer_free removes; mutex-protected): a rank record naming this
+ * process's pid is mapped as a raw pointer only when has() finds its
+ * (token, ptr, bytes); otherwise it goes through cuIpcOpenMemHandle. Exposed
+ * for tests. add: 0, or -1 out of memory. */
+DC_HIDDEN int dc_peer_registry_add(uint64_t token, uint64_t ptr,
+                                   uint64_t bytes);
+DC_HIDDEN void dc_peer_registry_remove(uint64_t token);
+DC_HIDDEN int dc_peer_registry_has(uint64_t token, uint64_t ptr,
+                                   uint64_t bytes);
 
 /* Collective: allocates `bytes` (zeroed) on this rank and maps every
  * reachable rank's allocation (CUDA IPC between processes, the plain pointer

@@ -228,6 +228,7 @@ dcptopk_result dcptopk_group_workspace_create(dcptopk_group *g,
                  g->workspaces_made, gw->xrank);
         r = dc_store_open(ctx, &gw->rail_store, g->store.dir, prefix,
                           gw->node, gw->nodes, g->timeout_ms);
+        gw->rail_store.attempt = g->store.attempt; /* the group's attempt */
         gw->host_blob = pair_rows * 8u;
         members = (size_t)gw->nodes;
     }

@@ -4,7 +4,9 @@
  * between processes sharing one GPU); within one process it is the plain
  * device pointer (unified addressing), after enabling peer access when the
  * devices differ. Handles travel once, at creation, outside graph capture. */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "group_int.h"
@@ -15,9 +17,62 @@ typedef struct dc_peer_blob {
     CUipcMemHandle handle;  /* 64 bytes */
     uint64_t ptr;           /* the allocation in its own process */
     uint64_t bytes;
+    uint64_t token;         /* its entry in the owner's registry */
     int32_t ok;             /* 0: this rank failed to allocate */
     int32_t pad_;
 } dc_peer_blob;
+
+/* The peer allocations this process made: a record that says "same pid"
+ * is used as a raw pointer only when its (token, ptr, bytes) is here, so a
+ * forged or stale record never chooses an address in this process (it
+ * goes through cuIpcOpenMemHandle, which refuses a handle it cannot
+ * open). */
+typedef struct dc_peer_entry {
+    uint64_t token, ptr, bytes;
+    struct dc_peer_entry *next;
+} dc_peer_entry;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static dc_peer_entry *registry;
+
+int dc_peer_registry_add(uint64_t token, uint64_t ptr, uint64_t bytes)
+{
+    dc_peer_entry *e = malloc(sizeof *e);
+    if (!e)
+        return -1;
+    e->token = token;
+    e->ptr = ptr;
+    e->bytes = bytes;
+    pthread_mutex_lock(&registry_lock);
+    e->next = registry;
+    registry = e;
+    pthread_mutex_unlock(&registry_lock);
+    return 0;
+}
+
+void dc_peer_registry_remove(uint64_t token)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (dc_peer_entry **p = &registry; *p; p = &(*p)->next)
+        if ((*p)->token == token) {
+            dc_peer_entry *e = *p;
+            *p = e->next;
+            free(e);
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+int dc_peer_registry_has(uint64_t token, uint64_t ptr, uint64_t bytes)
+{
+    int found = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (const dc_peer_entry *e = registry; e && !found; e = e->next)
+        found = token != 0 && e->token == token && e->ptr == ptr &&
+                e->bytes == bytes;
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
 
 /* In one process with two devices: let this context reach the peer's. */
 static dcptopk_result enable_peer(dcptopk_group *g, int32_t peer_device)
@@ -56,6 +111,15 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
     m->bytes = bytes;
     mine.ptr = m->local;
     mine.bytes = bytes;
+    if (!r) {
+        /* Registered before the exchange: a rank of this process that
+         * reads the record looks it up after. */
+        mine.token = dc_random64();
+        if (dc_peer_registry_add(mine.token, mine.ptr, bytes) != 0)
+            r = dc_fail(ctx, DCPTOPK_OUT_OF_MEMORY, "peer registry entry");
+        else
+            m->token = mine.token;
+    }
     mine.ok = r == DCPTOPK_SUCCESS;
     /* Every rank takes part in the exchange, even after a local failure, so
      * that the peers fail together instead of waiting for it. */
@@ -90,7 +154,10 @@ dcptopk_result dc_peer_alloc(dcptopk_group *g, size_t bytes, dc_peer_mem *m)
         if (!(g->topo.reach[g->rank] >> p & 1u))
             continue; /* another P2P domain: never mapped */
         const dc_rank_info *pi = &g->topo.info[p];
-        if (pi->pid == me->pid && dc_same_host(pi, me)) {
+        /* The pid alone proves nothing (a forged record, or another pid
+         * namespace on this host): only an allocation of this process. */
+        if (pi->pid == me->pid && dc_same_host(pi, me) &&
+            dc_peer_registry_has(all[p].token, all[p].ptr, all[p].bytes)) {
             if (pi->device != me->device &&
                 (r = enable_peer(g, pi->device))) {
                 dc_peer_free(ctx, m);
@@ -134,6 +201,9 @@ void dc_peer_close(dcptopk_context *ctx, dc_peer_mem *m)
 void dc_peer_free(dcptopk_context *ctx, dc_peer_mem *m)
 {
     dc_peer_close(ctx, m);
+    if (m->token)
+        dc_peer_registry_remove(m->token);
+    m->token = 0;
     if (m->local)
         dc_mem_free(ctx, m->local);
     m->local = 0;

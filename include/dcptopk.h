@@ -735,8 +735,17 @@ typedef struct dcptopk_group_config {
      *    group creates (and owns) an NCCL communicator with ncclCommInitRank;
      *  - store_dir: a folder shared by the ranks (same host, or a shared file
      *    system); no NCCL at all (e.g. several processes on one GPU, which
-     *    NCCL refuses). The folder must not hold files of another live group
-     *    with the same store_prefix;
+     *    NCCL refuses). It must be private: owned by the user or root, not
+     *    writable by group or others (group-writable with
+     *    DCPTOPK_STORE_SHARED=1), created 0700 when missing; a sticky folder
+     *    others may write (as /tmp) means its private subfolder
+     *    dcptopk-<uid>. Anything else is DCPTOPK_IO_ERROR naming the path,
+     *    owner and mode. Each creation is an attempt with a random id in
+     *    every file name (the ranks agree on it first), so files of an
+     *    earlier attempt are never read; a group removes its files when
+     *    destroyed or when its creation fails (docs/DISTRIBUTED.md, "File
+     *    store"). The folder must not hold files of another live group with
+     *    the same store_prefix;
      *  - none of them with world_size 1: a group of one rank.
      * store_dir may be given with nccl_comm or unique_id too: the store then
      * also serves host barriers. */
@@ -744,9 +753,11 @@ typedef struct dcptopk_group_config {
     const uint8_t *unique_id;
     const char *store_dir;     /* copied                                     */
     const char *store_prefix;  /* names this group's files; NULL = "dcptopk".
-                                  Rebuilding a group in the same folder needs
-                                  a new prefix (dcptopk_group_create_from_env
-                                  adds a generation number itself).           */
+                                  Ranks of one live group share it; a restart
+                                  may reuse it (the attempt id keeps the old
+                                  files apart), two live groups in one folder
+                                  may not (dcptopk_group_create_from_env adds
+                                  a generation number itself).               */
     int32_t path;              /* dcptopk_path: AUTO, or a path to force
                                   (refused when it cannot work). Environment:
                                   DCPTOPK_EXCHANGE=nccl|push|staged|store     */
@@ -805,10 +816,12 @@ DCPTOPK_API dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out);
  * $DCPTOPK_STORE_DIR), the ranks' devices exchanged through it, and, when
  * NCCL loads and every rank has its own GPU, an NCCL communicator from a
  * unique id that rank 0 writes into `dir` (write + rename; the others poll
- * within the timeout). Store files are named after store_prefix, the
- * launcher's job id when there is one, and a count of the groups this
- * process created from the environment (so the ranks rebuild in the same
- * folder). `base` (may be NULL) supplies path, timeout_ms and
+ * within the timeout). `dir` follows store_dir's rules (private, or a sticky
+ * folder such as /tmp whose private subfolder dcptopk-<uid> is used);
+ * errors name `dir` or DCPTOPK_STORE_DIR. Store files are named after
+ * store_prefix, the launcher's job id when there is one, and a count of the
+ * groups this process created from the environment (so the ranks rebuild in
+ * the same folder). `base` (may be NULL) supplies path, timeout_ms and
  * store_prefix. */
 DCPTOPK_API dcptopk_result dcptopk_group_create_from_env(
     dcptopk_context *ctx, const char *dir, const dcptopk_group_config *base,
