@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "log.h"
 #include "settings.h"
+#include "trust.h"
 
 /* At most this many moved-aside files (damaged or of another version) are
  * kept beside a cache file; older ones are deleted. */
@@ -101,25 +102,6 @@ static int make_parent_dirs(const char *path, int shared)
 
 static int owner_trusted(uid_t uid) { return uid == geteuid() || uid == 0; }
 
-static int in_our_groups(gid_t gid)
-{
-    if (gid == getegid())
-        return 1;
-    gid_t groups[256];
-    int n = getgroups(256, groups);
-    for (int i = 0; i < n; i++)
-        if (groups[i] == gid)
-            return 1;
-    return 0;
-}
-
-static const char *writers(mode_t mode)
-{
-    if ((mode & S_IWGRP) && (mode & S_IWOTH))
-        return "its group and others";
-    return (mode & S_IWOTH) ? "others" : "its group";
-}
-
 /* The folder holding the cache and every folder above it. The cache folder:
  * owned by us or root (shared: or by one of our groups), never writable by
  * others, and (unless shared) not by its group. A folder above it: owned by
@@ -136,52 +118,36 @@ static int folder_trusted(const char *path, int shared, gid_t *gid, char *why,
                  strerror(errno));
         return -1;
     }
-    for (int first = 1;; first = 0) {
-        struct stat st;
-        if (stat(real, &st) != 0) {
-            dc_cache_set_err(why, n, "folder %s: %s", real, strerror(errno));
-            return -1;
-        }
-        if (first)
-            *gid = st.st_gid;
-        int owner_ok = owner_trusted(st.st_uid) ||
-                       (first && shared && in_our_groups(st.st_gid));
-        if (!owner_ok) {
-            dc_cache_set_err(why, n,
-                     "folder %s is owned by uid %u (not you or root)", real,
-                     (unsigned)st.st_uid);
-            return -1;
-        }
-        mode_t w = st.st_mode & (S_IWGRP | S_IWOTH);
-        if (first && (shared ? (st.st_mode & S_IWOTH) != 0 : w != 0)) {
-            dc_cache_set_err(why, n,
-                     "folder %s is writable by %s (mode %04o)%s", real,
-                     writers(st.st_mode), (unsigned)(st.st_mode & 07777),
-                     (st.st_mode & S_IWOTH)
-                         ? "; use a private folder (mode 0700, e.g. with "
-                           "DCPTOPK_CACHE_DIR): no setting allows a folder "
-                           "that others can write"
-                     : shared ? ""
-                              : "; use a private folder (mode 0700), or set "
-                                "DCPTOPK_CACHE_SHARED=1 to share a cache "
-                                "with your group");
-            return -1;
-        }
-        if (!first && w && !(st.st_mode & S_ISVTX)) {
-            dc_cache_set_err(why, n,
-                     "folder %s (above the cache) is writable by %s and not "
-                     "sticky (mode %04o)",
-                     real, writers(st.st_mode), (unsigned)(st.st_mode & 07777));
-            return -1;
-        }
-        if (strcmp(real, "/") == 0)
-            return 0;
-        char *slash = strrchr(real, '/');
-        if (slash == real)
-            real[1] = '\0';
-        else
-            *slash = '\0';
+    struct stat st;
+    if (stat(real, &st) != 0) {
+        dc_cache_set_err(why, n, "folder %s: %s", real, strerror(errno));
+        return -1;
     }
+    *gid = st.st_gid;
+    if (!owner_trusted(st.st_uid) &&
+        !(shared && dc_trust_in_our_groups(st.st_gid))) {
+        dc_cache_set_err(why, n,
+                 "folder %s is owned by uid %u (not you or root)", real,
+                 (unsigned)st.st_uid);
+        return -1;
+    }
+    mode_t w = st.st_mode & (S_IWGRP | S_IWOTH);
+    if (shared ? (st.st_mode & S_IWOTH) != 0 : w != 0) {
+        dc_cache_set_err(why, n,
+                 "folder %s is writable by %s (mode %04o)%s", real,
+                 dc_trust_writers(st.st_mode),
+                 (unsigned)(st.st_mode & 07777),
+                 (st.st_mode & S_IWOTH)
+                     ? "; use a private folder (mode 0700, e.g. with "
+                       "DCPTOPK_CACHE_DIR): no setting allows a folder "
+                       "that others can write"
+                 : shared ? ""
+                          : "; use a private folder (mode 0700), or set "
+                            "DCPTOPK_CACHE_SHARED=1 to share a cache "
+                            "with your group");
+        return -1;
+    }
+    return dc_trust_parents(real, why, n);
 }
 
 /* One file (the cache or a side file): absent is fine; else a regular file,
@@ -209,7 +175,8 @@ static int file_trusted(const char *file, int shared, gid_t folder_gid,
         return -1;
     }
     if (!owner_trusted(st->st_uid) &&
-        !(shared && st->st_gid == folder_gid && in_our_groups(st->st_gid))) {
+        !(shared && st->st_gid == folder_gid &&
+          dc_trust_in_our_groups(st->st_gid))) {
         dc_cache_set_err(why, n, "%s is owned by uid %u (not you or root)", file,
                  (unsigned)st->st_uid);
         return -1;
@@ -217,7 +184,8 @@ static int file_trusted(const char *file, int shared, gid_t folder_gid,
     mode_t w = st->st_mode & (shared ? S_IWOTH : (S_IWGRP | S_IWOTH));
     if (w) {
         dc_cache_set_err(why, n, "%s is writable by %s (mode %04o)", file,
-                 writers(st->st_mode), (unsigned)(st->st_mode & 07777));
+                 dc_trust_writers(st->st_mode),
+                 (unsigned)(st->st_mode & 07777));
         return -1;
     }
     return 0;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "group_int.h"
+#include "trust.h"
 #include "settings.h"
 
 #define DC_STORE_MAGIC 0x32535444u /* "DTS2" */
@@ -81,68 +82,16 @@ uint64_t dc_random64(void)
 
 /* ------------------------------------------------------------ the folder */
 
-static int in_our_groups(gid_t gid)
-{
-    if (gid == getegid())
-        return 1;
-    gid_t groups[256];
-    int n = getgroups(256, groups);
-    for (int i = 0; i < n; i++)
-        if (groups[i] == gid)
-            return 1;
-    return 0;
-}
-
-static const char *writers(mode_t mode)
-{
-    if ((mode & S_IWGRP) && (mode & S_IWOTH))
-        return "its group and others";
-    return (mode & S_IWOTH) ? "others" : "its group";
-}
-
-/* The folders above `real` (a resolved path): owned by us or root, and
- * writable by group or others only when sticky (as /tmp), so that nobody
- * else can rename the store folder away. 0, or -1 with the error. */
+/* The folders above `real` (dc_trust_parents), as an error naming `arg`. */
 static int parents_trusted(const dcptopk_context *ctx, const char *arg,
                            const char *real, dcptopk_result *r)
 {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", real);
-    for (;;) {
-        char *slash = strrchr(p, '/');
-        if (!slash)
-            return 0;
-        if (slash == p) {
-            if (p[1] == '\0')
-                return 0;
-            p[1] = '\0';
-        } else
-            *slash = '\0';
-        struct stat st;
-        if (lstat(p, &st) != 0) {
-            *r = dc_fail(ctx, DCPTOPK_IO_ERROR, "%s = \"%s\": folder %s: %s",
-                         arg, real, p, strerror(errno));
-            return -1;
-        }
-        if (st.st_uid != geteuid() && st.st_uid != 0) {
-            *r = dc_fail(ctx, DCPTOPK_IO_ERROR,
-                         "%s = \"%s\": folder %s above it is owned by uid %u "
-                         "(not you or root): the store is not private",
-                         arg, real, p, (unsigned)st.st_uid);
-            return -1;
-        }
-        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-            *r = dc_fail(ctx, DCPTOPK_IO_ERROR,
-                         "%s = \"%s\": folder %s above it is writable by %s "
-                         "and not sticky (mode %04o): the store is not "
-                         "private",
-                         arg, real, p, writers(st.st_mode),
-                         (unsigned)(st.st_mode & 07777));
-            return -1;
-        }
-        if (strcmp(p, "/") == 0)
-            return 0;
-    }
+    char why[PATH_MAX + 128];
+    if (dc_trust_parents(real, why, sizeof why) == 0)
+        return 0;
+    *r = dc_fail(ctx, DCPTOPK_IO_ERROR,
+                 "%s = \"%s\": %s: the store is not private", arg, real, why);
+    return -1;
 }
 
 /* The store folder itself (lstat of a resolved path): 1 private (or shared
@@ -166,7 +115,7 @@ static int folder_kind(const dcptopk_context *ctx, const char *arg,
     const int owner_ok = st.st_uid == geteuid() || st.st_uid == 0;
     if (w && (st.st_mode & S_ISVTX) && owner_ok)
         return 2;
-    if (!owner_ok && !(shared && in_our_groups(st.st_gid) &&
+    if (!owner_ok && !(shared && dc_trust_in_our_groups(st.st_gid) &&
                        !(st.st_mode & S_IWOTH))) {
         *r = dc_fail(ctx, DCPTOPK_IO_ERROR,
                      "%s = \"%s\": owned by uid %u (not you or root; mode "
@@ -179,7 +128,8 @@ static int folder_kind(const dcptopk_context *ctx, const char *arg,
         *r = dc_fail(ctx, DCPTOPK_IO_ERROR,
                      "%s = \"%s\": writable by %s and not sticky (owner uid "
                      "%u, mode %04o): another user could write the store%s",
-                     arg, path, writers(st.st_mode), (unsigned)st.st_uid,
+                     arg, path, dc_trust_writers(st.st_mode),
+                     (unsigned)st.st_uid,
                      (unsigned)(st.st_mode & 07777),
                      (st.st_mode & S_IWOTH)
                          ? ""
@@ -334,7 +284,7 @@ static int try_read(const dcptopk_context *ctx, const dc_store *s,
     else if (!S_ISREG(st.st_mode))
         bad = "is not a regular file";
     else if (st.st_uid != geteuid() &&
-             !(s->shared && in_our_groups(st.st_gid)))
+             !(s->shared && dc_trust_in_our_groups(st.st_gid)))
         bad = "is owned by another user";
     else if (st.st_mode & S_IWOTH)
         bad = "is writable by others";
