@@ -188,7 +188,7 @@ static dcptopk_result folder_open(const dcptopk_context *ctx, dc_store *s,
     if (access(real, W_OK | X_OK) != 0)
         return dc_fail(ctx, DCPTOPK_IO_ERROR, "%s = \"%s\": not writable: %s",
                        arg, real, strerror(errno));
-    snprintf(s->dir, sizeof s->dir, "%s", real);
+    memcpy(s->dir, real, strlen(real) + 1);
     return DCPTOPK_SUCCESS;
 }
 
