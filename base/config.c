@@ -23,8 +23,10 @@ typedef struct dc_named_config {
       w, b, 1, ids, exact }
 
 /* N = 1.5 K / W rounded up to a multiple of 32 for the packed configs (the
- * published choice for DeepSeek-V3.2 on DCP8: K=2048, N=384). The first entry
- * is the default. */
+ * published choice for DeepSeek-V3.2 on DCP8: K=2048, N=384). K of a model's
+ * configs is its indexer's index_topk; docs/INTEGRATION.md ("Named configs")
+ * names the public model config each K comes from. The first entry is the
+ * default. */
 static const dc_named_config named[] = {
     {"deepseek-v3.2-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 384, 8, 64, 1, 1)},
     {"deepseek-v3.2-dcp2", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 1536, 2, 64, 1, 1)},
@@ -32,6 +34,15 @@ static const dc_named_config named[] = {
     {"deepseek-v3.2-dcp16", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 192, 16, 64, 1, 1)},
     {"deepseek-v3.2-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 2048, 2048, 8, 64, 1, 0)},
     {"deepseek-v3.2-dcp4-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 2048, 2048, 4, 64, 1, 0)},
+    {"glm-5-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 384, 8, 64, 1, 1)},
+    {"glm-5-dcp4", DC_CFG(DCPTOPK_MERGE_PACKED, 2048, 768, 4, 64, 1, 1)},
+    {"glm-5-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 2048, 2048, 8, 64, 1, 0)},
+    {"deepseek-v4-flash-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 512, 96, 8, 64, 1, 1)},
+    {"deepseek-v4-flash-dcp4", DC_CFG(DCPTOPK_MERGE_PACKED, 512, 192, 4, 64, 1, 1)},
+    {"deepseek-v4-flash-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 512, 512, 8, 64, 1, 0)},
+    {"deepseek-v4-pro-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 1024, 192, 8, 64, 1, 1)},
+    {"deepseek-v4-pro-dcp4", DC_CFG(DCPTOPK_MERGE_PACKED, 1024, 384, 4, 64, 1, 1)},
+    {"deepseek-v4-pro-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 1024, 1024, 8, 64, 1, 0)},
     {"topk1024-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 1024, 192, 8, 64, 1, 1)},
     {"topk512-dcp8", DC_CFG(DCPTOPK_MERGE_PACKED, 512, 96, 8, 64, 1, 1)},
     {"topk1024-dcp8-pair", DC_CFG(DCPTOPK_MERGE_PAIR, 1024, 1024, 8, 64, 1, 0)},

@@ -428,7 +428,7 @@ int cmd_configs(int argc, char **argv)
     if (json)
         printf("[");
     else
-        printf("%-26s %-6s %5s %5s %3s %5s %3s %4s %5s %4s\n", "NAME", "KIND",
+        printf("%-28s %-6s %5s %5s %3s %5s %3s %4s %5s %4s\n", "NAME", "KIND",
                "K", "N", "W", "BLOCK", "S", "IDS", "EXACT", "KEYS");
     for (size_t i = 0; dcptopk_merge_config_name(i); i++) {
         const char *name = dcptopk_merge_config_name(i);
@@ -449,7 +449,7 @@ int cmd_configs(int argc, char **argv)
             json_config_fields(stdout, &c);
             printf(",\"keys\":%zu}", nkeys);
         } else {
-            printf("%-26s %-6s %5d %5d %3d %5d %3d %4s %5s %4zu%s\n", name,
+            printf("%-28s %-6s %5d %5d %3d %5d %3d %4s %5s %4zu%s\n", name,
                    kind_name(c.kind), c.topk, c.local_topk, c.world_size,
                    c.block_size, c.interleave, c.emit_ids ? "yes" : "no",
                    c.exact ? "yes" : "no", nkeys, i == 0 ? "  (default)" : "");

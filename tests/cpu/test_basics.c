@@ -1,6 +1,7 @@
 /* test_basics.c - result names and messages, versions, named configs and
  * their key expansion. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "dcptopk.h"
 #include "harness.h"
@@ -37,6 +38,57 @@ TEST(named_default_config_is_deepseek_dcp8)
     CHECK_STR_EQ(dcptopk_merge_config_name(0), "deepseek-v3.2-dcp8");
     CHECK_EQ(dcptopk_merge_config_named("nope", &c), DCPTOPK_NOT_FOUND);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "\"nope\"");
+}
+
+/* The named configs of other DSA models, with the figures of their public
+ * model configs: K is the indexer's index_topk (docs/INTEGRATION.md, "Named
+ * configs for DSA models", names the file each comes from); packed N is
+ * 1.5 K / W rounded up to a multiple of 32. Typed in from those sources, not
+ * read from the library's table. */
+static const struct {
+    const char *name;
+    int32_t kind, topk, local_topk, world_size;
+} model_configs[] = {
+    {"deepseek-v3.2-dcp8", DCPTOPK_MERGE_PACKED, 2048, 384, 8},
+    {"deepseek-v3.2-dcp8-pair", DCPTOPK_MERGE_PAIR, 2048, 2048, 8},
+    {"glm-5-dcp8", DCPTOPK_MERGE_PACKED, 2048, 384, 8},
+    {"glm-5-dcp4", DCPTOPK_MERGE_PACKED, 2048, 768, 4},
+    {"glm-5-dcp8-pair", DCPTOPK_MERGE_PAIR, 2048, 2048, 8},
+    {"deepseek-v4-flash-dcp8", DCPTOPK_MERGE_PACKED, 512, 96, 8},
+    {"deepseek-v4-flash-dcp4", DCPTOPK_MERGE_PACKED, 512, 192, 4},
+    {"deepseek-v4-flash-dcp8-pair", DCPTOPK_MERGE_PAIR, 512, 512, 8},
+    {"deepseek-v4-pro-dcp8", DCPTOPK_MERGE_PACKED, 1024, 192, 8},
+    {"deepseek-v4-pro-dcp4", DCPTOPK_MERGE_PACKED, 1024, 384, 4},
+    {"deepseek-v4-pro-dcp8-pair", DCPTOPK_MERGE_PAIR, 1024, 1024, 8},
+};
+
+TEST(model_configs_hold_their_published_figures)
+{
+    for (size_t i = 0; i < sizeof model_configs / sizeof model_configs[0]; i++) {
+        const char *name = model_configs[i].name;
+        dcptopk_merge_config c;
+        CHECK_MSG(dcptopk_merge_config_named(name, &c) == DCPTOPK_SUCCESS,
+                  "%s: %s", name, dcptopk_last_error(NULL));
+        int packed = model_configs[i].kind == DCPTOPK_MERGE_PACKED;
+        CHECK_MSG(c.kind == model_configs[i].kind &&
+                      c.topk == model_configs[i].topk &&
+                      c.local_topk == model_configs[i].local_topk &&
+                      c.world_size == model_configs[i].world_size &&
+                      c.block_size == 64 && c.interleave == 1 &&
+                      c.emit_ids == 1 && c.exact == packed,
+                  "%s: kind %d K %d N %d W %d block %d S %d ids %d exact %d",
+                  name, c.kind, c.topk, c.local_topk, c.world_size,
+                  c.block_size, c.interleave, c.emit_ids, c.exact);
+        /* The packed N rule of the default config, for every model. */
+        int32_t k = model_configs[i].topk, w = model_configs[i].world_size;
+        if (packed)
+            CHECK_EQ(c.local_topk, (3 * k / (2 * w) + 31) / 32 * 32);
+        CHECK_OK(dcptopk_merge_config_check(&c));
+        int listed = 0;
+        for (size_t j = 0; dcptopk_merge_config_name(j); j++)
+            listed += strcmp(dcptopk_merge_config_name(j), name) == 0;
+        CHECK_MSG(listed == 1, "%s listed %d times", name, listed);
+    }
 }
 
 TEST(every_named_config_expands_to_valid_keys)

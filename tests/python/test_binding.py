@@ -72,6 +72,12 @@ def test_configs_and_keys():
     assert names and names[0] == "deepseek-v3.2-dcp8", names
     cfg = dcptopk.config("deepseek-v3.2-dcp8")
     assert (cfg.topk, cfg.local_topk, cfg.world_size) == (2048, 384, 8), cfg
+    # Other DSA models' configs reach Python through the library's table.
+    for name, want in (("glm-5-dcp8", (2048, 384, 8)), ("deepseek-v4-flash-dcp8", (512, 96, 8)),
+                       ("deepseek-v4-pro-dcp4", (1024, 384, 4))):
+        assert name in names, names
+        c = dcptopk.config(name)
+        assert (c.topk, c.local_topk, c.world_size) == want, (name, c)
     assert dcptopk.MergeConfig.from_list(cfg.as_list()) == cfg
     keys = dcptopk.config_keys(cfg, "sm_90a")
     assert len(keys) >= 3 and all(k.endswith("@sm_90a") for k in keys), keys
