@@ -152,6 +152,65 @@ def test_warmup_errors_name_the_argument():
                    match="from the callback")
 
 
+def test_warmup_all_numbers_each_key_once_and_logs_it():
+    """The pass that init_dcp_topk_rescue_workspace runs: the union of the
+    configs' keys, each compiled once and reported once as done/total, with
+    an INFO line per key; a failing progress callable is re-raised."""
+    import logging
+    a = dcptopk.config("topk512-dcp8-pair")
+    b = dcptopk.config("topk512-dcp8-pair", emit_ids=0)
+    union = list(dict.fromkeys(dcptopk.config_keys(a) + dcptopk.config_keys(b)))
+    assert len(union) < len(dcptopk.config_keys(a)) + len(dcptopk.config_keys(b)), union
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append((record.levelno, record.getMessage()))
+    log = logging.getLogger("dcptopk")
+    h, old = Keep(), log.level
+    log.addHandler(h)
+    log.setLevel(logging.INFO)
+    try:
+        with tempfile.TemporaryDirectory() as d, \
+                dcptopk.Context(device=-1, arch="sm_90a", cache_path=os.path.join(d, "c")) as ctx:
+            seen = []
+            st = ctx.warmup_all([a, a, b], progress=lambda *args: seen.append(args))
+            assert [s[0] for s in seen] == list(range(1, len(union) + 1)), seen
+            assert {s[1] for s in seen} == {len(union)}, seen
+            assert [s[2] for s in seen] == union, seen
+            assert {s[3] for s in seen} == {"compiled"}, seen
+            assert st["keys"] == st["compiled"] == len(union), st
+            info = [m for lv, m in lines if lv == logging.INFO and "warmup" in m]
+            assert len(info) == len(union), lines
+            assert info[2].startswith(f"dcptopk warmup 3/{len(union)}: {union[2]} compiled in"), \
+                info[2]
+            # Again: every key is there already.
+            again = ctx.warmup_all([b, a], progress=False)
+            assert again["memory_hits"] == len(union), again
+
+            def bad(*_):
+                raise KeyError("from the callback")
+            raises(KeyError, ctx.warmup_all, [a], progress=bad, match="from the callback")
+            # A compile-only context launches nothing: nothing is late.
+            assert dcptopk.compiles_after_warmup() == 0
+            assert dcptopk.late_kernels() == {"late_compiles": 0, "late_loads": 0}
+            assert ctx.stats()["late_compiles"] == 0
+    finally:
+        log.removeHandler(h)
+        log.setLevel(old)
+
+
+def test_not_warmed_errors_name_the_python_fix():
+    e = dcptopk.DcptopkError(13, "DCPTOPK_NOT_WARMED", "kernel x is not loaded and its stream is "
+                             "capturing a CUDA graph")
+    for want in ("init_dcp_topk_rescue_workspace", "register_dcp_topk_merge_warmup",
+                 "outside capture", "DCPTOPK_CAPTURE_COMPILE=1", "kernel x"):
+        assert want in str(e), (want, str(e))
+    # Other errors keep their message as it is.
+    other = dcptopk.DcptopkError(2, "DCPTOPK_INVALID_ARGUMENT", "topk = 100")
+    assert str(other) == "DCPTOPK_INVALID_ARGUMENT: topk = 100", str(other)
+
+
 def test_missing_distributed_runtime_is_a_clear_error():
     if _lib.has_dist_runtime():
         raise harness.Skip("this library has the distributed runtime")

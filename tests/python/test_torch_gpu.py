@@ -387,6 +387,135 @@ def test_warmup_progress_and_strict_mode():
         ctx.close()
 
 
+def _host_merge_ref(K, N, lg, re):
+    """The CPU reference of one rank's drop-in merge (ids [T, K])."""
+    pc = packed_cfg(K=K, N=N)
+    return ops.select(pc, ops.pack(pc, lg, re).unsqueeze(0), rank=0,
+                      workspace=dcptopk.Workspace.host(pc, lg.shape[0]), logits=lg, row_ends=re)
+
+
+def test_workspace_init_warms_so_capture_compiles_nothing():
+    """A process that never calls warmup_dcp_topk_merge(): the workspace's
+    creation compiles or loads every kernel of its (K, N), with progress,
+    and a CUDA graph capture of the merge and of a registered rows variant
+    compiles nothing; the replays are exact."""
+    K, N, T, S, B = 512, 96, 32, 8192, 64
+    M._RESCUE_WORKSPACES.clear()
+    M.register_dcp_topk_merge_warmup(K, N, 1, block_size=B, emit_ids=False)
+    seen = []
+    ws = M.init_dcp_topk_rescue_workspace(T, K, N, progress=lambda *a: seen.append(a))
+    assert seen and [a[0] for a in seen] == list(range(1, len(seen) + 1)), seen
+    assert seen[-1][1] == len(seen), seen
+    assert ws.warmup_stats["keys"] == len(seen), ws.warmup_stats
+    assert any("select(" in a[2] and "block_size=64" in a[2] for a in seen), seen
+    ctx = dcptopk.default_context(0)
+    before = ctx.stats()
+    g = gen(31)
+    lg = refs.logits_bf16(T, S, "ties", g)
+    re = torch.randint(1, S, (T,), generator=g, dtype=torch.int32)
+    bt = torch.randint(0, 10000, (T, S // B), generator=g, dtype=torch.int32)
+    req = torch.arange(T, dtype=torch.int32)
+    lg_g, re_g, bt_g, req_g = cuda(lg, re, bt, req)
+    ids = torch.full((T, K), -9, dtype=torch.int32, device=DEV)
+    rows_out = torch.full((T, K), -9, dtype=torch.int32, device=DEV)
+    valid = torch.full((T,), -9, dtype=torch.int32, device=DEV)
+    # Straight into capture: no eager call first, which would load kernels.
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.cuda.graph(graph):
+        M.dcp_topk_merge(lg_g, re_g, ids, N)
+        M.dcp_topk_merge_rows(logits=lg_g, row_ends=re_g, local_topk=N, topk=K, req_id=req_g,
+                              block_table=bt_g, block_size=B, stride_rows=B, dcp_rank=0,
+                              rows_out=rows_out, valid_out=valid)
+    torch.cuda.current_stream().wait_stream(side)
+    after = ctx.stats()
+    assert after["compiles"] == before["compiles"], (before, after)
+    assert after["modules"] == before["modules"], (before, after)
+    assert after["late_compiles"] == 0 and after["late_loads"] == 0, after
+    assert M.compiles_after_warmup() == 0
+    graph.replay()
+    torch.cuda.synchronize()
+    want = _host_merge_ref(K, N, lg, re)
+    eq(ids, want, "captured dcp_topk_merge")
+    for t in range(T):
+        exp = [int(bt[t, i // B]) * B + i % B for i in want[t].tolist() if i >= 0]
+        assert rows_out[t, :int(valid[t])].tolist() == exp, t
+    M._WARMUP_CONFIGS.clear()
+
+
+def test_compile_after_warmup_is_counted_and_refused_in_capture():
+    """After the workspace's warmup, a call that needs a kernel nobody
+    registered compiles (eager), moves compiles_after_warmup() and logs a
+    warning; inside capture the same miss is an error naming the
+    registration that warms it."""
+    import logging
+    K, N, T, S = 512, 96, 16, 4096
+    M._RESCUE_WORKSPACES.clear()
+    M._WARMUP_CONFIGS.clear()
+    M.init_dcp_topk_rescue_workspace(T, K, N, progress=False)
+    assert M.compiles_after_warmup() == 0
+    g = gen(32)
+    lg = refs.logits_bf16(T, S, "random", g)
+    re = torch.randint(1, S, (T,), generator=g, dtype=torch.int32)
+    lg_g, re_g = cuda(lg, re)
+    ids = torch.empty(T, K, dtype=torch.int32, device=DEV)
+    M.dcp_topk_merge(lg_g, re_g, ids, N)
+    torch.cuda.synchronize()
+    assert M.compiles_after_warmup() == 0, dcptopk.late_kernels()
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append((record.levelno, record.getMessage()))
+    log = logging.getLogger("dcptopk")
+    h = Keep()
+    log.addHandler(h)
+
+    def rows_call(B):
+        bt = torch.zeros((1, S // B + 1), dtype=torch.int32, device=DEV)
+        req = torch.zeros(T, dtype=torch.int32, device=DEV)
+        ro = torch.empty(T, K, dtype=torch.int32, device=DEV)
+        va = torch.empty(T, dtype=torch.int32, device=DEV)
+        M.dcp_topk_merge_rows(logits=lg_g, row_ends=re_g, local_topk=N, topk=K, req_id=req,
+                              block_table=bt, block_size=B, stride_rows=B, dcp_rank=0,
+                              rows_out=ro, valid_out=va)
+    try:
+        rows_call(128)  # a select variant no one registered: compiled now, late
+        torch.cuda.synchronize()
+        late = dcptopk.late_kernels()
+        assert late["late_compiles"] + late["late_loads"] >= 1, late
+        assert M.compiles_after_warmup() == late["late_compiles"] + late["late_loads"]
+        if dcptopk.log_routed():
+            warns = [m for lv, m in lines if lv == logging.WARNING and "after warmup" in m]
+            assert warns and "block_size=128" in warns[0], lines
+        moved = M.compiles_after_warmup()
+        rows_call(128)  # loaded now: not late again
+        assert M.compiles_after_warmup() == moved
+        os.environ.pop("DCPTOPK_CAPTURE_COMPILE", None)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            try:
+                with torch.cuda.graph(graph):
+                    rows_call(16)
+            except dcptopk.DcptopkError as e:
+                err = e
+            else:
+                err = None
+        torch.cuda.current_stream().wait_stream(side)
+        assert err is not None, "a compile inside capture was not refused"
+        assert err.name == "DCPTOPK_NOT_WARMED", err
+        for want in (f"register_dcp_topk_merge_warmup({K}, {N}, 1, block_size=16, "
+                     "emit_ids=False)", "init_dcp_topk_rescue_workspace",
+                     "DCPTOPK_CAPTURE_COMPILE=1", "capturing a CUDA graph"):
+            assert want in str(err), (want, str(err))
+        assert M.compiles_after_warmup() == moved
+    finally:
+        log.removeHandler(h)
+
+
 def test_drop_in_memo_follows_data_shapes_and_handles():
     """The memoised fast path of the drop-in merge: the second call with the
     same tensors replays the first's launches, so new values in them must

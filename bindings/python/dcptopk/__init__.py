@@ -29,16 +29,17 @@ DcptopkError with the library's message.
 """
 from ._lib import (BINDING_VERSION, STRUCTS, DcptopkError, MergeConfig, __version__,
                    has_dist_runtime, library, log_routed)
-from ._core import (Context, LoopbackWorld, Progress, RowsOutput, Workspace, cache_default_path,
-                    check_contract, config, config_check, config_keys, config_names, configure,
-                    default_context, device_count, make_config, packed_row_words,
+from ._core import (Context, LoopbackWorld, Progress, RowsOutput, Workspace, WarmupLog,
+                    cache_default_path, check_contract, compiles_after_warmup, config,
+                    config_check, config_keys, config_names, configure, default_context,
+                    late_kernels, device_count, make_config, packed_row_words,
                     ref_packed_merge, rescue_slots, versions, workspace_layout)
 from ._admin import (Cache, Group, env_info, key_check, key_hash, key_parse, key_render,
                      launch_env, log_level, path_name, ref_decode, ref_global_id, ref_ord16,
                      ref_ord32, set_log_level, setting, settings)
 
 __all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "LoopbackWorld", "RowsOutput",
-           "Progress", "config", "config_names", "config_keys", "config_check", "make_config",
+           "Progress", "WarmupLog", "compiles_after_warmup", "late_kernels", "config", "config_names", "config_keys", "config_check", "make_config",
            "configure", "default_context", "workspace_layout", "packed_row_words",
            "rescue_slots", "ref_packed_merge", "check_contract", "versions",
            "cache_default_path", "device_count", "library", "has_dist_runtime", "log_routed",

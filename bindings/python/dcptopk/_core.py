@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 from . import _checks
 from ._lib import (ContextConfig, ContextStats, DcptopkError, Key, MergeConfig, PackArgs,
@@ -258,6 +259,120 @@ class Progress:
 
 # ------------------------------------------------------------------- context
 
+# Every live Context (compiles_after_warmup sums their counters).
+_contexts = weakref.WeakSet()
+
+
+def late_kernels():
+    """Kernels that launches had to compile (late_compiles) or load from the
+    cache file (late_loads) after their context's first warmup or seal,
+    summed over this process's live contexts: each is a config missing from
+    the warmup (the library also logs each at warn level, on the `dcptopk`
+    logger when its log is routed to Python)."""
+    out = {"late_compiles": 0, "late_loads": 0}
+    for ctx in list(_contexts):
+        if getattr(ctx, "_h", None):
+            st = ctx.stats()
+            out["late_compiles"] += st["late_compiles"]
+            out["late_loads"] += st["late_loads"]
+    return out
+
+
+def compiles_after_warmup():
+    """For an engine's JIT monitor: the kernels that launches had to compile
+    or load after warmup, in all contexts of this process (late_kernels()
+    splits them). It stays 0 after model load when every config was warmed;
+    init_dcp_topk_rescue_workspace warms the drop-in's."""
+    late = late_kernels()
+    return late["late_compiles"] + late["late_loads"]
+
+
+class WarmupLog:
+    """One warmup pass over several configs: the union of their keys, each
+    reported once with its number, as `dcptopk warmup 3/11: KEY compiled in
+    812 ms` at INFO on the `dcptopk` logger (a model load that compiles for
+    seconds says what it does). progress: None = also a bar on a terminal,
+    False = the log lines only, or a callable (done, total, key, origin, ms)
+    with origin "memory", "cache" or "compiled". `key` is the (key, origin,
+    ms) callback the library's warmups take; keys warmed elsewhere (a group's
+    exchange kernels) add to the total as they come."""
+
+    def __init__(self, ctx, cfgs, progress=None, label="dcptopk warmup"):
+        self.ctx, self.label = ctx, label
+        self.cfgs = [as_config(c) for c in cfgs]
+        keys, seen = [], set()
+        for c in self.cfgs:
+            for k in _keys(c, ctx.arch):
+                b = bytes(k)
+                if b not in seen:
+                    seen.add(b)
+                    keys.append(k)
+        self.keys = keys
+        self.total, self.done = len(keys), 0
+        self.counts = {o: 0 for o in _ORIGINS}
+        self.ms = 0.0
+        self._seen = set()
+        self._user = progress if callable(progress) else None
+        self._bar = Progress(self.total) if progress is None else None
+        self.errors = []
+
+    def key(self, key, origin, ms):
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.done += 1
+        self.total = max(self.total, self.done)
+        name = _ORIGINS[origin] if 0 <= origin < 3 else str(origin)
+        self.counts[name] = self.counts.get(name, 0) + 1
+        self.ms += ms
+        how = {"compiled": "compiled", "cache": "loaded from the cache",
+               "memory": "already loaded"}.get(name, name)
+        import logging
+        logging.getLogger("dcptopk").info("%s %d/%d: %s %s in %.0f ms", self.label, self.done,
+                                          self.total, key, how, ms)
+        if self._bar:
+            self._bar.total = self.total
+            self._bar.key_ready(key, origin, ms)
+        if self._user:
+            try:
+                self._user(self.done, self.total, key, name, ms)
+            except Exception as e:  # raised by run() or check(), never through C
+                self.errors.append(e)
+
+    def check(self):
+        """Raises the first exception of the progress callable."""
+        if self.errors:
+            raise self.errors[0]
+
+    def run(self, keys=None):
+        """Warms `keys` (default: every key of the configs) on the context."""
+        keys = self.keys if keys is None else keys
+        if not keys:
+            return
+
+        def on_key(_user, key, origin, ms):
+            try:
+                self.key(_key_str(key.contents), origin, ms)
+            except Exception as e:  # never raise through C
+                self.errors.append(e)
+        cb = PROGRESS_FN(on_key)
+        arr = (Key * len(keys))(*keys)
+        st = new(WarmupStats)
+        check(library().dcptopk_warmup_keys(self.ctx._handle(), arr, len(keys), cb, None,
+                                            ctypes.byref(st)), self.ctx._h)
+        self.check()
+
+    def close(self):
+        if self._bar:
+            self._bar.close()
+            self._bar = None
+
+    def stats(self):
+        return {"keys": self.done, "compiled": self.counts["compiled"],
+                "cache_hits": self.counts["cache"], "memory_hits": self.counts["memory"],
+                "ms": self.ms}
+
+
 class Context:
     """A dcptopk context on one CUDA device (device=-1 with arch: compile only)."""
 
@@ -275,6 +390,7 @@ class Context:
         check(lib.dcptopk_context_create(ctypes.byref(cc), ctypes.byref(h)))
         self._h, self.device, self.strict = h, device, bool(strict)
         self.id = _register(self)
+        _contexts.add(self)
 
     def close(self):
         if getattr(self, "_h", None):
@@ -350,6 +466,18 @@ class Context:
         if errors:
             raise errors[0]
         return out[0] if single else out
+
+    def warmup_all(self, cfgs, progress=None, label="dcptopk warmup"):
+        """Compiles or loads the union of the keys of several configs, each
+        key once, numbered over the whole pass (see WarmupLog for progress).
+        Returns {"keys", "compiled", "cache_hits", "memory_hits", "ms"}."""
+        rep = WarmupLog(self, cfgs if isinstance(cfgs, (list, tuple)) else [cfgs], progress,
+                        label)
+        try:
+            rep.run()
+        finally:
+            rep.close()
+        return rep.stats()
 
     def selftest(self, cfg, rows=64, seed=1):
         """Runs the library's deployment check of cfg (dcptopk_selftest)."""
@@ -862,4 +990,4 @@ __all__ = ["config_names", "config", "make_config", "config_check", "config_keys
            "packed_row_words", "rescue_slots", "workspace_layout", "versions", "Context",
            "Workspace", "LoopbackWorld", "RowsOutput", "Progress", "configure", "default_context",
            "ref_packed_merge", "check_contract", "cache_default_path", "device_count",
-           "DcptopkError"]
+           "DcptopkError", "WarmupLog", "compiles_after_warmup", "late_kernels"]

@@ -249,16 +249,16 @@ class LibraryRuntime:
                                                               ctypes.byref(h)))
         return GroupWorkspace(self, cfg, max_rows, h)
 
-    def workspaces(self, cfgs, max_rows):
+    def workspaces(self, cfgs, max_rows, progress=None):
         """Collective: one group workspace per config variant (block_size,
         emit_ids) of one (K, N): the library's one-call merge takes its
-        config from its workspace."""
+        config from its workspace. progress: as GroupWorkspace.warmup's."""
         ws = GroupWorkspaces(self, {(c.block_size, bool(c.emit_ids)): self.workspace(c, max_rows)
                                     for c in cfgs}, cfgs[0], max_rows)
         # Every kernel of a step is loaded now (not collective): a step that
         # compiles holds its peers' waits, possibly past the group's bound.
         for gw in ws.variants.values():
-            gw.warmup()
+            gw.warmup(progress)
         return ws
 
     def all_gather(self, packed, out=None):

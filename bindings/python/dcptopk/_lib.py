@@ -25,8 +25,20 @@ class DcptopkError(RuntimeError):
     """A dcptopk call failed: .code (int), .name (e.g. DCPTOPK_INVALID_ARGUMENT), message."""
 
     def __init__(self, code, name, message):
+        if name == "DCPTOPK_NOT_WARMED" and NOT_WARMED_HINT not in message:
+            message = f"{message}. {NOT_WARMED_HINT}"
         super().__init__(f"{name}: {message}")
         self.code, self.name = code, name
+
+
+# The library's DCPTOPK_NOT_WARMED message names its C calls; from Python the
+# fix is one of these.
+NOT_WARMED_HINT = (
+    "From Python: create the drop-in's workspaces with "
+    "dcptopk.merge.init_dcp_topk_rescue_workspace at model load, outside capture (it warms "
+    "every variant registered for its (K, N) with register_dcp_topk_merge_warmup before it), "
+    "or warm a config with dcptopk.warmup(cfg) / Context.warmup(cfg); "
+    "DCPTOPK_CAPTURE_COMPILE=1 allows a compile inside capture")
 
 
 # ---------------------------------------------------------------- structs

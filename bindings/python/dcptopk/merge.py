@@ -22,8 +22,13 @@ Differences, all explicit:
 - The local top-N of dcp_topk_pack is the library's fused top-N + pack (same
   contract: a top-N by (bf16 score desc, local id asc), ids < min(row_end,
   S, 2^17), NaN dropped).
-- register_dcp_topk_merge_warmup records the configs; warmup_dcp_topk_merge()
-  (at model load) compiles or loads them all with a progress bar.
+- register_dcp_topk_merge_warmup records the configs; init_dcp_topk_rescue_workspace
+  compiles or loads those of its (K, N) (and the call's own) with progress,
+  so warmup cannot be forgotten; warmup_dcp_topk_merge() warms them all
+  (every (K, N)). A kernel that a step had to compile after that counts in
+  compiles_after_warmup() (an engine's JIT monitor) and is logged at warn
+  level; one that would compile inside CUDA graph capture is an error
+  (DCPTOPK_NOT_WARMED) naming the registration that warms it.
 - On CPU tensors every call runs the library's CPU reference (the oracle).
 """
 import dataclasses
@@ -33,8 +38,9 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _checks, _core, _dist, ops
+from ._core import compiles_after_warmup
 
-__all__ = ["set_dcp_group", "get_dcp_group", "dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
+__all__ = ["compiles_after_warmup", "set_dcp_group", "get_dcp_group", "dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
            "dcp_topk_select", "init_dcp_topk_rescue_workspace", "get_dcp_topk_rescue_workspace",
            "register_dcp_topk_merge_warmup", "warmup_dcp_topk_merge",
            "assert_packed_merge_contract", "packed_row_words", "rescue_slots",
@@ -181,16 +187,37 @@ def _device():
     return torch.device("cpu")
 
 
+def _warm_configs(topk, local_topk, world):
+    """What a workspace of (K, N) over `world` ranks warms: the config of
+    dcp_topk_merge (global ids, no rows; its pack too) and every variant of
+    (K, N) registered with register_dcp_topk_merge_warmup."""
+    out = [_core.as_config(_cfg(topk, local_topk, world))]
+    for c in _WARMUP_CONFIGS:
+        if (c.topk, c.local_topk) == (topk, local_topk) and c not in out:
+            out.append(c)
+    return out
+
+
 def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, group: Any = None,
-                                   *, device=None, backend=None):
+                                   *, device=None, backend=None, progress=None):
     """Allocate (once) the exact merge's rescue workspace for (K, N) on the
-    DCP group. Must run on every DCP rank, outside CUDA-graph capture.
+    DCP group, and compile or load every kernel its calls can take: the
+    config of dcp_topk_merge and every variant of (K, N) registered with
+    register_dcp_topk_merge_warmup before this call (dcp_topk_merge_rows'
+    block_size / emit_ids). So a process that never calls
+    warmup_dcp_topk_merge() compiles here, at model load, and never in a
+    step or a CUDA graph capture. Must run on every DCP rank, outside
+    CUDA-graph capture.
 
     group=None: the DCP group (set_dcp_group, vLLM's, or a world of one
     rank when torch.distributed has one rank or none; see the module
     docstring). A torch.distributed group: its ranks (collective). device:
     the CUDA device (default: the current one; CPU when CUDA is absent, for
-    the reference path)."""
+    the reference path). progress: each kernel is logged at INFO on the
+    `dcptopk` logger ("dcptopk warmup 3/11: KEY compiled in 812 ms"); None
+    also draws a bar on a terminal, False draws none, a callable gets
+    (done, total, key, origin, ms) per kernel. The workspace's
+    .warmup_stats says what was compiled, loaded or already there."""
     _check_kn(topk, local_topk)
     _checks.integer(max_rows, "max_rows", 1, _checks.MAX_ROWS, "a positive int")
     key = (topk, local_topk)
@@ -198,34 +225,59 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     group = _resolve_group(group)
     device_group = getattr(group, "device_group", group)
     if ws is not None and ws.max_rows >= max_rows and ws.device_group is device_group:
-        return ws
+        cfgs = _warm_configs(topk, local_topk, ws.world_size)
+        if not getattr(ws, "one_call", False):
+            if ws.device.type == "cuda":
+                ws.warmup_stats = _core.default_context(ws.device.index).warmup_all(
+                    cfgs, progress, f"dcptopk warmup (K={topk}, N={local_topk})")
+            return ws
+        if all((c.block_size, bool(c.emit_ids)) in ws.variants for c in cfgs
+               if c.world_size == ws.world_size):
+            return ws
+        # A variant registered since: its group workspace is made below.
     dev = torch.device(device) if device is not None else _device()
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
     world, rank = _dist.group_info(device_group)
     cfg = _core.as_config(_cfg(topk, local_topk, world))
+    cfgs = _warm_configs(topk, local_topk, world)
+    label = f"dcptopk warmup (K={topk}, N={local_topk})"
+    stats = None
     if dev.type == "cpu":
         if world != 1:
             raise ValueError("device: the CPU reference path serves a world of 1 rank only")
         ws = _core.Workspace.host(cfg, max_rows, rank)
     elif world == 1:
-        ws = _core.default_context(dev.index).local_workspace(cfg, max_rows)
+        ctx = _core.default_context(dev.index)
+        ws = ctx.local_workspace(cfg, max_rows)
+        stats = ctx.warmup_all(cfgs, progress, label)
     else:
         rt = _dist.runtime(device_group, dev.index, backend)
-        if isinstance(rt, _dist.LibraryRuntime):
-            # The library's one-call merge takes its config (block_size,
-            # emit_ids) from its workspace: one per registered variant.
-            cfgs = [cfg] + [c for c in _WARMUP_CONFIGS
-                            if (c.topk, c.local_topk, c.world_size) == (topk, local_topk, world)
-                            and c != cfg]
-            ws = rt.workspaces(cfgs, max_rows)
-        else:
-            ws = rt.workspace(cfg, max_rows)
+        ctx = _core.default_context(dev.index)
+        rep = _core.WarmupLog(ctx, cfgs, progress, label)
+        try:
+            if isinstance(rt, _dist.LibraryRuntime):
+                # The library's one-call merge takes its config (block_size,
+                # emit_ids) from its workspace: one per registered variant,
+                # each warmed by the group (its exchange kernels too).
+                mine = [c for c in cfgs if c.world_size == world]
+                ws = rt.workspaces(mine, max_rows, progress=rep.key)
+                rest = [c for c in cfgs if c.world_size != world]
+                if rest:
+                    rep.run([k for c in rest for k in _core._keys(c, ctx.arch)])
+            else:
+                ws = rt.workspace(cfg, max_rows)
+                rep.run()
+        finally:
+            rep.close()
+        rep.check()
+        stats = rep.stats()
     ws.device_group = device_group
     ws.device = dev
+    ws.warmup_stats = stats
     old = _RESCUE_WORKSPACES.get(key)
     _RESCUE_WORKSPACES[key] = ws
-    if old is not None:
+    if old is not None and old is not ws:
         old.close()
     return ws
 
@@ -462,8 +514,14 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
     """Exact global top-K ids over the DCP group from this rank's bf16 logits
     (the stock indexer hook). Collective over the group of the (K, N) rescue
     workspace. topk_indices: the [T, K] int32 output (global ids, -1 padded)."""
-    _memo_run(_memo_key("merge", (logits, row_ends, topk_indices, local_topk, max_local_len)),
-              lambda: _merge(logits, row_ends, topk_indices, local_topk, max_local_len))
+    try:
+        _memo_run(_memo_key("merge", (logits, row_ends, topk_indices, local_topk,
+                                      max_local_len)),
+                  lambda: _merge(logits, row_ends, topk_indices, local_topk, max_local_len))
+    except _core.DcptopkError as e:
+        if e.name != "DCPTOPK_NOT_WARMED":
+            raise
+        raise _not_warmed(e, topk_indices.shape[1], local_topk, 0, True) from None
 
 
 def _merge(logits, row_ends, topk_indices, local_topk, max_local_len):
@@ -502,7 +560,26 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
     [T] their count, ids_out [T, topk] the global ids (optional)."""
     args = (logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
             stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len)
-    _memo_run(_memo_key("merge_rows", args), lambda: _merge_rows(*args))
+    try:
+        _memo_run(_memo_key("merge_rows", args), lambda: _merge_rows(*args))
+    except _core.DcptopkError as e:
+        if e.name != "DCPTOPK_NOT_WARMED":
+            raise
+        raise _not_warmed(e, topk, local_topk, block_size, ids_out is not None) from None
+
+
+def _not_warmed(e, topk, local_topk, block_size, emit_ids):
+    """A kernel the call needs was not warmed (refused inside capture): the
+    error names the registration that warms it."""
+    ws = _RESCUE_WORKSPACES.get((topk, local_topk))
+    world = ws.world_size if ws is not None else "W"
+    msg = str(e)[len(e.name) + 2:]
+    return _core.DcptopkError(
+        e.code, e.name,
+        f"this drop-in call's kernels were not warmed: call register_dcp_topk_merge_warmup("
+        f"{topk}, {local_topk}, {world}, block_size={block_size}, emit_ids={bool(emit_ids)}) "
+        f"before init_dcp_topk_rescue_workspace(max_rows, {topk}, {local_topk}) at model "
+        f"load, outside capture (or warmup_dcp_topk_merge() after registering it). {msg}")
 
 
 def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
