@@ -130,6 +130,10 @@ const char *dc_cache_path(const dc_cache *cache);
 /* Non-zero when the cache ended up in memory or read-only (fallbacks). */
 int dc_cache_is_memory(const dc_cache *cache);
 int dc_cache_is_readonly(const dc_cache *cache);
+/* The SQLite in use: its version, and whether it is the copy built into the
+ * library (DCPTOPK_BUNDLED_SQLITE) rather than the system's libsqlite3. */
+const char *dc_cache_sqlite_version(void);
+int dc_cache_sqlite_bundled(void);
 /* Why the file is not used, or not written ("" when it is). */
 const char *dc_cache_why(const dc_cache *cache);
 

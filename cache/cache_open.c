@@ -37,6 +37,17 @@
  * kept beside a cache file; older ones are deleted. */
 #define DC_CACHE_KEEP_MOVED 3
 
+const char *dc_cache_sqlite_version(void) { return sqlite3_libversion(); }
+
+int dc_cache_sqlite_bundled(void)
+{
+#ifdef DC_SQLITE_BUNDLED
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static const char *const side_suffixes[] = {"-journal", "-wal", "-shm"};
 
 /* ------------------------------------------------------------------ paths */

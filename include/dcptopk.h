@@ -156,7 +156,7 @@ DCPTOPK_API dcptopk_result dcptopk_setting_get(size_t i,
 
 typedef struct dcptopk_env_info {
     uint32_t struct_size;
-    char build[128];          /* compiler and build of the library            */
+    char build[128];          /* SQLite in use, assertions, compiler          */
     int32_t nvrtc_major;      /* nvrtcVersion; -1 when no NVRTC loaded        */
     int32_t nvrtc_minor;
     char nvrtc_path[512];     /* the file NVRTC was loaded from; "" unknown   */

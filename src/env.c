@@ -93,15 +93,19 @@ dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out)
     uint32_t size = out->struct_size;
     memset(out, 0, sizeof *out);
     out->struct_size = size;
-#ifdef __VERSION__
-    snprintf(out->build, sizeof out->build, "cc %s, assertions %s", __VERSION__,
-#else
-    snprintf(out->build, sizeof out->build, "assertions %s",
-#endif
+    /* SQLite first: a long compiler banner (clang's names its repository)
+     * may be cut, the SQLite version may not. */
+    snprintf(out->build, sizeof out->build, "SQLite %.24s (%s), assertions %s, cc %.60s",
+             dc_cache_sqlite_version(), dc_cache_sqlite_bundled() ? "bundled" : "system",
 #ifdef NDEBUG
-             "off"
+             "off",
 #else
-             "on"
+             "on",
+#endif
+#ifdef __VERSION__
+             __VERSION__
+#else
+             "unknown"
 #endif
     );
     int major = -1, minor = -1;

@@ -1,7 +1,8 @@
 """pyproject_check.py SOURCE_DIR - pyproject.toml agrees with the build: its
 CMake floor is CMakeLists.txt's cmake_minimum_required, requires-python is
 the floor py310_syntax.py checks, the CUDA extras name the real PyPI NVRTC
-packages, and the package ships py.typed."""
+packages, pip builds the wheel layout (DCPTOPK_WHEEL), and the package
+ships py.typed."""
 import os
 import re
 import sys
@@ -26,6 +27,10 @@ def main():
     for extra, pkg in (("cu13", "nvidia-cuda-nvrtc>="), ("cu12", "nvidia-cuda-nvrtc-cu12>=12.8")):
         if not any(d.startswith(pkg) for d in extras.get(extra, [])):
             errors.append(f"extra {extra} does not pull {pkg}...: {extras.get(extra)}")
+    # pip install . / the sdist: one unversioned library, no development files.
+    wheel_layout = meta["tool"]["scikit-build"]["cmake"]["define"].get("DCPTOPK_WHEEL")
+    if wheel_layout != "ON":
+        errors.append(f"tool.scikit-build.cmake.define.DCPTOPK_WHEEL is {wheel_layout!r}; expected 'ON'")
     pkgdir = os.path.join(src, meta["tool"]["scikit-build"]["wheel"]["packages"][0])
     if not os.path.isfile(os.path.join(pkgdir, "py.typed")):
         errors.append(f"{pkgdir}/py.typed is missing")
