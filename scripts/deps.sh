@@ -15,6 +15,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v sqlite3 >/dev/null || missing+=(sqlite3)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v python3 >/dev/null || missing+=(python3)
+# venv for the packaging tests (Debian splits ensurepip off).
+command -v python3 >/dev/null && ! python3 -c "import ensurepip" 2>/dev/null && missing+=(python3-venv)
 command -v spin >/dev/null || missing+=(spin) # the protocol model (model.exchange)
 
 if [ ${#missing[@]} -gt 0 ]; then

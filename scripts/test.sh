@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - builds with warnings as errors and runs every test (GPU tests
-# report a skip without a GPU), then the CPU tests again under AddressSanitizer
+# report a skip without a GPU), the packaging tests (label wheel), then the
+# CPU tests again under AddressSanitizer
 # and UndefinedBehaviorSanitizer, then under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,16 @@ export DCPTOPK_TEST_NVRTC12="${DCPTOPK_TEST_NVRTC12_ROOT:-/opt/dcptopk-ci/nvrtc-
 
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDCPTOPK_WERROR=ON >/dev/null
 cmake --build build-test -j"$jobs"
-(cd build-test && ctest --output-on-failure -j"$jobs")
+(cd build-test && ctest --output-on-failure -j"$jobs" -LE '^wheel$')
+# The packages (wheel twice, sdist, each installed in a fresh venv): their
+# own stage, so that its time shows.
+start=$(date +%s)
+# Their tools, SQLite's source and the NVRTC wheels, from PyPI once
+# (scripts/wheel_tools.sh); without PyPI the tests skip and say so.
+scripts/wheel_tools.sh >/dev/null ||
+    echo "test.sh: warning: wheel tools not installed: the packaging tests will skip" >&2
+(cd build-test && ctest --output-on-failure -j"$jobs" -L '^wheel$')
+echo "test.sh: packaging stage took $(($(date +%s) - start)) s"
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDCPTOPK_WERROR=ON \
       -DDCPTOPK_SANITIZE=ON -DDCPTOPK_BUILD_BENCH=OFF >/dev/null
