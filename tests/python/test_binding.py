@@ -211,6 +211,50 @@ def test_not_warmed_errors_name_the_python_fix():
     assert str(other) == "DCPTOPK_INVALID_ARGUMENT: topk = 100", str(other)
 
 
+def test_registry_names_state_by_what_it_is():
+    """The torch ops find workspaces and contexts by name: made from the
+    group, config, rank and device (the same in every process that builds
+    the same state), "#2" for a second live one, and a name no live object
+    has is a ValueError naming it and the live ones."""
+    from dcptopk import _core
+    cfg = dcptopk.make_config("packed", topk=512, local_topk=96, world_size=1)
+    base = "host/K=512,N=96,W=1,rank=0/cpu"
+    assert _core.workspace_name("host", cfg, 0, "cpu") == base
+    assert _core.workspace_name("group[0,1]", dcptopk.make_config(
+        "packed", topk=512, local_topk=96, world_size=2, block_size=64, emit_ids=False), 1,
+        "cuda:1", variant=True) == "group[0,1]/K=512,N=96,W=2,B=64,ids=0,rank=1/cuda:1"
+    a = dcptopk.Workspace.host(cfg, 8)
+    b = dcptopk.Workspace.host(cfg, 8)
+    assert (a.key, b.key) == (base, base + "#2"), (a.key, b.key)
+    assert _core.lookup(base, dcptopk.Workspace, "workspace") is a
+    assert _core.lookup(base + "#2", dcptopk.Workspace, "workspace") is b
+    a.close()
+    c = dcptopk.Workspace.host(cfg, 8)   # the freed name again
+    assert c.key == base, c.key
+    e = raises(ValueError, _core.lookup, "group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1",
+               dcptopk.Workspace, "workspace",
+               match=["'group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1'", "no live Workspace",
+                      "init_dcp_topk_rescue_workspace", repr(base)])
+    assert "#2" in str(e), str(e)
+    raises(ValueError, _core.lookup, 3, dcptopk.Workspace, "workspace", match="expected the name")
+    named = dcptopk.Workspace.host(cfg, 8, name="mine")
+    assert named.key == "mine"
+    raises(ValueError, dcptopk.Workspace.host, cfg, 8, name="mine", match="'mine'")
+    raises(TypeError, dcptopk.Workspace.host, cfg, 8, name="", match="name")
+    with tempfile.TemporaryDirectory() as d:
+        with dcptopk.Context(device=-1, arch="sm_90a", cache_path=os.path.join(d, "c"),
+                             name="compile-only") as ctx:
+            assert _core.lookup("compile-only", dcptopk.Context, "ctx") is ctx
+            # A context is not a workspace, whatever its name.
+            raises(ValueError, _core.lookup, "compile-only", dcptopk.Workspace, "workspace",
+                   match="no live Workspace")
+        raises(ValueError, _core.lookup, "compile-only", dcptopk.Context, "ctx",
+               match="no live Context")
+    for w in (b, c, named):
+        w.close()
+    assert not [n for n in _core.registered(dcptopk.Workspace) if n.startswith("host/K=512")]
+
+
 def test_missing_distributed_runtime_is_a_clear_error():
     if _lib.has_dist_runtime():
         raise harness.Skip("this library has the distributed runtime")

@@ -318,12 +318,12 @@ def test_direct_and_dispatched_calls_agree():
     assert ops._direct(lg, ids) and not ops._direct(lg.to("meta"))
     direct = ops.pair_pack(cfg, lg, ids, rank=1)
     via_op = torch.empty_like(direct)
-    torch.ops.dcptopk.pair_pack(cfg.as_list(), lg, ids, 1, None, None, via_op, 0)
+    torch.ops.dcptopk.pair_pack(cfg.as_list(), lg, ids, 1, None, None, via_op, "")
     assert torch.equal(direct, via_op)
     cands = torch.stack((direct, direct))
     a = ops.pair_select(cfg, cands, rank=0)
     b = torch.empty_like(a)
-    torch.ops.dcptopk.pair_select(cfg.as_list(), cands, 0, b, None, None, None, None, 0, 0)
+    torch.ops.dcptopk.pair_select(cfg.as_list(), cands, 0, b, None, None, None, None, 0, "")
     assert torch.equal(a, b)
 
 
@@ -771,6 +771,37 @@ def test_a_topk_or_local_topk_off_the_workspace_is_named():
     # With no workspace at all the message still says how to make one.
     raises(RuntimeError, M.dcp_topk_merge, lg, re, torch.empty(T, K, dtype=torch.int32), N,
            match="init_dcp_topk_rescue_workspace")
+
+
+def test_ops_name_their_workspace_and_an_unknown_name_is_clear():
+    """The ops take a workspace and a context by name (str), resolved in this
+    process at run time: the workspace's name selects it, a name no live
+    workspace has is a ValueError naming it, also through the dispatcher."""
+    for op in ("pack", "pack_indices", "select", "pair_pack", "pair_select"):
+        assert "str ctx" in str(getattr(torch.ops.dcptopk, op).default._schema), op
+    assert "str workspace" in str(torch.ops.dcptopk.select.default._schema)
+    assert "str workspace" in str(torch.ops.dcptopk.group_merge.default._schema)
+    K, N, T, S = 128, 32, 4, 300
+    cfg = packed_cfg(K, N, 1)
+    g = gen(41)
+    lg = refs.logits_bf16(T, S, "ties", g)
+    re = torch.randint(1, S, (T,), generator=g, dtype=torch.int32)
+    ws = dcptopk.Workspace.host(cfg, T)
+    gathered = ops.pack(cfg, lg, re).unsqueeze(0)
+    want = ops.select(cfg, gathered, rank=0, workspace=ws, logits=lg, row_ends=re)
+    got = torch.empty_like(want)
+    args = [cfg.as_list(), gathered, 0, got, lg, re, None, None, None, None, None, 0]
+    torch.ops.dcptopk.select(*args, ws.key, "")
+    assert torch.equal(got, want)
+    other = "group[0,1]/K=128,N=32,W=1,rank=0/cuda:0"
+    raises(ValueError, torch.ops.dcptopk.select, *args, other, "",
+           match=[repr(other), "no live Workspace", repr(ws.key)])
+    raises(ValueError, torch.ops.dcptopk.pack, cfg.as_list(), lg, re,
+           torch.empty(T, N + 1, dtype=torch.int32), None, "no-such-context",
+           match=["'no-such-context'", "no live Context"])
+    ws.close()
+    raises(ValueError, ops.select, cfg, gathered, rank=0, workspace=ws, logits=lg, row_ends=re,
+           match="no live Workspace")
 
 
 def test_op_ints_are_range_checked():

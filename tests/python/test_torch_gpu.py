@@ -516,6 +516,35 @@ def test_compile_after_warmup_is_counted_and_refused_in_capture():
         log.removeHandler(h)
 
 
+def test_compiled_drop_in_survives_a_new_process():
+    """Process A compiles two drop-in merges with torch.compile (inductor,
+    FX graph cache on disk); process B makes its workspaces in the other
+    order (and an unrelated one first), loads the cached graph and gets the
+    CPU reference's ids: the ops name their workspaces by group, config,
+    rank and device, not by process-local handles."""
+    import json
+    import subprocess
+    import tempfile
+    case = os.path.join(harness.HERE, "compile_cache_case.py")
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"),
+                   TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1")
+        env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+        out = {}
+        for order in ("ab", "ba"):
+            r = subprocess.run([sys.executable, case, order], capture_output=True, text=True,
+                               env=env, timeout=600)
+            print(r.stdout[-2000:])
+            assert r.returncode == 0, r.stderr[-4000:]
+            line = [x for x in r.stdout.splitlines() if x.startswith("JSON ")][-1]
+            out[order] = json.loads(line[5:])
+    a, b = out["ab"], out["ba"]
+    assert a["exact"] and b["exact"], out
+    assert a["names"] == b["names"], out
+    assert a["fx_miss"] >= 1 and a["fx_hit"] == 0, a
+    assert b["fx_hit"] + b["aot_hit"] >= 1 and b["fx_miss"] == 0, b
+
+
 def test_drop_in_memo_follows_data_shapes_and_handles():
     """The memoised fast path of the drop-in merge: the second call with the
     same tensors replays the first's launches, so new values in them must

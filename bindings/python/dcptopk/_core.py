@@ -3,7 +3,6 @@ behind the torch ops (the C calls on CUDA tensors, the CPU reference on host
 tensors). torch is imported only by the calls that take tensors.
 """
 import ctypes
-import itertools
 import os
 import sys
 import threading
@@ -136,27 +135,59 @@ def device_count():
     return library().dcptopk_device_count()
 
 
-# ------------------------------------------------------------ handle registry
-# The torch ops take contexts and workspaces as small ints (op schemas carry
-# no Python objects); 0 = the default context of the tensors' device.
+# ------------------------------------------------------------ the registry
+# The torch ops name contexts and workspaces by strings that another process
+# can rebuild (op schemas carry no Python objects): a graph that torch.compile
+# saved to its on-disk cache in one process, and loads in another, carries
+# these names as constants and finds the same state by them there, whatever
+# order the process made its workspaces in. A name says what the object is:
+# its group (or "local", "host", "peers"), config, rank and device, e.g.
+# "group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1". A second live object of
+# one name is "NAME#2", "#3", ... in creation order (give it a name of its
+# own when graphs cached across processes use it). "" is the default
+# context of the tensors' device (ctx) or no workspace.
 
-_handles = {}
-_ids = itertools.count(1)
+_named = {}
 _lock = threading.Lock()
 
 
-def _register(obj):
+def _register(obj, base, explicit=False):
+    """Registers obj under base (or base#n when base is taken); an explicit
+    name must be free."""
     with _lock:
-        i = next(_ids)
-        _handles[i] = obj
-    return i
+        name, n = base, 1
+        while name in _named:
+            if explicit:
+                raise ValueError(f"name: {base!r} names a live {type(_named[base]).__name__} "
+                                 "already; close it or pick another name")
+            n += 1
+            name = f"{base}#{n}"
+        _named[name] = obj
+    return name
 
 
-def _unregister(i):
+def _unregister(name, obj):
     global generation
     with _lock:
-        _handles.pop(i, None)
+        if _named.get(name) is obj:
+            del _named[name]
         generation += 1
+
+
+def registered(cls=None):
+    """The names of the live registered objects (of class cls), sorted."""
+    with _lock:
+        return sorted(n for n, o in _named.items() if cls is None or isinstance(o, cls))
+
+
+def workspace_name(scope, cfg, rank, device, variant=False):
+    """The name a workspace is registered under: scope (its group), the
+    config (with block_size and emit_ids for a group workspace, whose merge
+    takes its config from it), the rank and the device."""
+    s = f"{scope}/K={cfg.topk},N={cfg.local_topk},W={cfg.world_size}"
+    if variant:
+        s += f",B={cfg.block_size},ids={int(bool(cfg.emit_ids))}"
+    return f"{s},rank={rank}/{device}"
 
 
 # ------------------------------------------------------- recorded launches
@@ -181,12 +212,21 @@ def launch(fn, args, on_error, ctx_h=None):
         on_error(rc, ctx_h)
 
 
-def lookup(i, cls, what):
-    obj = _handles.get(i)
-    if not isinstance(obj, cls):
-        raise ValueError(f"{what}: handle {i} is not a live {cls.__name__} (closed, or never "
-                         "created in this process)")
-    return obj
+def lookup(name, cls, what):
+    """The live cls registered as `name` (a torch op's argument)."""
+    obj = _named.get(name)
+    if isinstance(obj, cls):
+        return obj
+    if not isinstance(name, str):
+        raise ValueError(f"{what}: got {type(name).__name__} {name!r}; expected the name of a "
+                         f"{cls.__name__} (a str)")
+    live = registered(cls)
+    raise ValueError(
+        f"{what}: no live {cls.__name__} named {name!r} in this process (closed, or made in "
+        "another process: a graph compiled there, e.g. loaded from torch.compile's cache, finds "
+        "its state by name, so create the same workspaces here before running it; for the "
+        "drop-in, init_dcp_topk_rescue_workspace(max_rows, K, N, group) on the same group and "
+        f"device). Live: {', '.join(repr(n) for n in live) if live else 'none'}")
 
 
 # ------------------------------------------------------------------ progress
@@ -374,9 +414,14 @@ class WarmupLog:
 
 
 class Context:
-    """A dcptopk context on one CUDA device (device=-1 with arch: compile only)."""
+    """A dcptopk context on one CUDA device (device=-1 with arch: compile only).
+    name: what the torch ops call it (default "ctx/cuda:N", "#2" for a second
+    one; a graph cached across processes finds it by this name)."""
 
-    def __init__(self, device=0, arch=None, cache_path=None, strict=False, cache_mode=0):
+    def __init__(self, device=0, arch=None, cache_path=None, strict=False, cache_mode=0,
+                 name=None):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise _checks.ArgTypeError(f"name: got {name!r}; expected a non-empty str")
         lib = library()
         cc = new(ContextConfig)
         cc.version = 1
@@ -389,12 +434,13 @@ class Context:
         h = _vp()
         check(lib.dcptopk_context_create(ctypes.byref(cc), ctypes.byref(h)))
         self._h, self.device, self.strict = h, device, bool(strict)
-        self.id = _register(self)
+        base = f"ctx/cuda:{device}" if device >= 0 else f"ctx/{arch or 'compile'}"
+        self.name = _register(self, name or base, explicit=name is not None)
         _contexts.add(self)
 
     def close(self):
         if getattr(self, "_h", None):
-            _unregister(self.id)
+            _unregister(self.name, self)
             library().dcptopk_context_destroy(self._h)
             self._h = None
 
@@ -492,14 +538,16 @@ class Context:
 
     # -- workspaces
 
-    def workspace(self, cfg, max_rows, rank, peer_recv, peer_flags, keepalive=()):
+    def workspace(self, cfg, max_rows, rank, peer_recv, peer_flags, keepalive=(), name=None,
+                  scope="peers"):
         """The rescue workspace of `rank` for an exact packed config.
 
         peer_recv / peer_flags: world_size device addresses (ints) of every
         rank's receive slots and flags as mapped on this device (sizes from
         workspace_layout(); entry `rank` is this rank's own, zeroed here).
         Create it once per group, before any CUDA graph capture. keepalive:
-        objects (the buffers) the workspace keeps alive."""
+        objects (the buffers) the workspace keeps alive. name: what the torch
+        ops call it (default workspace_name(scope, cfg, rank, device))."""
         cfg = as_config(cfg)
         W = cfg.world_size
         if rank is None:
@@ -516,9 +564,9 @@ class Context:
         h = _vp()
         check(library().dcptopk_workspace_create(self._handle(), ctypes.byref(cfg), max_rows, rank,
                                                  recv, flags, ctypes.byref(h)), self._h)
-        return Workspace(self, cfg, max_rows, rank, h, keepalive)
+        return Workspace(self, cfg, max_rows, rank, h, keepalive, name, scope)
 
-    def local_workspace(self, cfg, max_rows):
+    def local_workspace(self, cfg, max_rows, name=None):
         """The workspace of a world of one rank (world_size 1): its own buffers,
         allocated with torch on this context's device."""
         import torch
@@ -531,7 +579,7 @@ class Context:
         recv = torch.zeros(max(1, (lay["recv_bytes"] + 3) // 4), dtype=torch.int32, device=dev)
         flags = torch.zeros(max(1, (lay["flags_bytes"] + 3) // 4), dtype=torch.int32, device=dev)
         return self.workspace(cfg, max_rows, 0, [recv.data_ptr()], [flags.data_ptr()],
-                              keepalive=(recv, flags))
+                              keepalive=(recv, flags), name=name, scope="local")
 
     def loopback(self, cfg, max_rows, max_local_len):
         """A loopback world: world_size virtual ranks on this GPU (tests, benchmarks)."""
@@ -601,27 +649,27 @@ def default_context(device):
     return ctx
 
 
-def _host_call(ctx_id, name, tensor):
+def _host_call(ctx_name, name, tensor):
     """True for host tensors (the CPU reference); with a context given (a
     Context's method), host tensors are refused: the context is on a GPU."""
     if tensor.device.type != "cpu":
         return False
-    if ctx_id != 0:
-        ctx = lookup(ctx_id, Context, "ctx")
+    if ctx_name:
+        ctx = lookup(ctx_name, Context, "ctx")
         raise ValueError(f"{name}: got a tensor on cpu; the context is on cuda:{ctx.device} "
                          "(a Context's calls take its device's tensors; the CPU reference is "
                          "dcptopk.ops.* without ctx)")
     return True
 
 
-def _context_for(ctx_id, tensor):
+def _context_for(ctx_name, tensor):
     dev = tensor.device.index
     if dev is None:
         import torch
         dev = torch.cuda.current_device()
-    if ctx_id == 0:
+    if not ctx_name:
         return default_context(dev)
-    ctx = lookup(ctx_id, Context, "ctx")
+    ctx = lookup(ctx_name, Context, "ctx")
     if ctx.device != dev:
         raise ValueError(f"ctx: the context is on cuda:{ctx.device}; the tensors are on "
                          f"cuda:{dev}")
@@ -643,25 +691,30 @@ class Workspace:
     """A rank's rescue workspace; lives as long as you keep it. On a CPU
     "device" (for the reference) it has no C handle."""
 
-    def __init__(self, ctx, cfg, max_rows, rank, handle, keepalive=()):
+    def __init__(self, ctx, cfg, max_rows, rank, handle, keepalive=(), name=None,
+                 scope="peers"):
         self._ctx, self._h, self._keep = ctx, handle, keepalive
         self.cfg, self.max_rows, self.rank = cfg.copy(), int(max_rows), int(rank)
         self.topk, self.local_topk, self.world_size = cfg.topk, cfg.local_topk, cfg.world_size
         self.device_group = None
-        self.id = _register(self)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise _checks.ArgTypeError(f"name: got {name!r}; expected a non-empty str")
+        dev = "cpu" if ctx is None else f"cuda:{ctx.device}"
+        self.key = _register(self, name or workspace_name(scope, cfg, rank, dev),
+                             explicit=name is not None)
 
     @classmethod
-    def host(cls, cfg, max_rows, rank=0):
+    def host(cls, cfg, max_rows, rank=0, name=None):
         """A workspace for the CPU reference path (no device state)."""
-        return cls(None, as_config(cfg), max_rows, rank, None)
+        return cls(None, as_config(cfg), max_rows, rank, None, name=name, scope="host")
 
     def info(self):
         dev = "cpu" if self._ctx is None else f"cuda:{self._ctx.device}"
         return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows, dev)
 
     def close(self):
-        if getattr(self, "id", None) is not None:
-            _unregister(self.id)
+        if getattr(self, "key", None) is not None:
+            _unregister(self.key, self)
         if getattr(self, "_h", None):
             library().dcptopk_workspace_destroy(self._h)
             self._h = None
@@ -823,24 +876,24 @@ def _p(t):
 
 # ------------------------------------------------ launches (the ops' bodies)
 
-def run_pack(ctx_id, cfg, logits, row_ends, out, plan, local_ids=None, indices=False):
+def run_pack(ctx_name, cfg, logits, row_ends, out, plan, local_ids=None, indices=False):
     a = new(PackArgs)
     a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
     a.max_local_len, a.row_ends = plan["max_local_len"], _p(row_ends)
     a.local_ids, a.local_ids_stride = _p(local_ids), plan["local_ids_stride"]
     a.rows, a.out = plan["rows"], _p(out)
     lib = library()
-    if _host_call(ctx_id, "logits", logits):
+    if _host_call(ctx_name, "logits", logits):
         fn = lib.dcptopk_ref_pack_indices if indices else lib.dcptopk_ref_pack
         check(fn(ctypes.byref(cfg), ctypes.byref(a)))
         return
-    ctx = _context_for(ctx_id, logits)
+    ctx = _context_for(ctx_name, logits)
     a.stream = _stream(ctx.device)
     fn = lib.dcptopk_pack_indices if indices else lib.dcptopk_pack
     launch(fn, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check, ctx._h)
 
 
-def run_select(ctx_id, ws_id, cfg, gathered, ids_out, logits, row_ends, plan, rows_tensors):
+def run_select(ctx_name, ws_name, cfg, gathered, ids_out, logits, row_ends, plan, rows_tensors):
     a = new(SelectArgs)
     a.gathered, a.rank_stride_rows = _p(gathered), plan["rank_stride_rows"]
     a.rows, a.rank = plan["rows"], plan["rank"]
@@ -850,13 +903,13 @@ def run_select(ctx_id, ws_id, cfg, gathered, ids_out, logits, row_ends, plan, ro
         a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
         a.max_local_len, a.row_ends = plan["max_local_len"], _p(row_ends)
     lib = library()
-    if _host_call(ctx_id, "gathered", gathered):
+    if _host_call(ctx_name, "gathered", gathered):
         _ref_select(cfg, a, logits, plan)
         return
-    ctx = _context_for(ctx_id, gathered)
+    ctx = _context_for(ctx_name, gathered)
     ws = None
     if cfg.exact:
-        ws = lookup(ws_id, Workspace, "workspace")
+        ws = lookup(ws_name, Workspace, "workspace")
         if not ws._h:
             raise ValueError("workspace: a host workspace cannot serve a CUDA select")
         ws = ws._h
@@ -894,33 +947,33 @@ def _ref_select(cfg, a, logits, plan):
         check(lib.dcptopk_ref_rescue_row(ctypes.byref(cfg), ctypes.byref(a), t, word, lists))
 
 
-def run_pair_pack(ctx_id, cfg, logits, local_ids, row_starts, row_ends, out, plan):
+def run_pair_pack(ctx_name, cfg, logits, local_ids, row_starts, row_ends, out, plan):
     a = new(PairPackArgs)
     a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
     a.local_ids, a.local_ids_stride = _p(local_ids), plan["local_ids_stride"]
     a.row_starts, a.row_ends = _p(row_starts), _p(row_ends)
     a.rows, a.rank, a.out = plan["rows"], plan["rank"], _p(out)
     lib = library()
-    if _host_call(ctx_id, "local_ids", local_ids):
+    if _host_call(ctx_name, "local_ids", local_ids):
         check(lib.dcptopk_ref_pair_pack(ctypes.byref(cfg), ctypes.byref(a)))
         return
-    ctx = _context_for(ctx_id, local_ids)
+    ctx = _context_for(ctx_name, local_ids)
     a.stream = _stream(ctx.device)
     launch(lib.dcptopk_pair_pack, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check,
            ctx._h)
 
 
-def run_pair_select(ctx_id, cfg, candidates, ids_out, plan, rows_tensors):
+def run_pair_select(ctx_name, cfg, candidates, ids_out, plan, rows_tensors):
     a = new(PairSelectArgs)
     a.candidates, a.layout = _p(candidates), plan["layout"]
     a.rows, a.rank_stride_rows, a.rank = plan["rows"], plan["rank_stride_rows"], plan["rank"]
     a.ids_out, a.ids_out_stride = _p(ids_out), plan["ids_out_stride"]
     a.rows_map = rows_map_struct(plan["rows_map"], *rows_tensors)
     lib = library()
-    if _host_call(ctx_id, "candidates", candidates):
+    if _host_call(ctx_name, "candidates", candidates):
         check(lib.dcptopk_ref_pair_select(ctypes.byref(cfg), ctypes.byref(a)))
         return
-    ctx = _context_for(ctx_id, candidates)
+    ctx = _context_for(ctx_name, candidates)
     a.stream = _stream(ctx.device)
     launch(lib.dcptopk_pair_select, (ctx._handle(), ctypes.byref(cfg), ctypes.byref(a)), check,
            ctx._h)
@@ -990,4 +1043,5 @@ __all__ = ["config_names", "config", "make_config", "config_check", "config_keys
            "packed_row_words", "rescue_slots", "workspace_layout", "versions", "Context",
            "Workspace", "LoopbackWorld", "RowsOutput", "Progress", "configure", "default_context",
            "ref_packed_merge", "check_contract", "cache_default_path", "device_count",
-           "DcptopkError", "WarmupLog", "compiles_after_warmup", "late_kernels"]
+           "DcptopkError", "WarmupLog", "compiles_after_warmup", "late_kernels", "registered",
+           "workspace_name"]

@@ -55,6 +55,19 @@ def group_info(group):
     return dist.get_world_size(group), dist.get_rank(group)
 
 
+def group_scope(group, backend):
+    """The stable part of a group's workspace names: its ranks in the
+    default group, which every process of a deployment builds alike (a
+    group's creation-order name is not), e.g. "group[0,1,2,3]"
+    ("torch-group[...]" on the torch backend)."""
+    import torch.distributed as dist
+    try:
+        ranks = dist.get_process_group_ranks(group)
+    except Exception:   # a group torch cannot list: its name
+        return f"{'torch-' if backend == 'torch' else ''}group-{getattr(group, 'group_name', '?')}"
+    return f"{'torch-' if backend == 'torch' else ''}group[{','.join(map(str, ranks))}]"
+
+
 def runtime(group, device, backend=None):
     """The runtime of a group of more than one rank on `device` (one per group)."""
     b = backend_name(backend)
@@ -187,6 +200,7 @@ class LibraryRuntime:
                 "DCPTOPK_DIST_BACKEND=torch (torch all-gather + symmetric memory)")
         self.group, self.device = group, device
         self.world_size, self.rank = group_info(group)
+        self.scope = group_scope(group, "dcptopk")
         self.store_dir = None
         gc = new(GroupConfig)
         gc.version, gc.rank, gc.world_size = 1, self.rank, self.world_size
@@ -309,7 +323,8 @@ class GroupWorkspace:
         self.topk, self.local_topk = cfg.topk, cfg.local_topk
         self.device_group = rt.group
         self.one_call = True
-        self.id = _core._register(self)
+        self.key = _core._register(self, _core.workspace_name(
+            rt.scope, cfg, self.rank, f"cuda:{rt.device}", variant=True))
 
     def info(self):
         return (self.topk, self.local_topk, self.world_size, self.rank, self.max_rows,
@@ -346,7 +361,7 @@ class GroupWorkspace:
 
     def close(self):
         if getattr(self, "_h", None):
-            _core._unregister(self.id)
+            _core._unregister(self.key, self)
             library().dcptopk_group_workspace_destroy(self._h)
             self._h = None
 
@@ -358,6 +373,7 @@ class TorchRuntime:
     def __init__(self, group, device):
         self.group, self.device = group, device
         self.world_size, self.rank = group_info(group)
+        self.scope = group_scope(group, "torch")
 
     def all_gather(self, packed, out=None):
         import torch
@@ -391,7 +407,8 @@ class TorchRuntime:
             bufs += [t, hdl]
             ptrs.append([int(p) for p in hdl.buffer_ptrs])
         ctx = _core.default_context(self.device)
-        ws = ctx.workspace(cfg, max_rows, self.rank, ptrs[0], ptrs[1], keepalive=tuple(bufs))
+        ws = ctx.workspace(cfg, max_rows, self.rank, ptrs[0], ptrs[1], keepalive=tuple(bufs),
+                           scope=self.scope)
         # No rank may push into a peer's slots before that peer zeroed them.
         torch.cuda.current_stream(dev).synchronize()
         dist.barrier(group=self.group)

@@ -241,6 +241,11 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     world, rank = _dist.group_info(device_group)
     cfg = _core.as_config(_cfg(topk, local_topk, world))
     cfgs = _warm_configs(topk, local_topk, world)
+    # The old workspace goes first: its successor takes its name (what the
+    # ops call it), the name a fresh process gives its first one.
+    old = _RESCUE_WORKSPACES.pop(key, None)
+    if old is not None:
+        old.close()
     label = f"dcptopk warmup (K={topk}, N={local_topk})"
     stats = None
     if dev.type == "cpu":
@@ -275,10 +280,7 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     ws.device_group = device_group
     ws.device = dev
     ws.warmup_stats = stats
-    old = _RESCUE_WORKSPACES.get(key)
     _RESCUE_WORKSPACES[key] = ws
-    if old is not None and old is not ws:
-        old.close()
     return ws
 
 

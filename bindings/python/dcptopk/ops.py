@@ -8,8 +8,13 @@ implementation that runs the same argument checks as the real one, so a shape
 error is a ValueError while tracing too.
 
 The config travels as its int list (MergeConfig.as_list()), a context and a
-rescue workspace as small handles (0 = the default context of the tensors'
-device). On CPU tensors the ops run the library's CPU reference (the oracle),
+rescue workspace by name (a str, see dcptopk._core's registry: the
+workspace's group, config, rank and device, such as
+"group[0,1]/K=2048,N=384,W=2,rank=0/cuda:0"; "" = the default context of the
+tensors' device, or no workspace). Names, unlike handles, are the same in
+every process that builds the same state, so a graph that torch.compile
+cached in one process is right in another; a name no live object has is a
+ValueError naming it. On CPU tensors the ops run the library's CPU reference (the oracle),
 on CUDA tensors the kernels.
 
 The functions below (pack, pack_indices, select, pair_pack, pair_select)
@@ -43,16 +48,16 @@ def _config(cfg):
     return c
 
 
-def _ws_info(ws_id):
-    if ws_id == 0:
+def _ws_info(ws_name):
+    if not ws_name:
         return None
-    return _core.lookup(ws_id, _core.Workspace, "workspace").info()
+    return _core.lookup(ws_name, _core.Workspace, "workspace").info()
 
 
 # ---------------------------------------------------------------- the ops
 
 def _pack_impl(cfg: list[int], logits: Tensor, row_ends: Tensor, out: Tensor,
-          max_local_len: Optional[int], ctx: int) -> None:
+          max_local_len: Optional[int], ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len)
     _core.run_pack(ctx, c, logits, row_ends, out, plan)
@@ -67,7 +72,7 @@ def _pack_fake(cfg, logits, row_ends, out, max_local_len, ctx):
 
 
 def _pack_indices_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, row_ends: Tensor,
-                  out: Tensor, max_local_len: Optional[int], ctx: int) -> None:
+                  out: Tensor, max_local_len: Optional[int], ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len, local_ids, indices=True)
     _core.run_pack(ctx, c, logits, row_ends, out, plan, local_ids, indices=True)
@@ -85,7 +90,7 @@ def _pack_indices_fake(cfg, logits, local_ids, row_ends, out, max_local_len, ctx
 def _select_impl(cfg: list[int], gathered: Tensor, rank: int, ids_out: Optional[Tensor],
             logits: Optional[Tensor], row_ends: Optional[Tensor], max_local_len: Optional[int],
             req_id: Optional[Tensor], block_table: Optional[Tensor], rows_out: Optional[Tensor],
-            counts_out: Optional[Tensor], stride_rows: int, workspace: int, ctx: int) -> None:
+            counts_out: Optional[Tensor], stride_rows: int, workspace: str, ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_select(c, gathered, rank, ids_out, logits, row_ends, max_local_len,
                                _ws_info(workspace), req_id, block_table, rows_out, counts_out,
@@ -108,7 +113,7 @@ def _select_fake(cfg, gathered, rank, ids_out, logits, row_ends, max_local_len, 
 
 def _pair_pack_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, rank: int,
                row_starts: Optional[Tensor], row_ends: Optional[Tensor], out: Tensor,
-               ctx: int) -> None:
+               ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out)
     _core.run_pair_pack(ctx, c, logits, local_ids, row_starts, row_ends, out, plan)
@@ -126,7 +131,7 @@ def _pair_pack_fake(cfg, logits, local_ids, rank, row_starts, row_ends, out, ctx
 def _pair_select_impl(cfg: list[int], candidates: Tensor, rank: int, ids_out: Optional[Tensor],
                  req_id: Optional[Tensor], block_table: Optional[Tensor],
                  rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
-                 ctx: int) -> None:
+                 ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pair_select(c, candidates, rank, ids_out, req_id, block_table, rows_out,
                                     counts_out, stride_rows)
@@ -145,16 +150,16 @@ def _pair_select_fake(cfg, candidates, rank, ids_out, req_id, block_table, rows_
                              rows_out, counts_out, stride_rows)
 
 
-def _group_ws(ws_id):
+def _group_ws(ws_name):
     from . import _dist
-    return _core.lookup(ws_id, _dist.GroupWorkspace, "workspace")
+    return _core.lookup(ws_name, _dist.GroupWorkspace, "workspace")
 
 
 def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
                       local_ids: Optional[Tensor], ids_out: Optional[Tensor],
                       req_id: Optional[Tensor], block_table: Optional[Tensor],
                       rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
-                      max_local_len: Optional[int], workspace: int) -> None:
+                      max_local_len: Optional[int], workspace: str) -> None:
     c = _config(cfg)
     ws = _group_ws(workspace)
     plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
@@ -203,12 +208,12 @@ def cfg_list(cfg):
     return _core.as_config(cfg).as_list()
 
 
-def _ctx_id(ctx):
-    return 0 if ctx is None else ctx.id
+def _ctx_name(ctx):
+    return "" if ctx is None else ctx.name
 
 
-def _ws_id(ws):
-    return 0 if ws is None else ws.id
+def _ws_name(ws):
+    return "" if ws is None else ws.key
 
 
 def _tensor(t, name):
@@ -238,7 +243,7 @@ def pack(cfg, logits, row_ends, out=None, max_local_len=None, *, ctx=None):
     if out is None:
         out = torch.empty((logits.shape[0], _checks.packed_row_words(c[2])), dtype=torch.int32,
                           device=logits.device)
-    args = (c, logits, row_ends, out, max_local_len, _ctx_id(ctx))
+    args = (c, logits, row_ends, out, max_local_len, _ctx_name(ctx))
     if _direct(logits, row_ends, out):
         _pack_impl(*args)
     else:
@@ -262,7 +267,7 @@ def pack_indices(cfg, logits, local_ids, out=None, row_ends=None, max_local_len=
         end = min(logits.shape[1], _checks.MAX_LOCAL_LEN) if max_local_len is None \
             else max_local_len
         row_ends = torch.full((T,), end, dtype=torch.int32, device=logits.device)
-    args = (c, logits, local_ids, row_ends, out, max_local_len, _ctx_id(ctx))
+    args = (c, logits, local_ids, row_ends, out, max_local_len, _ctx_name(ctx))
     if _direct(logits, local_ids, row_ends, out):
         _pack_indices_impl(*args)
     else:
@@ -284,7 +289,7 @@ def select(cfg, gathered, *, rank, ids_out=None, workspace=None, logits=None, ro
                               device=gathered.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
     args = (c, gathered, _rank_arg(rank, c), ids_out, logits, row_ends, max_local_len, req_id,
-            bt, rows_out, counts_out, stride_rows, _ws_id(workspace), _ctx_id(ctx))
+            bt, rows_out, counts_out, stride_rows, _ws_name(workspace), _ctx_name(ctx))
     if _direct(gathered, ids_out, logits, row_ends, req_id, bt, rows_out, counts_out):
         _select_impl(*args)
     else:
@@ -301,7 +306,7 @@ def pair_pack(cfg, logits, local_ids, *, rank, row_starts=None, row_ends=None, o
     if out is None:
         out = torch.empty((local_ids.shape[0], c[1], 2), dtype=torch.int32,
                           device=local_ids.device)
-    args = (c, logits, local_ids, _rank_arg(rank, c), row_starts, row_ends, out, _ctx_id(ctx))
+    args = (c, logits, local_ids, _rank_arg(rank, c), row_starts, row_ends, out, _ctx_name(ctx))
     if _direct(logits, local_ids, row_starts, row_ends, out):
         _pair_pack_impl(*args)
     else:
@@ -337,7 +342,7 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
         ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=candidates.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
     args = (c, candidates, _rank_arg(rank, c), ids_out, req_id, bt, rows_out, counts_out,
-            stride_rows, _ctx_id(ctx))
+            stride_rows, _ctx_name(ctx))
     if _direct(candidates, ids_out, req_id, bt, rows_out, counts_out):
         _pair_select_impl(*args)
     else:
@@ -356,7 +361,7 @@ def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_i
         ids_out = torch.empty((logits.shape[0], c[1]), dtype=torch.int32, device=logits.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
     args = (c, logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out,
-            stride_rows, max_local_len, workspace.id)
+            stride_rows, max_local_len, workspace.key)
     if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out):
         _group_merge_impl(*args)
     else:
