@@ -387,7 +387,8 @@ _MEMO_SCRATCH = 8 << 20
 
 
 def _memo_key(name, args):
-    if ops.DISPATCH or torch.compiler.is_compiling():
+    # Its callers are not tracing (they checked torch.compiler.is_compiling()).
+    if ops.DISPATCH:
         return None
     key = [name, _core.generation]
     dev = -1
@@ -516,6 +517,10 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
     """Exact global top-K ids over the DCP group from this rank's bf16 logits
     (the stock indexer hook). Collective over the group of the (K, N) rescue
     workspace. topk_indices: the [T, K] int32 output (global ids, -1 padded)."""
+    if torch.compiler.is_compiling():
+        # Traced: no memo, and no exception handling for dynamo to trace.
+        _merge(logits, row_ends, topk_indices, local_topk, max_local_len)
+        return
     try:
         _memo_run(_memo_key("merge", (logits, row_ends, topk_indices, local_topk,
                                       max_local_len)),
@@ -562,6 +567,9 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
     [T] their count, ids_out [T, topk] the global ids (optional)."""
     args = (logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
             stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len)
+    if torch.compiler.is_compiling():
+        _merge_rows(*args)
+        return
     try:
         _memo_run(_memo_key("merge_rows", args), lambda: _merge_rows(*args))
     except _core.DcptopkError as e:
