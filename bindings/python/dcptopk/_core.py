@@ -640,13 +640,19 @@ def configure(**opts):
 
 def default_context(device):
     """The default context of a CUDA device index (created on first use)."""
-    with _lock:
-        ctx = _default_ctx.get(device)
+    ctx = _default_ctx.get(device)
     if ctx is None:
-        ctx = Context(device=device, **_default_opts)
-        with _lock:
-            ctx = _default_ctx.setdefault(device, ctx)
+        with _default_lock:
+            ctx = _default_ctx.get(device)
+            if ctx is None:
+                # A name of its own: the same in every process, whatever
+                # contexts the process made before it.
+                ctx = Context(device=device, name=f"default/cuda:{device}", **_default_opts)
+                _default_ctx[device] = ctx
     return ctx
+
+
+_default_lock = threading.Lock()
 
 
 def _host_call(ctx_name, name, tensor):
