@@ -100,11 +100,11 @@ dcptopk_result dc_gw_poll(struct dcptopk_group_workspace *gw)
     dcptopk_group *g = gw->g;
     if (!gw->host_status || !g)
         return DCPTOPK_SUCCESS;
-    const uint32_t code = gw->host_status[0];
+    /* The poison step stores the details, fences, then the code: an
+     * acquire load of the code orders the detail reads after it. */
+    const uint32_t code = __atomic_load_n(&gw->host_status[0], __ATOMIC_ACQUIRE);
     if (code == 0)
         return DCPTOPK_SUCCESS;
-    /* The poison step stores the details, fences, then the code. */
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
     const uint32_t a = gw->host_status[1], b = gw->host_status[2],
                    c = gw->host_status[3];
     const long long ms = (long long)g->timeout_ms;
