@@ -447,10 +447,7 @@ static dcptopk_result merge_pair(dcptopk_group_workspace *gw,
 static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
                                      const dcptopk_group_merge_args *a)
 {
-    const struct {
-        const char *name;
-        const void *p;
-    } ptrs[] = {
+    const dc_named_ptr ptrs[] = {
         {"args->logits", a->logits},
         {"args->row_ends", a->row_ends},
         {"args->local_ids", a->local_ids},
@@ -463,12 +460,7 @@ static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
         {"args->rows_map.rows_out", a->rows_map.rows_out},
         {"args->rows_map.counts_out", a->rows_map.counts_out},
     };
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
-        dcptopk_result r = dc_check_device_ptr(gw->ctx, ptrs[i].name, ptrs[i].p);
-        if (r)
-            return r;
-    }
-    return DCPTOPK_SUCCESS;
+    return dc_check_device_ptrs(gw->ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
 }
 
 /* The step's last kernel on the paths with device waits: a step whose
@@ -543,8 +535,12 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
     x.stride_rows = gw->xpath == DCPTOPK_PATH_NCCL ? args->rows : gw->max_rows;
     x.stream = args->stream;
     const uint64_t base = dc_gw_gathered(gw, g->rank, x.parity);
+    /* Every caller pointer was checked above; the steps' buffers are the
+     * workspace's own. */
+    const int checks = dc_ptr_checks_suspend();
     r = gw->c.kind == DCPTOPK_MERGE_PACKED ? merge_packed(gw, args, &x, base)
                                            : merge_pair(gw, args, &x, base);
+    dc_ptr_checks_restore(checks);
     if (r || !gw->poison)
         return r;
     return launch_poison(gw, args);

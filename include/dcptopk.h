@@ -15,7 +15,11 @@
  *    error codes and the NVRTC log.
  *  - No CUDA type appears here: device pointers travel as plain pointers or
  *    uint64_t, streams as void * (a CUstream / cudaStream_t; NULL = legacy
- *    default stream).
+ *    default stream). The GPU calls (pack, select, pair, node pairs, group
+ *    merge) check every pointer argument before they launch, with one
+ *    cuPointerGetAttributes each: host memory (pageable or page-locked), or
+ *    memory of another device or CUDA context, is DCPTOPK_INVALID_ARGUMENT
+ *    naming the argument, not a fault in a kernel. Managed memory passes.
  *  - Structs that may grow carry `struct_size` first and have an _INIT macro.
  *    Always initialise them with the macro, then set the fields you need.
  *  - Handles are created through out-parameters and destroyed by a function

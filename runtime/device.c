@@ -90,10 +90,25 @@ void dc_host_mapped_free(dcptopk_context *ctx, void *host)
         ctx->rt->cu->cuMemFreeHost(host);
 }
 
+/* Per thread: a composite call's steps run on its caller's thread. */
+static _Thread_local int ptr_checks_off;
+
+int dc_ptr_checks_suspend(void)
+{
+    const int previous = ptr_checks_off;
+    ptr_checks_off = 1;
+    return previous;
+}
+
+void dc_ptr_checks_restore(int previous)
+{
+    ptr_checks_off = previous;
+}
+
 dcptopk_result dc_check_device_ptr(dcptopk_context *ctx, const char *name,
                                    const void *ptr)
 {
-    if (!ptr)
+    if (!ptr || ptr_checks_off)
         return DCPTOPK_SUCCESS;
     DC_NEED_DEVICE(ctx);
     unsigned int type = 0, managed = 0;
@@ -129,6 +144,17 @@ dcptopk_result dc_check_device_ptr(dcptopk_context *ctx, const char *name,
                        "%s = %p: memory of another CUDA context on device %d "
                        "(not the primary context this library uses)",
                        name, ptr, ordinal);
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_device_ptrs(dcptopk_context *ctx,
+                                    const dc_named_ptr *ptrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        dcptopk_result r = dc_check_device_ptr(ctx, ptrs[i].name, ptrs[i].p);
+        if (r)
+            return r;
+    }
     return DCPTOPK_SUCCESS;
 }
 

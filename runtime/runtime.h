@@ -73,6 +73,21 @@ void dc_host_mapped_free(dcptopk_context *ctx, void *host);
 dcptopk_result dc_check_device_ptr(dcptopk_context *ctx, const char *name,
                                    const void *ptr);
 
+/* dc_check_device_ptr over a list, stopping at the first refusal. */
+typedef struct dc_named_ptr {
+    const char *name;
+    const void *p;
+} dc_named_ptr;
+dcptopk_result dc_check_device_ptrs(dcptopk_context *ctx,
+                                    const dc_named_ptr *ptrs, size_t n);
+
+/* A caller that checked every pointer of a composite call (the group's
+ * one-call merge) runs the public steps inside it with the checks off on
+ * this thread, so that each pointer costs one query a step, not two.
+ * Nests; returns the previous state for dc_ptr_checks_restore. */
+int dc_ptr_checks_suspend(void);
+void dc_ptr_checks_restore(int previous);
+
 /* Streams, events and graphs, for tests and benchmarks. */
 dcptopk_result dc_stream_create(dcptopk_context *ctx, void **stream);
 void dc_stream_destroy(dcptopk_context *ctx, void *stream);

@@ -44,4 +44,12 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
     const dcptopk_context *ctx, const dcptopk_merge_config *c,
     const dcptopk_pair_pack_args *a);
 
+/* The rows map's pointers, as entries of a dc_named_ptr list (runtime.h):
+ * the GPU entry points check them with dc_check_device_ptrs. */
+#define DC_ROWS_MAP_PTRS(m)                                                    \
+    {"args->rows_map.req_id", (m).req_id},                                     \
+        {"args->rows_map.block_table", (m).block_table},                       \
+        {"args->rows_map.rows_out", (m).rows_out},                             \
+        {"args->rows_map.counts_out", (m).counts_out}
+
 #endif /* DCPTOPK_CHECK_H */

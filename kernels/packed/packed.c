@@ -132,6 +132,18 @@ static dcptopk_result read_config(dcptopk_context *ctx,
     return dc_check_packed_config(ctx, c);
 }
 
+/* Host memory or another device's is an error here, not a fault in the
+ * kernel (runtime.h, dc_check_device_ptr). */
+static dcptopk_result check_pack_ptrs(dcptopk_context *ctx,
+                                      const dcptopk_pack_args *a)
+{
+    const dc_named_ptr ptrs[] = {{"args->logits", a->logits},
+                                 {"args->row_ends", a->row_ends},
+                                 {"args->local_ids", a->local_ids},
+                                 {"args->out", a->out}};
+    return dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
+}
+
 dcptopk_result dcptopk_pack(dcptopk_context *ctx,
                             const dcptopk_merge_config *config,
                             const dcptopk_pack_args *args)
@@ -142,6 +154,8 @@ dcptopk_result dcptopk_pack(dcptopk_context *ctx,
         return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    if ((r = check_pack_ptrs(ctx, args)))
+        return r;
     return dc_topn_pack_launch(ctx, &c, args);
 }
 
@@ -152,6 +166,8 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
     dcptopk_merge_config c;
     dcptopk_result r = read_config(ctx, config, &c);
     if (r || (r = dc_check_pack_args(ctx, &c, args, 1)))
+        return r;
+    if (args->rows > 0 && (r = check_pack_ptrs(ctx, args)))
         return r;
     dcptopk_key key;
     pack_indices_key(&key, &c, ctx->arch);
@@ -576,6 +592,13 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
         return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    const dc_named_ptr ptrs[] = {{"args->gathered", args->gathered},
+                                 {"args->ids_out", args->ids_out},
+                                 {"args->logits", args->logits},
+                                 {"args->row_ends", args->row_ends},
+                                 DC_ROWS_MAP_PTRS(args->rows_map)};
+    if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
+        return r;
     if ((r = launch_select(ctx, &c, ws, args)))
         return r;
     if (c.exact)
@@ -612,6 +635,11 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
         return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    const dc_named_ptr ptrs[] = {{"args->gathered", args->gathered},
+                                 {"args->ids", args->ids},
+                                 {"args->pairs_out", args->pairs_out}};
+    if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
+        return r;
     dcptopk_key key;
     dc_node_pairs_key(&c, ctx->arch, &key);
     dc_node_pairs_args k = {

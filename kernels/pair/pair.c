@@ -95,6 +95,11 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
                        nodes, c.world_size);
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    const dc_named_ptr ptrs[] = {{"args->candidates", args->candidates},
+                                 {"args->ids_out", args->ids_out},
+                                 DC_ROWS_MAP_PTRS(args->rows_map)};
+    if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
+        return r;
 
     const dcptopk_key key =
         dc_pair_select_nodes_key(&c, segments, args->layout, ctx->arch);
@@ -169,6 +174,13 @@ dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
         return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
+    const dc_named_ptr ptrs[] = {{"args->logits", args->logits},
+                                 {"args->local_ids", args->local_ids},
+                                 {"args->row_starts", args->row_starts},
+                                 {"args->row_ends", args->row_ends},
+                                 {"args->out", args->out}};
+    if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
+        return r;
     const int32_t threads = DC_PAIR_PACK_THREADS;
     int64_t blocks = (args->rows * c.topk + threads - 1) / threads;
     if (blocks > INT32_MAX)

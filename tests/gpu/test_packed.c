@@ -511,3 +511,98 @@ TEST(bad_arguments_named)
     gpu_free(ctx, d);
     dcptopk_context_destroy(ctx);
 }
+
+/* Host memory in any pointer argument of a GPU entry point is refused before
+ * a launch, naming the argument (a kernel would fault and take the CUDA
+ * context with it); the context then still runs kernels. */
+static void refused_host(dcptopk_context *ctx, dcptopk_result r,
+                         const char *arg)
+{
+    const char *msg = dcptopk_last_error(ctx);
+    CHECK_MSG(r == DCPTOPK_INVALID_ARGUMENT, "%s: got %d (%s)", arg, (int)r, msg);
+    CHECK_MSG(strstr(msg, arg) && strstr(msg, "not device memory"),
+              "%s: message \"%s\"", arg, msg);
+}
+
+TEST(host_pointers_refused_before_launch)
+{
+    GPU_CTX(ctx);
+    const size_t bytes = (size_t)1 << 20;
+    void *h = NULL;
+    CHECK(posix_memalign(&h, 256, bytes) == 0);
+    memset(h, 0, bytes);
+    const uint64_t d = gpu_upload(ctx, h, bytes); /* zeros: empty rows */
+    CHECK(d != 0);
+    const int32_t *di = (const int32_t *)(uintptr_t)d;
+    int32_t *dw = (int32_t *)(uintptr_t)d;
+
+    dcptopk_merge_config c = config_of(2048, 384, 8);
+    dcptopk_pack_args p = DCPTOPK_PACK_ARGS_INIT;
+    p.logits = (const uint16_t *)(uintptr_t)d;
+    p.logits_stride = 1024;
+    p.max_local_len = 1024;
+    p.row_ends = di;
+    p.local_ids = di;
+    p.rows = 4;
+    p.out = dw;
+    dcptopk_pack_args q = p;
+    q.logits = h;
+    refused_host(ctx, dcptopk_pack(ctx, &c, &q), "args->logits");
+    q = p;
+    q.row_ends = h;
+    refused_host(ctx, dcptopk_pack(ctx, &c, &q), "args->row_ends");
+    q = p;
+    q.out = h;
+    refused_host(ctx, dcptopk_pack(ctx, &c, &q), "args->out");
+    q = p;
+    q.local_ids = h;
+    refused_host(ctx, dcptopk_pack_indices(ctx, &c, &q), "args->local_ids");
+
+    dcptopk_select_args s = DCPTOPK_SELECT_ARGS_INIT;
+    s.gathered = di;
+    s.rows = 4;
+    s.ids_out = dw;
+    dcptopk_select_args t = s;
+    t.gathered = h;
+    refused_host(ctx, dcptopk_select(ctx, &c, NULL, &t), "args->gathered");
+    t = s;
+    t.ids_out = h;
+    refused_host(ctx, dcptopk_select(ctx, &c, NULL, &t), "args->ids_out");
+    t = s;
+    t.rows_map.req_id = di;
+    t.rows_map.block_table = di;
+    t.rows_map.block_table_cols = 1;
+    t.rows_map.num_reqs = 1;
+    t.rows_map.stride_rows = 1;
+    t.rows_map.rows_out = dw;
+    t.rows_map.counts_out = h;
+    refused_host(ctx, dcptopk_select(ctx, &c, NULL, &t),
+                 "args->rows_map.counts_out");
+
+    dcptopk_merge_config pc = c;
+    pc.kind = DCPTOPK_MERGE_PAIR;
+    pc.local_topk = pc.topk;
+    dcptopk_pair_select_args ps = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    ps.candidates = h;
+    ps.rows = 4;
+    ps.ids_out = dw;
+    refused_host(ctx, dcptopk_pair_select(ctx, &pc, &ps), "args->candidates");
+    ps.candidates = di;
+    ps.ids_out = h;
+    refused_host(ctx, dcptopk_pair_select(ctx, &pc, &ps), "args->ids_out");
+    dcptopk_pair_pack_args pp = DCPTOPK_PAIR_PACK_ARGS_INIT;
+    pp.logits = h;
+    pp.logits_stride = 1024;
+    pp.local_ids = di;
+    pp.rows = 4;
+    pp.out = dw;
+    refused_host(ctx, dcptopk_pair_pack(ctx, &pc, &pp), "args->logits");
+
+    /* The context survived: a real pack of the (empty) rows runs. */
+    CHECK_MSG(dcptopk_pack(ctx, &c, &p) == DCPTOPK_SUCCESS, "pack: %s",
+              dcptopk_last_error(ctx));
+    CHECK_OK(gpu_download(ctx, h, d, 64));
+    free(h);
+    gpu_free(ctx, d);
+    dcptopk_context_destroy(ctx);
+}
