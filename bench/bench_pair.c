@@ -160,6 +160,21 @@ static void report(const char *what, const char *layout, int32_t w, int32_t k,
     fflush(stdout);
 }
 
+/* Rewrites the id word of every pair of a device buffer of n int32 words as
+ * the float value of the gid (through the host: set-up, not timed). */
+static void float_ids(dcptopk_context *ctx, uint64_t d, size_t n)
+{
+    int32_t *h = malloc(sizeof(int32_t) * n);
+    DIE_IF(!h, "out of host memory");
+    DIE_IF(dc_memcpy_dtoh(ctx, h, d, sizeof(int32_t) * n), "copy");
+    for (size_t i = 1; i < n; i += 2) {
+        float f = (float)h[i];
+        memcpy(&h[i], &f, sizeof f);
+    }
+    DIE_IF(dc_memcpy_htod(ctx, d, h, sizeof(int32_t) * n), "copy");
+    free(h);
+}
+
 static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 {
     dcptopk_context *ctx = b->ctx;
@@ -211,6 +226,22 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
     printf("JSON {\"bench\":\"pair_select_ratio\",\"W\":%d,\"K\":%d,\"T\":%lld,"
            "\"rank_major_over_row_major\":%.3f}\n",
            w, k, (long long)t, med[0] / med[1]);
+    /* The same candidates with each gid stored as a float value (vLLM's
+     * [T, K, 2] float32 pairs), read in place by the float-id layouts. */
+    if (w == 8 && k == 2048) {
+        float_ids(ctx, d_rank, n);
+        float_ids(ctx, d_row, n);
+        for (int layout = 2; layout < 4; layout++) {
+            job.args.candidates =
+                (const int32_t *)(uintptr_t)(layout & 1 ? d_row : d_rank);
+            job.args.layout = layout;
+            double fm, fn;
+            time_it(b, run_select, &job, &fm, &fn);
+            report("pair_select", layout & 1 ? "row-major-float-ids"
+                                             : "rank-major-float-ids",
+                   w, k, t, bytes, fm, fn);
+        }
+    }
     dc_mem_free(ctx, d_rank);
     dc_mem_free(ctx, d_row);
     dc_mem_free(ctx, d_ids);

@@ -15,7 +15,8 @@
 # folder and point DCPTOPK_CACHE_DIR at it, and the next run's tests compile
 # only what changed).
 #
-# Environment: TESTS_RE (a ctest -R filter of the GPU tests), JOBS (parallel
+# Environment: TESTS_RE (a ctest -R filter of the C GPU tests), PY_RE (the
+# Python GPU tests', default all), JOBS (parallel
 # GPU tests, default 8: their NVRTC compiles run side by side), PROFILE_WHICH
 # (the kernels bench/profile.sh profiles, default "pair topn select"), BENCHES (the
 # bench programs to run, default all four), SAN_TESTS (the sanitizer's tests,
@@ -54,9 +55,15 @@ note "commit $commit, $run_date, $(head -1 "$OUT/gpu.txt")"
 
 stage_tests() {
     (cd "$build" && timeout "${TESTS_TIMEOUT:-400}" ctest -L gpu --output-on-failure -j"${JOBS:-8}" \
-        ${TESTS_RE:+-R "$TESTS_RE"}) >"$OUT/gpu-tests.log" 2>&1
+        -E '^python\.' ${TESTS_RE:+-R "$TESTS_RE"}) >"$OUT/gpu-tests.log" 2>&1
     note "gpu tests: rc=$? $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
     grep -E "Failed|\*\*\*" "$OUT/gpu-tests.log" | head -20
+    # A skip prints its reason only in verbose output: keep the reasons.
+    (cd "$build" && timeout 400 ctest -L gpu -R "${PY_RE:-^python\.}" -V -j4) \
+        >"$OUT/gpu-python.log" 2>&1
+    note "python gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-python.log" | tail -1)"
+    grep -hoE "SKIPPED: .*|SKIP [a-z_]+: .*" "$OUT/gpu-python.log" | sort | uniq -c | head -5 |
+        tee -a "$summary"
 }
 
 stage_selftest() {

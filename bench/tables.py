@@ -240,6 +240,30 @@ def pair_table(runs):
     return t
 
 
+def float_ids_table(runs):
+    t = Table("Pair select on float-valued ids (vLLM's layout)",
+              "`bench/bench_pair` + `bench/torch_pair.py`, W = 8, K = 2048: the same candidates "
+              "with each gid stored as a float32 value, read in place by the float-id layouts, "
+              "against the int32 layouts and against the copy they replace (the torch "
+              "conversion of `ids_as_float=True`, then the int32 select). Times in us.",
+              ["T", "layout", "float ids in place", "int32 ids", "copy + int32 select",
+               "x faster than the copy route"])
+    for tt in (6710, 64):
+        for base in ("rank-major", "row-major"):
+            run, rec = newest(runs, is_("pair_select", layout=base + "-float-ids", W=8, K=2048,
+                                        T=tt))
+            if not rec:
+                continue
+            ours = median(rec)
+            plain = run.find(is_("pair_select", layout=base, W=8, K=2048, T=tt))
+            copy = run.find(is_("torch_pair_float_copy", W=8, K=2048, T=tt))
+            pm = median(plain) if plain else None
+            route = median(copy) + pm if copy and pm is not None else None
+            t.add(run, [str(tt), base, f"**{num(ours)}**", num(pm), num(route),
+                        ratio(route, ours)])
+    return t
+
+
 TOPN_SHAPES = [(6710, 16384), (64, 131072), (8, 131072), (64, 16384)]
 FAMILIES = ["normal", "normal+100", "integer0..3", "-inf-masked"]
 
@@ -389,8 +413,8 @@ def render(runs):
     runs = sorted(runs, key=Run.sort_key)
     for i, run in enumerate(runs):
         run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
-    tables = [warmup_table(runs), pair_table(runs), topn_table(runs), packed_table(runs),
-              host_table(runs), dist_table(runs)]
+    tables = [warmup_table(runs), pair_table(runs), float_ids_table(runs), topn_table(runs),
+              packed_table(runs), host_table(runs), dist_table(runs)]
     body = "\n".join(x for x in (tb.render() for tb in tables) if x)
     used = [r for r in runs if any(r in tb.runs for tb in tables)]
     if used:

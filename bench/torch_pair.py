@@ -7,7 +7,11 @@ fill before each timed call, 3 warm-up calls, median of `runs`):
   row-major [T, W*K, 2] (what engines do before selecting);
 - topk: torch.topk(scores [T, W*K] fp32, k=K, sorted=False) (values + indices);
 - route: reorder + topk on the reordered scores + gather of the gids (the
-  whole row-major route that dcptopk_pair_select replaces).
+  whole row-major route that dcptopk_pair_select replaces);
+- float_copy (W=8, K=2048): the float32 pairs whose id is a float value
+  (vLLM's layout) turned into int32 (score bits, gid) pairs, the copy that
+  `dcptopk.ops.float_pairs_to_int` (ids_as_float=True) makes and that the
+  float-id layouts read in place instead.
 
 Prints a table and one `JSON {...}` line per measurement (bench
 "torch_pair_reorder", "torch_pair_topk", "torch_pair_route"; bench/tables.py
@@ -85,6 +89,20 @@ def main():
             return torch.gather(rm[..., 1], 1, idx)
 
         cand_bytes = w * t * k * 8
+        if w == 8 and k == 2048:
+            fpairs = torch.stack([gathered[..., 0].view(torch.float32),
+                                  gathered[..., 1].to(torch.float32)], dim=-1)
+
+            def float_copy():
+                # The conversion of dcptopk.ops.float_pairs_to_int.
+                ids = fpairs[..., 1]
+                ok = (ids >= 0) & (ids < 2.0 ** 31)
+                ids = torch.where(ok, ids, torch.full_like(ids, -1.0)).to(torch.int32)
+                return torch.stack((fpairs[..., 0].view(torch.int32), ids), dim=-1)
+
+            med, mn = time_it(float_copy, runs, flush)
+            report("float_copy", w, k, t, 2 * cand_bytes, med, mn)
+            del fpairs
         med, mn = time_it(reorder, runs, flush)
         report("reorder", w, k, t, 2 * cand_bytes, med, mn)
         med_t, mn_t = time_it(topk, runs, flush)
