@@ -12,6 +12,7 @@
 #include "group_int.h"
 #include "runtime.h"
 #include "settings.h"
+#include "structs.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE
 #include "exchange.h" /* kernels/exchange: the exchange's compile key */
@@ -362,13 +363,31 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     /* Every call's arguments are checked before anything launches: a rank
      * that failed after its exchange would leave its peers' rescues
      * waiting. */
-    dcptopk_result r = dc_check_pack_args(ctx, c, &p, a->local_ids != NULL);
+    dcptopk_result r =
+        a->packed ? DCPTOPK_SUCCESS
+                  : dc_check_pack_args(ctx, c, &p, a->local_ids != NULL);
     if (r || (r = dc_check_select_args(ctx, c, &s)) ||
         (hier && (r = dc_check_pair_select_args(ctx, &gw->pair_c, &ps))))
         return r;
-    if ((r = a->local_ids ? dcptopk_pack_indices(ctx, c, &p)
-                          : dcptopk_pack(ctx, c, &p)) ||
-        (r = dc_exchange_run(gw, x)))
+    if (a->packed) {
+        /* The producer's rows are sent as they are (no pack). */
+        const size_t width = (size_t)gw->row_words * 4u;
+        const size_t pitch = a->packed_stride ? (size_t)a->packed_stride * 4u
+                                              : width;
+        r = pitch == width
+                ? dc_memcpy_dtod_async(ctx, (uint64_t)(uintptr_t)p.out,
+                                       (uint64_t)(uintptr_t)a->packed,
+                                       width * (size_t)a->rows, a->stream)
+                : dc_memcpy_2d_dtod_async(ctx, (uint64_t)(uintptr_t)p.out,
+                                          width,
+                                          (uint64_t)(uintptr_t)a->packed,
+                                          pitch, width, (size_t)a->rows,
+                                          a->stream);
+    } else {
+        r = a->local_ids ? dcptopk_pack_indices(ctx, c, &p)
+                         : dcptopk_pack(ctx, c, &p);
+    }
+    if (r || (r = dc_exchange_run(gw, x)))
         return r;
     gw->seq = x->seq; /* the exchange counted this call (device side too) */
     if (gw->device_counted)
@@ -383,7 +402,7 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     np.ids = (const int32_t *)(uintptr_t)gw->node_ids;
     /* Every rank of a node packs alike (local_ids or not): the lookup of a
      * score in its segment depends on it. */
-    np.sorted = a->local_ids == NULL;
+    np.sorted = a->local_ids == NULL && a->packed == NULL;
     np.first_rank = gw->xfirst;
     np.world_size = gw->c.world_size;
     np.pairs_out = (int32_t *)(uintptr_t)(gw->rail + (uint64_t)gw->node * slot);
@@ -454,6 +473,7 @@ static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
         {"args->candidates", a->candidates},
         {"args->pair_logits", a->pair_logits},
         {"args->row_starts", a->row_starts},
+        {"args->packed", a->packed},
         {"args->ids_out", a->ids_out},
         {"args->rows_map.req_id", a->rows_map.req_id},
         {"args->rows_map.block_table", a->rows_map.block_table},
@@ -461,6 +481,49 @@ static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
         {"args->rows_map.counts_out", a->rows_map.counts_out},
     };
     return dc_check_device_ptrs(gw->ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
+}
+
+/* args->packed (the producer's rows): only for the packed merge, instead of
+ * local_ids, rows at least N + N/32 words apart, 4-byte aligned. logits and
+ * row_ends are checked with the select's arguments (the rescue reads them);
+ * the producer's contract itself is the caller's (checking it would read
+ * every row back). */
+static dcptopk_result check_packed(const dcptopk_group_workspace *gw,
+                                   const dcptopk_group_merge_args *a)
+{
+    dcptopk_context *ctx = gw->ctx;
+    if (!a->packed) {
+        if (a->packed_stride)
+            return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                           "args->packed_stride = %lld: set without "
+                           "args->packed (leave it 0)",
+                           (long long)a->packed_stride);
+        return DCPTOPK_SUCCESS;
+    }
+    if (gw->c.kind != DCPTOPK_MERGE_PACKED)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->packed = %p: the workspace runs the pair merge "
+                       "(pass its rows as args->candidates)",
+                       (const void *)a->packed);
+    if (a->local_ids)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->packed = %p and args->local_ids = %p: pass one "
+                       "(packed rows, or the local ids to pack)",
+                       (const void *)a->packed, (const void *)a->local_ids);
+    /* Pitches of the 2D copy stay below 2^31 bytes. */
+    const int64_t words = gw->row_words, most = INT32_MAX / 4;
+    if (a->packed_stride &&
+        (a->packed_stride < words || a->packed_stride > most))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->packed_stride = %lld: must be 0 (N + N/32 = "
+                       "%lld words) or in %lld..%lld",
+                       (long long)a->packed_stride, (long long)words,
+                       (long long)words, (long long)most);
+    if ((uintptr_t)a->packed % 4)
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "args->packed = %p: must be 4-byte aligned",
+                       (const void *)a->packed);
+    return DCPTOPK_SUCCESS;
 }
 
 /* The step's last kernel on the paths with device waits: a step whose
@@ -507,21 +570,30 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
     dcptopk_context *ctx = g->ctx;
     if (!args)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "args is NULL");
-    if (args->struct_size < sizeof *args)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "args->struct_size = %u: expected %zu (initialise with "
-                       "DCPTOPK_GROUP_MERGE_ARGS_INIT)",
-                       args->struct_size, sizeof *args);
+    /* A caller built against an older header passes the first version's
+     * fields (up to `stream`); the later ones read as their defaults. */
+    static const dcptopk_group_merge_args defaults =
+        DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    dcptopk_group_merge_args in;
+    dcptopk_result r = dc_struct_check(
+        ctx, "args", args->struct_size,
+        offsetof(dcptopk_group_merge_args, stream) + sizeof args->stream,
+        sizeof *args, "DCPTOPK_GROUP_MERGE_ARGS_INIT");
+    if (r)
+        return r;
+    dc_struct_read(&in, sizeof in, &defaults, args, args->struct_size);
+    args = &in;
     /* A failure of an earlier step that reached the host ends this call
      * before it launches anything (no synchronisation: host-mapped). */
-    dcptopk_result r = dc_group_usable(g);
-    if (r || (r = dc_group_poll(g)))
+    if ((r = dc_group_usable(g)) || (r = dc_group_poll(g)))
         return r;
     if (args->rows < 0 || args->rows > gw->max_rows)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "args->rows = %lld: must be in 0..max_rows = %lld "
                        "(and the same on every rank)",
                        (long long)args->rows, (long long)gw->max_rows);
+    if ((r = check_packed(gw, args)))
+        return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
     if ((r = check_pointers(gw, args)))

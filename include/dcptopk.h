@@ -929,14 +929,28 @@ typedef struct dcptopk_group_merge_args {
     int64_t ids_out_stride;      /* 0 = K                                     */
     dcptopk_rows_map rows_map;
     void *stream;
+    /* Packed merge: this rank's rows already packed by the caller's own
+     * producer ([T, packed_stride] int32, the first N + N/32 words of a row
+     * in the packed layout), sent instead of the fused local top-N. The
+     * producer's contract (dcptopk_ref_check_contract): per row min(N, v)
+     * words (v = the non-NaN tokens below row_end) of distinct local ids
+     * below row_end, each word's score the logit's bf16 bits, no unsent
+     * non-NaN token above the lowest sent one; logits and row_ends are still
+     * required (a saturated rank re-reads its row for the rescue round) and
+     * must not change until the step ran. Exclusive with local_ids. Across
+     * P2P domains every rank of a node must pass packed rows or none. (Added
+     * after `stream`: an older, smaller struct reads as packed = NULL.) */
+    const int32_t *packed;
+    int64_t packed_stride;       /* int32 words between rows; 0 = N + N/32   */
 } dcptopk_group_merge_args;
 #define DCPTOPK_GROUP_MERGE_ARGS_INIT                                          \
     { sizeof(dcptopk_group_merge_args), 0, NULL, 0, 0, NULL, NULL, 0, NULL,    \
       NULL, 0, NULL, NULL, 0,                                                  \
-      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL }
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, NULL, 0 }
 
 /* One call per step, on args->stream, for the workspace's config kind:
- *  packed: local top-N + pack into this rank's slot of the gathered buffer
+ *  packed: local top-N + pack (or a copy of the caller's args->packed rows)
+ *          into this rank's slot of the gathered buffer
  *          -> exchange -> select (+ push + rescue when exact);
  *  pair:   pair pack (or a copy of the caller's candidates) into this rank's
  *          slot -> exchange -> pair select.

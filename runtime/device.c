@@ -185,6 +185,26 @@ dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
     return DCPTOPK_SUCCESS;
 }
 
+dcptopk_result dc_memcpy_2d_dtod_async(dcptopk_context *ctx, uint64_t dst,
+                                       size_t dst_pitch, uint64_t src,
+                                       size_t src_pitch, size_t width,
+                                       size_t rows, void *stream)
+{
+    DC_NEED_DEVICE(ctx);
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = (CUdeviceptr)src;
+    m.srcPitch = src_pitch;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = (CUdeviceptr)dst;
+    m.dstPitch = dst_pitch;
+    m.WidthInBytes = width;
+    m.Height = rows;
+    DC_CU(ctx, ctx->rt->cu->cuMemcpy2DAsync(&m, (CUstream)stream));
+    return DCPTOPK_SUCCESS;
+}
+
 dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
                               const void *src, size_t bytes)
 {

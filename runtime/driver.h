@@ -43,6 +43,7 @@
     X(cuMemcpyHtoD)                                                            \
     X(cuMemcpyDtoH)                                                            \
     X(cuMemcpyDtoDAsync)                                                       \
+    X(cuMemcpy2DAsync)                                                         \
     X(cuStreamCreate)                                                          \
     X(cuStreamDestroy)                                                         \
     X(cuStreamSynchronize)                                                     \

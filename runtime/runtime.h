@@ -51,6 +51,11 @@ dcptopk_result dc_memset_async(dcptopk_context *ctx, uint64_t dptr,
                                uint8_t value, size_t bytes, void *stream);
 dcptopk_result dc_memcpy_dtod_async(dcptopk_context *ctx, uint64_t dst,
                                     uint64_t src, size_t bytes, void *stream);
+/* `rows` rows of `width` bytes, `src_pitch` / `dst_pitch` bytes apart. */
+dcptopk_result dc_memcpy_2d_dtod_async(dcptopk_context *ctx, uint64_t dst,
+                                       size_t dst_pitch, uint64_t src,
+                                       size_t src_pitch, size_t width,
+                                       size_t rows, void *stream);
 dcptopk_result dc_memcpy_htod(dcptopk_context *ctx, uint64_t dst,
                               const void *src, size_t bytes);
 dcptopk_result dc_memcpy_dtoh(dcptopk_context *ctx, void *dst, uint64_t src,

@@ -192,6 +192,81 @@ TEST(single_rank_group)
     dcptopk_context_destroy(ctx);
 }
 
+/* args->packed of the one-call merge: each refused argument named with its
+ * value before anything launches; an older, smaller struct (up to `stream`)
+ * is read with packed = NULL. A workspace needs a device: this one is made
+ * by hand on a one-rank host group (the checks read only its config). */
+TEST(group_merge_packed_arg_errors)
+{
+    dcptopk_context *ctx = host_ctx();
+    CHECK(ctx);
+    dcptopk_group_config gcfg = DCPTOPK_GROUP_CONFIG_INIT;
+    gcfg.rank = 0;
+    gcfg.world_size = 1;
+    dcptopk_group *g = NULL;
+    CHECK_OK(dcptopk_group_create(ctx, &gcfg, &g));
+    dcptopk_group_workspace *gw = calloc(1, sizeof *gw);
+    CHECK(gw);
+    dcptopk_merge_config mc = DCPTOPK_MERGE_CONFIG_INIT;
+    mc.world_size = 1;
+    gw->g = g;
+    gw->ctx = ctx;
+    gw->c = mc;
+    gw->max_rows = 16;
+    gw->row_words = dcptopk_packed_row_words(mc.local_topk); /* 396 */
+    static int32_t rows[64];
+    dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    a.rows = 4;
+    a.packed = rows;
+    a.local_ids = rows + 8;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->packed = 0x");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "and args->local_ids = 0x");
+    a.local_ids = NULL;
+    a.packed_stride = 395;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx),
+                   "args->packed_stride = 395: must be 0 (N + N/32 = 396 "
+                   "words) or in 396..536870911");
+    a.packed_stride = (int64_t)1 << 29;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->packed_stride = 536870912");
+    a.packed_stride = -1;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->packed_stride = -1");
+    a.packed_stride = 400;
+    a.packed = (const int32_t *)((const char *)rows + 2);
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "must be 4-byte aligned");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->packed = 0x");
+    a.packed = NULL;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx),
+                   "args->packed_stride = 400: set without args->packed");
+    /* The pair merge takes its rows as candidates. */
+    gw->c.kind = DCPTOPK_MERGE_PAIR;
+    a.packed = rows;
+    a.packed_stride = 0;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "the workspace runs the pair merge");
+    gw->c.kind = DCPTOPK_MERGE_PACKED;
+    /* The first version's struct: the fields after `stream` are not read
+     * (garbage there must not count), rows = 0 returns at once. */
+    dcptopk_group_merge_args old = a;
+    old.struct_size = (uint32_t)(offsetof(dcptopk_group_merge_args, stream) +
+                                 sizeof(void *));
+    old.rows = 0;
+    old.packed = (const int32_t *)(uintptr_t)3;
+    old.packed_stride = -7;
+    CHECK_OK(dcptopk_group_merge(gw, &old));
+    old.struct_size -= 1;
+    CHECK_EQ(dcptopk_group_merge(gw, &old), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->struct_size = ");
+    free(gw);
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
+
 /* Without libnccl.so.2: NCCL calls fail with DCPTOPK_NCCL_ERROR naming the
  * library and dlerror; everything else still works. */
 TEST(nccl_absent)

@@ -16,6 +16,7 @@
 
 #include "brute.h"
 #include "dcptopk.h"
+#include "dist_ranks.h"
 #include "gen.h"
 #include "harness.h"
 
@@ -385,3 +386,48 @@ TEST(packed_k2048_n2016) { run_matrix(2048, 2016, 3); }
 TEST(packed_k1024_n160) { run_matrix(1024, 160, 4); }
 TEST(packed_k512_n96) { run_matrix(512, 96, 5); }
 TEST(packed_k64_n32) { run_matrix(64, 32, 6); }
+
+/* The producer-rows oracle of the GPU procs_producer_packed tests
+ * (dr_producer_world, tests/util/dist_ranks.c) at their shapes, on every
+ * family the role cycles through: the reversed rows meet the contract, the
+ * reference's select + rescue of them gives the one-GPU answer's id sets,
+ * and saturated rows occur. */
+TEST(producer_rows_oracle)
+{
+    static const int ws[] = {2, 4};
+    for (int i = 0; i < 2 && !dc_test_failed; i++) {
+        dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+        c.topk = 2048;
+        c.local_topk = 384;
+        c.world_size = ws[i];
+        const int64_t rows = 48, words = dcptopk_packed_row_words(384);
+        int32_t *ids[16];
+        uint32_t *sat[16];
+        for (int q = 0; q < ws[i]; q++) {
+            ids[q] = malloc((size_t)rows * 2048 * 4);
+            sat[q] = malloc((size_t)rows * 4);
+        }
+        int32_t *gathered = malloc((size_t)ws[i] * (size_t)rows *
+                                   (size_t)words * 4);
+        int64_t rescued = 0;
+        for (int f = 0; f < DR_NFAM && !dc_test_failed; f++) {
+            dc_world w;
+            CHECK_EQ(dc_gen_world(&w, DR_FAMILIES[f], 2048, 384, ws[i], rows,
+                                  4096, 3000 + (uint64_t)f),
+                     0);
+            const int64_t got =
+                dr_producer_world(&c, &w, gathered, ids, sat);
+            CHECK_MSG(got >= 0, "W=%d family %s", ws[i],
+                      dc_family_name(DR_FAMILIES[f]));
+            rescued += got > 0 ? got : 0;
+            dc_world_free(&w);
+        }
+        CHECK_MSG(rescued > 0, "W=%d: no saturated row", ws[i]);
+        printf("  W=%d: %lld rescued rows\n", ws[i], (long long)rescued);
+        for (int q = 0; q < ws[i]; q++) {
+            free(ids[q]);
+            free(sat[q]);
+        }
+        free(gathered);
+    }
+}

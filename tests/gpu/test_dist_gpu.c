@@ -62,6 +62,24 @@ TEST(procs_exact_merge_w8)
     CHECK_EQ(dr_spawn(8, "merge", env), 8);
 }
 
+/* Rows packed by the caller's own producer (args->packed): each rank's
+ * reference pack with its slots reversed, contiguous and strided, against
+ * the reference's select and rescue of those rows (whose id sets are the
+ * one-GPU answer), saturated rows included. */
+TEST(procs_producer_packed_w2)
+{
+    NEED_GPU();
+    const char *env[] = {"DC_DIST_STEPS=8", NULL};
+    CHECK_EQ(dr_spawn(2, "packed", env), 2);
+}
+
+TEST(procs_producer_packed_w4)
+{
+    NEED_GPU();
+    const char *env[] = {"DC_DIST_STEPS=8", NULL};
+    CHECK_EQ(dr_spawn(4, "packed", env), 4);
+}
+
 /* 120 consecutive one-call merges (every family in turn, saturated rows
  * every 8th step): the rescue's sequence words and the exchange's parity
  * stay in step across processes. */
@@ -263,6 +281,55 @@ TEST(group_w1_packed_and_graph)
     a.struct_size = 3;
     CHECK_EQ(dcptopk_group_merge(k.gw, &a), DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_last_error(ctx), "args->struct_size = 3");
+    dc_graph_destroy(ctx, exec);
+    dc_stream_destroy(ctx, stream);
+    rk_free(&k);
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
+
+/* Producer rows (args->packed) through a one-rank group: eager, strided,
+ * captured and replayed with new rows, and a host pointer refused by name. */
+TEST(group_w1_producer_packed_and_graph)
+{
+    GPU_CTX(ctx);
+    dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
+    gc.rank = 0;
+    gc.world_size = 1;
+    dcptopk_group *g = NULL;
+    CHECK_OK(dcptopk_group_create(ctx, &gc, &g));
+    rk k;
+    CHECK(rk_setup(&k, ctx, g, 2048, 384, 40, 4096) == 0);
+    const int64_t words = dcptopk_packed_row_words(384);
+    CHECK(rk_inputs_packed(&k, DC_FAM_NORMAL, 3, words + 3) >= 0);
+    CHECK_OK(rk_merge(&k, NULL));
+    CHECK_OK(dcptopk_group_check(g, NULL));
+    CHECK(rk_compare(&k, "eager") == 0);
+    void *stream = NULL, *exec = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    CHECK(rk_inputs_packed(&k, DC_FAM_INTEGER, 4, 0) >= 0);
+    CHECK_OK(dc_graph_begin(ctx, stream));
+    CHECK_OK(rk_merge(&k, stream));
+    CHECK_OK(dc_graph_end(ctx, stream, &exec));
+    for (int s = 0; s < 4; s++) {
+        /* Same stride, same buffer: the replay reads the new rows. */
+        CHECK(rk_inputs_packed(&k, DR_FAMILIES[s], 40 + (uint64_t)s, 0) >= 0);
+        CHECK_OK(dc_graph_launch(ctx, exec, stream));
+        CHECK_OK(dcptopk_group_check(g, stream));
+        CHECK(rk_compare(&k, "replay") == 0);
+    }
+    static int32_t host_rows[8];
+    dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    a.rows = k.rows;
+    a.logits = (const uint16_t *)(uintptr_t)k.logits;
+    a.logits_stride = k.stride;
+    a.max_local_len = k.len;
+    a.row_ends = (const int32_t *)(uintptr_t)k.ends;
+    a.ids_out = (int32_t *)(uintptr_t)k.ids;
+    a.packed = host_rows;
+    CHECK_EQ(dcptopk_group_merge(k.gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->packed");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "host memory");
     dc_graph_destroy(ctx, exec);
     dc_stream_destroy(ctx, stream);
     rk_free(&k);

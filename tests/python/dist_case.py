@@ -53,11 +53,54 @@ def bad_arguments(rank, W, dev, M):
            match=("group", "set_dcp_group"))
 
 
+def reverse_slots(packed, n):
+    """A producer of the test's own: packed rows [T, N + N/32] with their N
+    slots reversed (word and plane bit), the same rows as a set, so still
+    within the contract, in another slot order than the library's pack."""
+    T = packed.shape[0]
+    words = packed[:, :n].flip(1)
+    j = torch.arange(n)
+    plane = packed[:, n:].cpu().long() & 0xFFFFFFFF
+    bits = ((plane[:, j // 32] >> (j % 32)) & 1).flip(1)
+    weights = torch.ones(32, dtype=torch.long) << torch.arange(32)
+    planes = (bits.view(T, n // 32, 32) * weights).sum(-1)
+    planes = torch.where(planes >= 2**31, planes - 2**32, planes).to(torch.int32)
+    return torch.cat([words, planes.to(packed.device)], 1)
+
+
+def reversed_expectation(ids, rows, counts, sats, rank, W):
+    """The oracle's outputs (from the library's own pack order) reordered for
+    reverse_slots' rows: outputs come in gathered position order (rank, then
+    slot), so in each row every rank's run of ids is reversed, except a
+    saturated rank's in a rescued row (its pushed local top K keeps its
+    order). rows/counts: this rank's owned rows, which follow its ids."""
+    ids, rows = ids.clone(), rows.clone()
+    for t in range(ids.shape[0]):
+        mask = (int(sats[t]) >> 16) & 0xFFFF
+        row = ids[t].tolist()
+        out, i = [], 0
+        while i < len(row) and row[i] >= 0:
+            owner = row[i] % W
+            j = i
+            while j < len(row) and row[j] >= 0 and row[j] % W == owner:
+                j += 1
+            seg = row[i:j]
+            out += seg if mask >> owner & 1 else seg[::-1]
+            i = j
+        ids[t, :len(out)] = torch.tensor(out, dtype=torch.int32)
+        c = int(counts[t])
+        if not mask >> rank & 1 and c:
+            rows[t, :c] = rows[t, :c].flip(0)
+    return ids, rows
+
+
 def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None, expect=None,
-           probe=False):
+           probe=False, producer=False):
     """One rank. device: its GPU (default: the rank's own); expect: (bootstrap,
     path) the library's group must choose, or None; probe: run bad_arguments
-    before the steps."""
+    before the steps; producer: dcp_topk_merge_rows takes packed= rows from
+    reverse_slots (contiguous and strided by turns), checked by
+    assert_packed_merge_contract first."""
     sys.path.insert(0, harness.HERE)
     os.environ["DCPTOPK_DIST_BACKEND"] = backend
     dev_index = rank if device is None else device
@@ -88,8 +131,23 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
             lg, re = inputs(W, call)
             rows_c = [dcptopk.RowsOutput(req, bt, torch.empty(T, K, dtype=torch.int32),
                                          torch.empty(T, dtype=torch.int32), B) for _ in range(W)]
-            want, _, rescued = dcptopk.ref_packed_merge(cfg, lg, re, S, rows=rows_c)
+            want, sats, rescued = dcptopk.ref_packed_merge(cfg, lg, re, S, rows=rows_c)
             assert rescued > 0, f"call {call}: no saturated row"
+            want_rows = rows_c[rank].rows_out
+            want_rows_ids = want[rank]
+            packed = None
+            if producer:
+                packed = reverse_slots(M.dcp_topk_pack(lg[rank].to(dev), re[rank].to(dev), N), N)
+                M.assert_packed_merge_contract(packed, lg[rank].to(dev), re[rank].to(dev), N)
+                if call % 2:
+                    buf = torch.full((T, packed.shape[1] + 8), 0x7F7F0001, dtype=torch.int32,
+                                     device=dev)
+                    buf[:, :packed.shape[1]] = packed
+                    packed = buf[:, :packed.shape[1]]
+                want_rows_ids, want_rows = reversed_expectation(
+                    want[rank], want_rows, rows_c[rank].counts_out, sats[rank], rank, W)
+                assert not torch.equal(want_rows_ids, want[rank]), \
+                    f"call {call}: the reversed rows must change the expected order"
             ids = torch.full((T, K), -7, dtype=torch.int32, device=dev)
             M.dcp_topk_merge(lg[rank].to(dev), re[rank].to(dev), ids, N)
             rows_out = torch.full((T, K), -7, dtype=torch.int32, device=dev)
@@ -99,11 +157,11 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
                                   local_topk=N, topk=K, req_id=req.to(dev),
                                   block_table=bt.to(dev), block_size=B, stride_rows=B,
                                   dcp_rank=rank, rows_out=rows_out, valid_out=valid,
-                                  ids_out=ids2, group=group)
+                                  ids_out=ids2, group=group, packed=packed)
             M.get_dcp_topk_rescue_workspace(K, N).check()
             assert torch.equal(ids.cpu(), want[rank]), f"rank {rank} call {call}: ids"
-            assert torch.equal(ids2.cpu(), want[rank]), f"rank {rank} call {call}: ids (rows)"
-            assert torch.equal(rows_out.cpu(), rows_c[rank].rows_out), \
+            assert torch.equal(ids2.cpu(), want_rows_ids), f"rank {rank} call {call}: ids (rows)"
+            assert torch.equal(rows_out.cpu(), want_rows), \
                 f"rank {rank} call {call}: rows"
             assert torch.equal(valid.cpu(), rows_c[rank].counts_out), \
                 f"rank {rank} call {call}: counts"
@@ -129,7 +187,8 @@ def run(W, backend, **kw):
         ctx = mp.get_context("spawn")
         failures = ctx.Queue()
         args = (W, os.path.join(d, "init"), failures, backend, kw.get("pg_backend", "nccl"),
-                kw.get("device"), kw.get("expect"), kw.get("probe", False))
+                kw.get("device"), kw.get("expect"), kw.get("probe", False),
+                kw.get("producer", False))
         mp.start_processes(worker, args=args, nprocs=W, join=True, start_method="spawn")
         errs = []
         while not failures.empty():

@@ -223,6 +223,8 @@ int main(void)
     FIELD(dcptopk_group_merge_args, ids_out_stride);
     FIELD(dcptopk_group_merge_args, rows_map);
     FIELD(dcptopk_group_merge_args, stream);
+    FIELD(dcptopk_group_merge_args, packed);
+    FIELD(dcptopk_group_merge_args, packed_stride);
     SIZE(dcptopk_launch_env);
     FIELD(dcptopk_launch_env, struct_size);
     FIELD(dcptopk_launch_env, rank);

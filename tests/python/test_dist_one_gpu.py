@@ -20,12 +20,12 @@ if not torch.cuda.is_available():
 import dist_case  # noqa: E402
 
 
-def _run(W, probe=False):
+def _run(W, probe=False, producer=False):
     import dcptopk
     if not dcptopk.has_dist_runtime():
         raise harness.Skip("the library lacks the distributed runtime")
     dist_case.run(W, "dcptopk", pg_backend="gloo", device=0, expect=("store", "push"),
-                  probe=probe)
+                  probe=probe, producer=producer)
 
 
 def test_two_ranks_on_one_gpu():
@@ -38,6 +38,13 @@ def test_three_ranks_on_one_gpu():
 
 def test_four_ranks_on_one_gpu():
     _run(4)
+
+
+def test_producer_packed_rows_two_ranks_on_one_gpu():
+    # dcp_topk_merge_rows(packed=) on the library's group (the one-call
+    # merge): rows from the test's own producer, contract-checked, against
+    # the oracle reordered for their slot order.
+    _run(2, producer=True)
 
 
 def test_bad_arguments_leave_a_two_rank_group_usable():

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "brute.h"
 #include "gen.h"
 #include "gpu_util.h"
 
@@ -38,6 +39,9 @@ void rk_free(rk *k)
         free(k->sat_ref[r]);
     }
     free(k->host);
+    if (k->packed)
+        gpu_free(k->ctx, k->packed);
+    k->packed = 0;
     dcptopk_group_workspace_destroy(k->gw);
     k->gw = NULL;
 }
@@ -116,6 +120,202 @@ int64_t rk_inputs(rk *k, int family, uint64_t seed)
     return rc ? -1 : rescued;
 }
 
+/* Slot j of dst = slot n - 1 - j of src (word and plane bit). */
+static void reverse_row(const uint32_t *src, uint32_t *dst, int32_t n)
+{
+    memset(dst + n, 0, (size_t)(n / 32) * 4);
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t s = n - 1 - j;
+        dst[j] = src[s];
+        const uint32_t bit = (src[n + s / 32] >> (s % 32)) & 1u;
+        dst[n + j / 32] |= bit << (j % 32);
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The reference merge of the gathered producer rows [W, T, words] of world
+ * w, as the GPU runs it: every rank's round-1 select, then for each
+ * saturated row the saturated ranks' push lists and every rank's rescue. */
+static int oracle_rows(const dcptopk_merge_config *c, const dc_world *w,
+                       const int32_t *gathered, int32_t *const *ids_ref,
+                       uint32_t *const *sat_ref, int64_t *rescued)
+{
+    const int32_t W = c->world_size, kw = dcptopk_packed_row_words(c->topk);
+    dcptopk_select_args sa[16];
+    for (int32_t q = 0; q < W; q++) {
+        dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
+        a.gathered = gathered;
+        a.rank_stride_rows = w->rows;
+        a.rows = w->rows;
+        a.rank = q;
+        a.ids_out = ids_ref[q];
+        a.logits = w->logits[q];
+        a.logits_stride = w->stride;
+        a.max_local_len = w->max_local_len;
+        a.row_ends = w->row_ends[q];
+        sa[q] = a;
+        if (dcptopk_ref_select(c, &sa[q], sat_ref[q])) {
+            fprintf(stderr, "ref select: %s\n", dcptopk_last_error(NULL));
+            return -1;
+        }
+    }
+    int32_t *push = malloc((size_t)W * (size_t)kw * 4);
+    if (!push)
+        return -1;
+    *rescued = 0;
+    for (int64_t t = 0; t < w->rows; t++) {
+        const uint32_t word = sat_ref[0][t], mask = word >> 16;
+        if (!mask)
+            continue;
+        (*rescued)++;
+        const int32_t *lists[16];
+        int s = 0;
+        for (int32_t q = 0; q < W; q++) {
+            if (!(mask & (1u << q)))
+                continue;
+            int32_t *list = push + (size_t)s * (size_t)kw;
+            if (dcptopk_ref_push_list(c, w->logits[q] + t * w->stride,
+                                      w->max_local_len, w->row_ends[q][t],
+                                      list)) {
+                free(push);
+                return -1;
+            }
+            lists[s++] = list;
+        }
+        for (int32_t q = 0; q < W; q++)
+            if (dcptopk_ref_rescue_row(c, &sa[q], t, word, lists)) {
+                fprintf(stderr, "ref rescue: %s\n", dcptopk_last_error(NULL));
+                free(push);
+                return -1;
+            }
+    }
+    free(push);
+    return 0;
+}
+
+int64_t dr_producer_world(const dcptopk_merge_config *c, const dc_world *w,
+                          int32_t *gathered, int32_t *const *ids_ref,
+                          uint32_t *const *sat_ref)
+{
+    const int32_t n = c->local_topk, words = dcptopk_packed_row_words(n);
+    const int32_t W = c->world_size, k = c->topk;
+    const size_t seg = (size_t)w->rows * (size_t)words;
+    int32_t *mine = malloc(seg * 4 + 4);
+    int64_t *want = malloc((size_t)k * 8), *got = malloc((size_t)k * 8);
+    int rc = mine && want && got ? 0 : -1;
+    /* The producer: every rank's rows, checked against the contract. */
+    for (int32_t q = 0; q < W && !rc; q++) {
+        dcptopk_pack_args pa = DCPTOPK_PACK_ARGS_INIT;
+        pa.logits = w->logits[q];
+        pa.logits_stride = w->stride;
+        pa.max_local_len = w->max_local_len;
+        pa.row_ends = w->row_ends[q];
+        pa.rows = w->rows;
+        pa.out = mine;
+        int64_t bad = -1;
+        if (dcptopk_ref_pack(c, &pa)) {
+            fprintf(stderr, "ref pack: %s\n", dcptopk_last_error(NULL));
+            rc = -1;
+            break;
+        }
+        int32_t *dst = gathered + (size_t)q * seg;
+        for (int64_t t = 0; t < w->rows; t++)
+            reverse_row((const uint32_t *)mine + t * words,
+                        (uint32_t *)dst + t * words, n);
+        if (dcptopk_ref_check_contract(c, dst, w->logits[q], w->stride,
+                                       w->max_local_len, w->row_ends[q],
+                                       w->rows, &bad)) {
+            fprintf(stderr, "rank %d's producer rows: row %lld: %s\n", q,
+                    (long long)bad, dcptopk_last_error(NULL));
+            rc = -1;
+        }
+    }
+    int64_t rescued = 0;
+    if (!rc)
+        rc = oracle_rows(c, w, gathered, ids_ref, sat_ref, &rescued);
+    /* The oracle's id sets are the one-GPU answer on every rank. */
+    for (int64_t t = 0; t < w->rows && !rc; t++) {
+        const int64_t m = dc_brute_one_gpu_bf16(
+            W, 1, (const uint16_t *const *)w->logits, w->stride,
+            w->max_local_len, (const int32_t *const *)w->row_ends, t, k,
+            want);
+        for (int32_t q = 0; q < W && !rc; q++) {
+            const int32_t *row = ids_ref[q] + t * k;
+            int64_t cnt = 0;
+            for (int32_t i = 0; i < k; i++)
+                if (row[i] >= 0)
+                    got[cnt++] = row[i];
+            qsort(got, (size_t)cnt, sizeof *got, cmp_i64);
+            if (cnt != m || memcmp(got, want, (size_t)m * 8) != 0) {
+                fprintf(stderr, "row %lld rank %d: the reference of the "
+                        "producer rows selects %lld ids, not the one-GPU "
+                        "answer (%lld ids)\n",
+                        (long long)t, q, (long long)cnt, (long long)m);
+                rc = -1;
+            }
+        }
+    }
+    free(mine);
+    free(want);
+    free(got);
+    return rc ? -1 : rescued;
+}
+
+int64_t rk_inputs_packed(rk *k, int family, uint64_t seed,
+                         int64_t packed_stride)
+{
+    dc_world w;
+    if (dc_gen_world(&w, family, k->c.topk, k->c.local_topk, k->c.world_size,
+                     k->rows, k->len, seed))
+        return -1;
+    const int32_t words = dcptopk_packed_row_words(k->c.local_topk);
+    const int64_t ps = packed_stride ? packed_stride : words;
+    const size_t seg = (size_t)k->rows * (size_t)words;
+    int32_t *gathered = malloc((size_t)k->c.world_size * seg * 4);
+    int32_t *up = malloc((size_t)k->rows * (size_t)ps * 4);
+    int64_t rescued = -1;
+    if (gathered && up && w.stride == k->stride && w.max_local_len == k->len)
+        rescued = dr_producer_world(&k->c, &w, gathered, k->ids_ref,
+                                    k->sat_ref);
+    /* This rank's rows, `ps` words apart; the words between rows hold a
+     * marker that a copy with the wrong pitch would carry into the merge. */
+    if (rescued >= 0) {
+        for (size_t i = 0; i < (size_t)k->rows * (size_t)ps; i++)
+            up[i] = 0x7F7F0001;
+        for (int64_t t = 0; t < k->rows; t++)
+            memcpy(up + t * ps,
+                   gathered + (size_t)k->rank * seg + (size_t)t * words,
+                   (size_t)words * 4);
+        const size_t bytes = (size_t)k->rows * (size_t)ps * 4;
+        if (k->packed && k->packed_cap < ps) {
+            gpu_free(k->ctx, k->packed);
+            k->packed = 0;
+        }
+        if (!k->packed) {
+            k->packed = gpu_alloc(k->ctx, bytes);
+            k->packed_cap = ps;
+        }
+        if (!k->packed || dc_memcpy_htod(k->ctx, k->packed, up, bytes) ||
+            dc_memcpy_htod(k->ctx, k->logits, w.logits[k->rank],
+                           (size_t)k->rows * (size_t)k->stride * 2) ||
+            dc_memcpy_htod(k->ctx, k->ends, w.row_ends[k->rank],
+                           (size_t)k->rows * 4) ||
+            dc_stream_sync(k->ctx, NULL))
+            rescued = -1;
+    }
+    k->packed_stride = packed_stride;
+    k->use_packed = 1;
+    free(gathered);
+    free(up);
+    dc_world_free(&w);
+    return rescued;
+}
+
 dcptopk_result rk_merge(rk *k, void *stream)
 {
     dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
@@ -126,6 +326,10 @@ dcptopk_result rk_merge(rk *k, void *stream)
     a.row_ends = (const int32_t *)(uintptr_t)k->ends;
     a.ids_out = (int32_t *)(uintptr_t)k->ids;
     a.stream = stream;
+    if (k->use_packed) {
+        a.packed = (const int32_t *)(uintptr_t)k->packed;
+        a.packed_stride = k->packed_stride;
+    }
     return dcptopk_group_merge(k->gw, &a);
 }
 
@@ -379,6 +583,33 @@ static int role_run(const char *role)
         if (!rc && rescued == 0)
             rc = 16; /* CONC_SAT rows must have run the rescue */
         printf("rank %d: %d steps, %lld rescued rows: %s\n",
+               dcptopk_group_rank(g), steps, (long long)rescued,
+               rc ? "FAIL" : "ok");
+    } else if (strcmp(role, "packed") == 0) {
+        /* Rows from the test's producer, contiguous and strided by turns. */
+        const int64_t words = dcptopk_packed_row_words(k.c.local_topk);
+        int64_t rescued = 0;
+        for (int s = 0; s < steps && !rc; s++) {
+            const int fam = DR_FAMILIES[s % DR_NFAM];
+            const int64_t stride = s & 1 ? words + 5 : 0;
+            int64_t got = rk_inputs_packed(&k, fam, 3000 + (uint64_t)s, stride);
+            if (got < 0) {
+                rc = 13;
+                break;
+            }
+            rescued += got;
+            char what[96];
+            snprintf(what, sizeof what, "producer step %d (%s, stride %lld)",
+                     s, dc_family_name(fam), (long long)stride);
+            if (rk_merge(&k, NULL) || dcptopk_group_check(g, NULL)) {
+                fprintf(stderr, "%s: %s\n", what, dcptopk_last_error(ctx));
+                rc = 14;
+            } else if (rk_compare(&k, what))
+                rc = 15;
+        }
+        if (!rc && rescued == 0)
+            rc = 16;
+        printf("rank %d: %d producer steps, %lld rescued rows: %s\n",
                dcptopk_group_rank(g), steps, (long long)rescued,
                rc ? "FAIL" : "ok");
     } else if (strcmp(role, "graph") == 0) {

@@ -11,6 +11,8 @@
  * every rank is on GPU 0):
  *  - merge: DC_DIST_STEPS one-call merges over eight input families, each
  *    compared bit for bit; fails when no row needed the rescue;
+ *  - packed: the merge role with the rows packed by the test's producer
+ *    (rk_inputs_packed) and passed as args->packed, contiguous and strided;
  *  - graph: one eager merge, then capture and DC_DIST_STEPS replays with new
  *    inputs (exit 77 = skipped on the staged and push paths, which cannot
  *    be captured yet);
@@ -41,6 +43,11 @@ typedef struct rk {
     int32_t *ids_ref[16];
     uint32_t *sat_ref[16];
     int32_t *host;
+    /* Producer mode (rk_inputs_packed): this rank's packed rows on the
+     * device, `packed_stride` words apart, passed as args->packed. */
+    uint64_t packed;
+    int64_t packed_stride, packed_cap; /* cap: words per row allocated */
+    int use_packed;
 } rk;
 
 double dr_now_ms(void);
@@ -53,6 +60,23 @@ void rk_free(rk *k);
 /* New seeded inputs of every rank (dc_gen_world), the reference merge, this
  * rank's upload. Returns the rescued rows, or -1. */
 int64_t rk_inputs(rk *k, int family, uint64_t seed);
+/* The same inputs packed by a producer of the test's own (each rank's
+ * reference pack with its N slots reversed: the same rows as a set, in
+ * another slot order, meeting the producer contract, checked), uploaded
+ * `packed_stride` words apart (0 = N + N/32) for rk_merge to pass as
+ * args->packed; the expected outputs are the reference's select, push lists
+ * and rescue of those rows, and their id sets are checked against the
+ * one-GPU brute force. Returns the rescued rows, or -1. */
+int64_t rk_inputs_packed(rk *k, int family, uint64_t seed,
+                         int64_t packed_stride);
+/* The host half of rk_inputs_packed, for world w of config c: gathered
+ * [W, T, N + N/32] gets every rank's producer rows, ids_ref[r] [T, K] and
+ * sat_ref[r] [T] the reference's outputs of rank r. Returns the rescued
+ * rows, or -1 (message on stderr). */
+struct dc_world;
+int64_t dr_producer_world(const dcptopk_merge_config *c,
+                          const struct dc_world *w, int32_t *gathered,
+                          int32_t *const *ids_ref, uint32_t *const *sat_ref);
 dcptopk_result rk_merge(rk *k, void *stream);
 /* 0 when this rank's ids and saturation words equal the reference. */
 int rk_compare(rk *k, const char *what);

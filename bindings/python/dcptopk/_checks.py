@@ -423,15 +423,18 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
 
 def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_info,
                      req_id=None, block_table=None, rows_out=None, counts_out=None,
-                     stride_rows=0):
+                     stride_rows=0, packed=None):
     """One step of the library's one-call merge on a group workspace whose
-    config is cfg; ws_info as for plan_select."""
+    config is cfg; ws_info as for plan_select. packed: this rank's rows from
+    the caller's producer, sent instead of the fused local top-N."""
     import torch
     config_kind(cfg, PACKED, "group_merge")
     exp_l = "a bf16 [T, S] tensor"
     tensor(logits, "logits", torch.bfloat16, (None, None), exp_l)
     dev = logits.device
-    T = logits.shape[0]
+    # With packed rows, T is theirs (the seed's rule): logits may hold more.
+    T = packed.shape[0] if packed is not None and getattr(packed, "dim", lambda: 0)() == 2 \
+        else logits.shape[0]
     stride, mll = bf16_logits(logits, T, dev, max_local_len)
     row_ends(row_ends_t, T, dev)
     k, n, w, r, max_rows, ws_dev = ws_info
@@ -448,12 +451,24 @@ def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_
         tensor(local_ids, "local_ids", torch.int32, (T, N), exp_i, dev)
         ids_stride = _rows_stride(local_ids, "local_ids", N, exp_i)
         aligned(local_ids, "local_ids", 4)
+    packed_stride = 0
+    if packed is not None:
+        words = packed_row_words(N)
+        exp_p = f"int32 [{T}, {words}] (T rows of N + N/32 = {words} packed words)"
+        if local_ids is not None:
+            raise ValueError("packed and local_ids: both given; pass one (the packed rows, or "
+                             "the local ids to pack)")
+        tensor(packed, "packed", torch.int32, (T, words), exp_p, dev)
+        packed_stride = _rows_stride(packed, "packed", words, exp_p)
+        if packed_stride > (2**31 - 1) // 4:
+            fail("packed", packed, exp_p + f" with a row stride <= {(2**31 - 1) // 4}")
+        aligned(packed, "packed", 4)
     out_stride = ids_out(cfg, ids, T, dev)
     rm = rows_map(cfg, T, dev, req_id, block_table, rows_out, counts_out, stride_rows)
     if ids is None and rm is None:
         raise ValueError("ids_out and rows_out: both None; the merge would output nothing")
     return dict(rows=T, logits_stride=stride, max_local_len=mll, local_ids_stride=ids_stride,
-                ids_out_stride=out_stride, rows_map=rm, rank=r)
+                ids_out_stride=out_stride, rows_map=rm, rank=r, packed_stride=packed_stride)
 
 
 # ----------------------------------------------------- values for ctypes

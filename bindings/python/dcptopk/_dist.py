@@ -337,7 +337,8 @@ class GroupWorkspace:
         self.rt._check(library().dcptopk_group_warmup(self._h, cb, None, ctypes.byref(st)))
         return {n: getattr(st, n) for n, _ in WarmupStats._fields_[1:]}
 
-    def merge(self, cfg, logits, row_ends, ids_out, plan, rows_tensors, local_ids=None):
+    def merge(self, cfg, logits, row_ends, ids_out, plan, rows_tensors, local_ids=None,
+              packed=None):
         """One step (the body of torch.ops.dcptopk.group_merge)."""
         import torch
         a = new(GroupMergeArgs)
@@ -346,6 +347,8 @@ class GroupWorkspace:
         a.max_local_len, a.row_ends = plan["max_local_len"], row_ends.data_ptr()
         if local_ids is not None:
             a.local_ids, a.local_ids_stride = local_ids.data_ptr(), plan["local_ids_stride"]
+        if packed is not None:
+            a.packed, a.packed_stride = packed.data_ptr(), plan["packed_stride"]
         if ids_out is not None:
             a.ids_out, a.ids_out_stride = ids_out.data_ptr(), plan["ids_out_stride"]
         a.rows_map = _core.rows_map_struct(plan["rows_map"], *rows_tensors)

@@ -250,7 +250,7 @@ class GroupMergeArgs(Struct):
                 ("local_ids", _vp), ("local_ids_stride", _c_i64), ("candidates", _vp),
                 ("pair_logits", _vp), ("pair_logits_stride", _c_i64), ("row_starts", _vp),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
-                ("stream", _vp)]
+                ("stream", _vp), ("packed", _vp), ("packed_stride", _c_i64)]
     _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 

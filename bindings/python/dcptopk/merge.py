@@ -605,14 +605,13 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
                    block_table=block_table, rows_out=rows_out, valid_out=valid_out,
                    ids_out=ids_out)
     if getattr(ws, "one_call", False):
-        if packed is not None:
-            raise ValueError("packed: the library's group runtime packs inside its one-call "
-                             "merge; pass packed=None, or use DCPTOPK_DIST_BACKEND=torch")
         exact = _exact_args_for(topk, local_topk, logits, row_ends, group, mll)
         if dcp_rank != ws.rank:
             raise ValueError(f"dcp_rank {dcp_rank} is not the rescue workspace's rank {ws.rank}")
+        # The caller's packed rows replace the fused local top-N inside the
+        # one call (logits and row_ends still feed the rescue round).
         ops.group_merge(logits, row_ends, workspace=ws.variant(block_size, ids_out is not None),
-                        ids_out=ids_out, max_local_len=mll,
+                        ids_out=ids_out, max_local_len=mll, packed=packed,
                         rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
                                               stride_rows))
         return ()

@@ -159,14 +159,15 @@ def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
                       local_ids: Optional[Tensor], ids_out: Optional[Tensor],
                       req_id: Optional[Tensor], block_table: Optional[Tensor],
                       rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
-                      max_local_len: Optional[int], workspace: str) -> None:
+                      max_local_len: Optional[int], workspace: str,
+                      packed: Optional[Tensor] = None) -> None:
     c = _config(cfg)
     ws = _group_ws(workspace)
     plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
                                     ws.info(), req_id, block_table, rows_out, counts_out,
-                                    stride_rows)
+                                    stride_rows, packed)
     ws.merge(c, logits, row_ends, ids_out, plan, (req_id, block_table, rows_out, counts_out),
-             local_ids)
+             local_ids, packed)
 
 
 _group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
@@ -175,10 +176,10 @@ _group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
 
 @_group_merge.register_fake
 def _group_merge_fake(cfg, logits, row_ends, local_ids, ids_out, req_id, block_table, rows_out,
-                      counts_out, stride_rows, max_local_len, workspace):
+                      counts_out, stride_rows, max_local_len, workspace, packed=None):
     _checks.plan_group_merge(_config(cfg), logits, row_ends, local_ids, ids_out, max_local_len,
                              _group_ws(workspace).info(), req_id, block_table, rows_out,
-                             counts_out, stride_rows)
+                             counts_out, stride_rows, packed)
 
 
 # ------------------------------------------------------------ the functions
@@ -351,18 +352,24 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
 
 
 def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_ids=None,
-                max_local_len=None):
+                max_local_len=None, packed=None):
     """One step of the library's one-call merge (local top-N or the given
     local_ids, pack, exchange, select, rescue) on a group workspace
-    (dcptopk._dist.GroupWorkspace, whose config it is). Collective."""
+    (dcptopk._dist.GroupWorkspace, whose config it is). Collective. packed:
+    this rank's rows int32 [T, N + N/32] from the caller's own producer (the
+    contract of assert_packed_merge_contract), sent instead of the fused
+    local top-N; logits and row_ends are still read (the rescue round)."""
     c = workspace.cfg.as_list()
     _tensor(logits, "logits")
+    if packed is not None:
+        _tensor(packed, "packed")
     if ids_out is None and c[6] and rows is None:
-        ids_out = torch.empty((logits.shape[0], c[1]), dtype=torch.int32, device=logits.device)
+        T = packed.shape[0] if packed is not None and packed.dim() == 2 else logits.shape[0]
+        ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=logits.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
     args = (c, logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out,
-            stride_rows, max_local_len, workspace.key)
-    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out):
+            stride_rows, max_local_len, workspace.key, packed)
+    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out, packed):
         _group_merge_impl(*args)
     else:
         torch.ops.dcptopk.group_merge(*args)
