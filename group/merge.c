@@ -317,6 +317,7 @@ static dcptopk_pair_select_args step_pair_select(
     s.ids_out_stride = a->ids_out_stride;
     s.rows_map = a->rows_map;
     s.stream = a->stream;
+    s.indptr_out = a->indptr_out;
     return s;
 }
 
@@ -337,8 +338,10 @@ static dcptopk_result merge_packed(dcptopk_group_workspace *gw,
     s.rank = gw->xrank;
     s.ids_out = hier ? (int32_t *)(uintptr_t)gw->node_ids : a->ids_out;
     s.ids_out_stride = hier ? 0 : a->ids_out_stride;
-    if (!hier)
+    if (!hier) {
         s.rows_map = a->rows_map;
+        s.indptr_out = a->indptr_out;
+    }
     s.logits = a->logits;
     s.logits_stride = a->logits_stride;
     s.max_local_len = a->max_local_len;
@@ -479,6 +482,7 @@ static dcptopk_result check_pointers(dcptopk_group_workspace *gw,
         {"args->rows_map.block_table", a->rows_map.block_table},
         {"args->rows_map.rows_out", a->rows_map.rows_out},
         {"args->rows_map.counts_out", a->rows_map.counts_out},
+        {"args->indptr_out", a->indptr_out},
     };
     return dc_check_device_ptrs(gw->ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
 }
@@ -545,6 +549,7 @@ static dcptopk_result launch_poison(dcptopk_group_workspace *gw,
                             ? a->rows_map.rows_out_stride
                             : gw->c.topk;
         p.counts = (uint64_t)(uintptr_t)a->rows_map.counts_out;
+        p.indptr = (uint64_t)(uintptr_t)a->indptr_out;
     }
     p.rows = a->rows;
     p.topk = gw->c.topk;

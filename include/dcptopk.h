@@ -493,10 +493,15 @@ typedef struct dcptopk_pair_select_args {
     int64_t ids_out_stride;    /* 0 = K                                       */
     dcptopk_rows_map rows_map; /* rows_out NULL = no physical rows            */
     void *stream;
+    /* [T + 1] or NULL: the owned rows as CSR offsets, indptr[0] = 0 and
+     * indptr[t + 1] = counts_out[0] + ... + counts_out[t], written on
+     * `stream` after the counts (needs rows_map.rows_out; T * K < 2^31).
+     * Added after `stream`: an older, smaller struct reads it as NULL. */
+    int32_t *indptr_out;
 } dcptopk_pair_select_args;
 #define DCPTOPK_PAIR_SELECT_ARGS_INIT                                          \
     { sizeof(dcptopk_pair_select_args), NULL, 0, 0, 0, 0, NULL, 0,             \
-      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL }
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, NULL }
 
 /* Local top-K ids + fp32 logits -> [T, K, 2] candidates of this rank. */
 typedef struct dcptopk_pair_pack_args {
@@ -601,10 +606,13 @@ typedef struct dcptopk_select_args {
     int64_t max_local_len;
     const int32_t *row_ends;
     void *stream;
+    /* [T + 1] or NULL: the owned rows' CSR offsets (as
+     * dcptopk_pair_select_args), after the rescue in exact mode. */
+    int32_t *indptr_out;
 } dcptopk_select_args;
 #define DCPTOPK_SELECT_ARGS_INIT                                               \
     { sizeof(dcptopk_select_args), NULL, 0, 0, 0, NULL, 0,                     \
-      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, 0, 0, NULL, NULL }
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, 0, 0, NULL, NULL, NULL }
 
 /* Select and, in exact mode, push + rescue (both launched on args->stream).
  * ws may be NULL when config->exact is 0. */
@@ -942,11 +950,14 @@ typedef struct dcptopk_group_merge_args {
      * after `stream`: an older, smaller struct reads as packed = NULL.) */
     const int32_t *packed;
     int64_t packed_stride;       /* int32 words between rows; 0 = N + N/32   */
+    /* [T + 1] or NULL: the owned rows' CSR offsets (as
+     * dcptopk_pair_select_args), all 0 in a poisoned step. */
+    int32_t *indptr_out;
 } dcptopk_group_merge_args;
 #define DCPTOPK_GROUP_MERGE_ARGS_INIT                                          \
     { sizeof(dcptopk_group_merge_args), 0, NULL, 0, 0, NULL, NULL, 0, NULL,    \
       NULL, 0, NULL, NULL, 0,                                                  \
-      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, NULL, 0 }
+      { NULL, NULL, 0, 0, 0, 0, NULL, 0, NULL }, NULL, NULL, 0, NULL }
 
 /* One call per step, on args->stream, for the workspace's config kind:
  *  packed: local top-N + pack (or a copy of the caller's args->packed rows)

@@ -377,6 +377,18 @@ static dcptopk_result alloc_scratch(int64_t n, dc_cand **cands,
                    (long long)n);
 }
 
+/* indptr [rows + 1]: the exclusive prefix sum of counts (the GPU's
+ * dcptopk_indptr; int32, whose range the argument check bounded). */
+static void write_indptr(int32_t *indptr, const int32_t *counts, int64_t rows)
+{
+    if (!indptr)
+        return;
+    int32_t sum = 0;
+    indptr[0] = 0;
+    for (int64_t t = 0; t < rows; t++)
+        indptr[t + 1] = sum += counts[t];
+}
+
 /* Output of row t on `rank`, for both merges: its ids (row stride 0 = K)
  * and its owned physical rows. `prefix_shift` depends on the merge's key
  * layout (see dc_row_out). */
@@ -420,6 +432,8 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
                                   const dcptopk_select_args *args,
                                   uint32_t *sat_out)
 {
+    dcptopk_select_args local;
+    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
     dcptopk_result r = dc_config_read(NULL, config, &c);
     if (r || (r = dc_check_select_args(NULL, &c, args)))
@@ -468,6 +482,7 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
         }
         sat_out[t] = (mask << 16) | tau16;
     }
+    write_indptr(args->indptr_out, args->rows_map.counts_out, args->rows);
     free(hist);
     free(cands);
     dc_clear(NULL);
@@ -487,6 +502,8 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
                                       int64_t t, uint32_t sat_word,
                                       const int32_t *const *push)
 {
+    dcptopk_select_args local;
+    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
     dcptopk_result r = dc_config_read(NULL, config, &c);
     if (r || (r = dc_check_select_args(NULL, &c, args)))
@@ -542,6 +559,8 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
     dc_row_out o = select_row_out(&c, args, t, hist);
     uint64_t lowest;
     select_and_emit(cands, count, &o, &lowest);
+    /* The row's count changed: the offsets after it move. */
+    write_indptr(args->indptr_out, args->rows_map.counts_out, args->rows);
     free(hist);
     free(cands);
     dc_clear(NULL);
@@ -680,6 +699,8 @@ done:
 dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
                                        const dcptopk_pair_select_args *args)
 {
+    dcptopk_pair_select_args local;
+    args = dc_pair_select_args_read(args, &local);
     dcptopk_merge_config c;
     dcptopk_result r = dc_config_read(NULL, config, &c);
     if (r || (r = dc_check_pair_select_args(NULL, &c, args)))
@@ -719,6 +740,7 @@ dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
         uint64_t lowest;
         select_and_emit(cands, count, &o, &lowest);
     }
+    write_indptr(args->indptr_out, args->rows_map.counts_out, args->rows);
     free(hist);
     free(cands);
     dc_clear(NULL);

@@ -2,9 +2,11 @@
  * points (see check.h). Every message names the argument and its value. No
  * check dereferences a data pointer: for the GPU calls they are device
  * addresses. Checks of pointers are NULL and alignment checks only. */
+#include <stddef.h>
 #include <stdint.h>
 
 #include "check.h"
+#include "structs.h"
 #include "topn.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
@@ -389,6 +391,52 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
+/* indptr_out [T + 1]: the prefix sum of the owned rows' counts, so the
+ * counts must be written, and T * K (its largest value) must fit int32. */
+static dcptopk_result check_indptr(const dcptopk_context *ctx,
+                                   const dcptopk_merge_config *c,
+                                   const int32_t *indptr,
+                                   const dcptopk_rows_map *m, int64_t rows)
+{
+    if (!indptr)
+        return DCPTOPK_SUCCESS;
+    if (!m->rows_out)
+        return DC_INVALID("args->indptr_out = %p without args->rows_map."
+                          "rows_out: the offsets are those of the owned rows",
+                          (const void *)indptr);
+    if (misaligned(indptr, 4))
+        return DC_INVALID("args->indptr_out = %p: must be 4-byte aligned",
+                          (const void *)indptr);
+    if (rows > INT32_MAX / c->topk)
+        return DC_INVALID("args->rows = %lld: args->indptr_out is int32 and "
+                          "rows * topk (%d) must stay below 2^31",
+                          (long long)rows, c->topk);
+    return DCPTOPK_SUCCESS;
+}
+
+const dcptopk_select_args *dc_select_args_read(const dcptopk_select_args *in,
+                                               dcptopk_select_args *local)
+{
+    const size_t first = offsetof(dcptopk_select_args, indptr_out);
+    if (!in || in->struct_size < first || in->struct_size >= sizeof *in)
+        return in; /* full size, or refused by the check */
+    static const dcptopk_select_args defaults = DCPTOPK_SELECT_ARGS_INIT;
+    dc_struct_read(local, sizeof *local, &defaults, in, in->struct_size);
+    return local;
+}
+
+const dcptopk_pair_select_args *dc_pair_select_args_read(
+    const dcptopk_pair_select_args *in, dcptopk_pair_select_args *local)
+{
+    const size_t first = offsetof(dcptopk_pair_select_args, indptr_out);
+    if (!in || in->struct_size < first || in->struct_size >= sizeof *in)
+        return in;
+    static const dcptopk_pair_select_args defaults =
+        DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    dc_struct_read(local, sizeof *local, &defaults, in, in->struct_size);
+    return local;
+}
+
 dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     const dcptopk_select_args *a)
@@ -412,7 +460,8 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
                              a->rows)))
         return r;
     if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
-        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)))
+        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)) ||
+        (r = check_indptr(ctx, c, a->indptr_out, &a->rows_map, a->rows)))
         return r;
     /* Exact mode: a saturated rank re-reads its own row for the push. */
     if (c->exact &&
@@ -530,7 +579,8 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
                              a->rows)))
         return r;
     if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
-        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)))
+        (r = check_rows_out_extent(ctx, c, &a->rows_map, a->rows)) ||
+        (r = check_indptr(ctx, c, a->indptr_out, &a->rows_map, a->rows)))
         return r;
     if (!a->ids_out && !a->rows_map.rows_out)
         return DC_INVALID("args->ids_out and args->rows_map.rows_out are both "

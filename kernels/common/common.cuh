@@ -197,4 +197,50 @@ __device__ __forceinline__ int compact_ordered(bool flag, uint32_t value, uint32
     return total;
 }
 
+// indptr[0] = 0, indptr[i + 1] = counts[0] + ... + counts[i] for i < rows:
+// one CTA of DC_INDPTR_THREADS threads walks the rows a chunk at a time
+// (warp scans, then a scan of the warp totals), carrying the running sum.
+// Only this CTA touches indptr, and every chunk's totals are read before
+// the barrier that lets the next chunk overwrite them.
+__device__ __forceinline__ void indptr_scan(const int32_t *counts, long long rows,
+                                            int32_t *indptr)
+{
+    constexpr int NWS = DC_INDPTR_THREADS / 32;
+    static_assert(DC_INDPTR_THREADS % 32 == 0 && NWS <= 32, "one warp scans the warp totals");
+    __shared__ int32_t totals[NWS];
+    const int tid = (int)threadIdx.x, lane = tid & 31, w = tid >> 5;
+    if (tid == 0)
+        indptr[0] = 0;
+    int32_t carry = 0;
+    for (long long base = 0; base < rows; base += DC_INDPTR_THREADS) {
+        const long long i = base + tid;
+        int32_t x = i < rows ? counts[i] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int32_t y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+            if (lane >= o)
+                x += y;
+        }
+        if (lane == 31)
+            totals[w] = x;
+        __syncthreads();
+        if (w == 0) {
+            int32_t t = lane < NWS ? totals[lane] : 0;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int32_t y = __shfl_up_sync(0xFFFFFFFFu, t, o);
+                if (lane >= o)
+                    t += y;
+            }
+            if (lane < NWS)
+                totals[lane] = t; // inclusive prefix of the warp totals
+        }
+        __syncthreads();
+        if (i < rows)
+            indptr[i + 1] = carry + (w ? totals[w - 1] : 0) + x;
+        carry += totals[NWS - 1];
+        __syncthreads();
+    }
+}
+
 } // namespace dc

@@ -95,4 +95,16 @@ typedef struct dc_abi_argv {
 #define DC_ABI_ARGS(NAME, LIST)
 #endif
 
+/* The owned rows' CSR offsets (indptr [T + 1] = the exclusive prefix sum
+ * of counts [T]): an entry dcptopk_indptr in the module of the kernel that
+ * wrote the counts last (select.cu, pair_select.cu), launched after it on
+ * the same stream as one CTA. Its key is that kernel's, so a warmup that
+ * loads the select loads it too. */
+#define DC_INDPTR_THREADS 1024
+#define DC_INDPTR_PARAMS(X)                                                    \
+    X(const int32_t *DC_RESTRICT, counts)                                      \
+    X(long long, rows)                                                         \
+    X(int32_t *DC_RESTRICT, indptr)
+DC_ABI_ARGS(dc_indptr_args, DC_INDPTR_PARAMS)
+
 #endif /* DCPTOPK_KERNEL_ABI_H */

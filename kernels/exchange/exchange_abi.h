@@ -120,7 +120,7 @@ DC_EXCHANGE_ASSERT(sizeof(dc_settle_param) == 48, "dc_settle_param layout");
  * output of the step: ids -1 and physical rows -1 in the first topk columns
  * of every row, counts 0; it copies the status into `host` (host-mapped, so
  * the host reads it with no synchronisation), or traps when `trap` is set.
- * 72 bytes. */
+ * 80 bytes. */
 typedef struct dc_poison_param {
     uint64_t status;     /* this rank's status words [4] uint32 (device):
                             code, then the code's three details              */
@@ -128,6 +128,7 @@ typedef struct dc_poison_param {
     uint64_t ids;        /* int32 [rows, ids_stride], or 0                    */
     uint64_t rows_out;   /* int32 [rows, rows_stride], or 0                   */
     uint64_t counts;     /* int32 [rows], or 0                                */
+    uint64_t indptr;     /* int32 [rows + 1] (the counts' CSR offsets), or 0  */
     int64_t ids_stride;  /* int32 between rows (>= topk)                      */
     int64_t rows_stride;
     int64_t rows;        /* T of the step                                     */
@@ -135,7 +136,7 @@ typedef struct dc_poison_param {
     int32_t trap;        /* 1: __trap() instead (DCPTOPK_PEER_TIMEOUT_TRAP)  */
 } dc_poison_param;
 
-DC_EXCHANGE_ASSERT(sizeof(dc_poison_param) == 72, "dc_poison_param layout");
+DC_EXCHANGE_ASSERT(sizeof(dc_poison_param) == 80, "dc_poison_param layout");
 
 /* Word offset of slot (parity p, rank s) from a gathered base. */
 DC_EXCHANGE_FN int64_t dc_exchange_slot_words(int32_t p, int32_t s, int32_t world,

@@ -84,4 +84,10 @@ dcptopk_exchange_poison(const dc_poison_param x)
         if (counts && threadIdx.x == 0)
             counts[t] = 0;
     }
+    // The offsets of all-zero counts (the launch follows dcptopk_indptr).
+    int32_t *indptr = (int32_t *)x.indptr;
+    if (indptr)
+        for (long long i = (long long)blockIdx.x * DC_EXCHANGE_THREADS + threadIdx.x;
+             i <= x.rows; i += (long long)gridDim.x * DC_EXCHANGE_THREADS)
+            indptr[i] = 0;
 }

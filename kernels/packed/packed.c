@@ -579,11 +579,32 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
     return dc_launch(ctx, &key, "dcptopk_rescue", &cfg, argv.p);
 }
 
+/* The owned rows' CSR offsets from the counts, after the kernels that wrote
+ * them (stream order; not a dependent launch): dcptopk_indptr of the select
+ * module (kernel_abi.h), one CTA. */
+static dcptopk_result launch_indptr(dcptopk_context *ctx,
+                                    const dcptopk_merge_config *c,
+                                    const dcptopk_select_args *a)
+{
+    dcptopk_key key;
+    select_key(&key, c, ctx->arch);
+    dc_indptr_args k = {
+        .counts = a->rows_map.counts_out,
+        .rows = a->rows,
+        .indptr = a->indptr_out,
+    };
+    dc_launch_cfg cfg = {{1, 1, 1}, {DC_INDPTR_THREADS, 1, 1}, 0, 0, a->stream, 0, 0};
+    dc_abi_argv argv = dc_indptr_args_argv(&k);
+    return dc_launch(ctx, &key, "dcptopk_indptr", &cfg, argv.p);
+}
+
 dcptopk_result dcptopk_select(dcptopk_context *ctx,
                               const dcptopk_merge_config *config,
                               dcptopk_workspace *ws,
                               const dcptopk_select_args *args)
 {
+    dcptopk_select_args local;
+    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
     dcptopk_result r = read_config(ctx, config, &c);
     if (r || (r = dc_check_select_args(ctx, &c, args)))
@@ -601,9 +622,9 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
         return r;
     if ((r = launch_select(ctx, &c, ws, args)))
         return r;
-    if (c.exact)
-        r = dc_packed_rescue_launch(ctx, &c, ws, args);
-    return r;
+    if (c.exact && (r = dc_packed_rescue_launch(ctx, &c, ws, args)))
+        return r;
+    return args->indptr_out ? launch_indptr(ctx, &c, args) : DCPTOPK_SUCCESS;
 }
 
 /* ------------------------------------------------------------ node pairs */

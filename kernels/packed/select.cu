@@ -1107,3 +1107,10 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 }
 
 #endif
+
+// The owned rows' CSR offsets after the counts (kernel_abi.h).
+extern "C" __global__ void __launch_bounds__(DC_INDPTR_THREADS)
+dcptopk_indptr(DC_KERNEL_PARAMS(DC_INDPTR_PARAMS))
+{
+    dc::indptr_scan(counts, rows, indptr);
+}

@@ -84,6 +84,8 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
     if ((r = dc_config_read(ctx, config, &c)))
         return r;
+    dcptopk_pair_select_args local;
+    args = dc_pair_select_args_read(args, &local);
     /* (refuses ids_out and rows_out both NULL, like the reference) */
     if ((r = dc_check_pair_select_args(ctx, &c, args)))
         return r;
@@ -136,7 +138,19 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     cfg.smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk);
     cfg.stream = args->stream;
     dc_abi_argv argv = dc_pair_select_args_argv(&k);
-    return dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p);
+    if ((r = dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p)) ||
+        !args->indptr_out)
+        return r;
+    /* The owned rows' CSR offsets: dcptopk_indptr of the same module
+     * (kernel_abi.h), one CTA, after the select in stream order. */
+    dc_indptr_args ik = {
+        .counts = m->counts_out,
+        .rows = args->rows,
+        .indptr = args->indptr_out,
+    };
+    dc_launch_cfg icfg = {{1, 1, 1}, {DC_INDPTR_THREADS, 1, 1}, 0, 0, args->stream, 0, 0};
+    dc_abi_argv iargv = dc_indptr_args_argv(&ik);
+    return dc_launch(ctx, &key, "dcptopk_indptr", &icfg, iargv.p);
 }
 
 dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,

@@ -848,3 +848,10 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     __syncthreads();
     select_emit(sh, row, t, o);
 }
+
+// The owned rows' CSR offsets after the counts (kernel_abi.h).
+extern "C" __global__ void __launch_bounds__(DC_INDPTR_THREADS)
+dcptopk_indptr(DC_KERNEL_PARAMS(DC_INDPTR_PARAMS))
+{
+    dc::indptr_scan(counts, rows, indptr);
+}

@@ -337,6 +337,240 @@ TEST(group_w1_producer_packed_and_graph)
     dcptopk_context_destroy(ctx);
 }
 
+/* indptr_out of the one-call merge through a one-rank group: owned rows,
+ * counts against the reference bit for bit, indptr against this test's own
+ * prefix sum of the counts; eager, then a captured call replayed with new
+ * inputs. Packed (exact, saturated rows) and pair. */
+enum { IP_T = 40, IP_B = 16, IP_LEN = 4096 };
+
+typedef struct ip_case {
+    dcptopk_context *ctx;
+    int32_t k;
+    uint64_t req, table, rows, counts, indptr;
+    int32_t req_h[IP_T], table_h[IP_LEN / IP_B + 1];
+    int32_t *rows_ref, counts_ref[IP_T], *rows_h, counts_h[IP_T];
+    int32_t indptr_h[IP_T + 1];
+    dcptopk_rows_map map_h;
+} ip_case;
+
+static void ip_setup(ip_case *ic, dcptopk_context *ctx, int32_t k)
+{
+    memset(ic, 0, sizeof *ic);
+    ic->ctx = ctx;
+    ic->k = k;
+    for (int i = 0; i < IP_LEN / IP_B + 1; i++)
+        ic->table_h[i] = 500 + 3 * i;
+    ic->rows_ref = malloc((size_t)IP_T * (size_t)k * 4);
+    ic->rows_h = malloc((size_t)IP_T * (size_t)k * 4);
+    ic->req = gpu_upload(ctx, ic->req_h, sizeof ic->req_h);
+    ic->table = gpu_upload(ctx, ic->table_h, sizeof ic->table_h);
+    ic->rows = gpu_alloc(ctx, (size_t)IP_T * (size_t)k * 4);
+    ic->counts = gpu_alloc(ctx, IP_T * 4);
+    ic->indptr = gpu_alloc(ctx, (IP_T + 1) * 4);
+    dcptopk_rows_map m = {ic->req_h, ic->table_h, IP_LEN / IP_B + 1,
+                          IP_LEN / IP_B + 1, 1, IP_B, ic->rows_ref, k,
+                          ic->counts_ref};
+    ic->map_h = m;
+}
+
+static dcptopk_rows_map ip_map(const ip_case *ic)
+{
+    dcptopk_rows_map m = ic->map_h;
+    m.req_id = (const int32_t *)(uintptr_t)ic->req;
+    m.block_table = (const int32_t *)(uintptr_t)ic->table;
+    m.rows_out = (int32_t *)(uintptr_t)ic->rows;
+    m.counts_out = (int32_t *)(uintptr_t)ic->counts;
+    return m;
+}
+
+/* 0 when rows and counts equal the reference and indptr their prefix sum. */
+static int ip_compare(ip_case *ic, const char *what)
+{
+    if (gpu_download(ic->ctx, ic->rows_h, ic->rows, (size_t)IP_T * ic->k * 4) ||
+        gpu_download(ic->ctx, ic->counts_h, ic->counts, IP_T * 4) ||
+        gpu_download(ic->ctx, ic->indptr_h, ic->indptr, (IP_T + 1) * 4))
+        return -1;
+    if (memcmp(ic->counts_h, ic->counts_ref, IP_T * 4) ||
+        memcmp(ic->rows_h, ic->rows_ref, (size_t)IP_T * ic->k * 4)) {
+        fprintf(stderr, "%s: owned rows or counts differ from the reference\n",
+                what);
+        return -1;
+    }
+    int32_t sum = 0;
+    for (int t = 0; t <= IP_T; t++) {
+        if (ic->indptr_h[t] != sum) {
+            fprintf(stderr, "%s: indptr[%d] = %d, the counts sum to %d\n",
+                    what, t, ic->indptr_h[t], sum);
+            return -1;
+        }
+        if (t < IP_T)
+            sum += ic->counts_h[t];
+    }
+    return sum > 0 ? 0 : -1; /* some row owned something */
+}
+
+static void ip_free(ip_case *ic)
+{
+    gpu_free(ic->ctx, ic->req);
+    gpu_free(ic->ctx, ic->table);
+    gpu_free(ic->ctx, ic->rows);
+    gpu_free(ic->ctx, ic->counts);
+    gpu_free(ic->ctx, ic->indptr);
+    free(ic->rows_ref);
+    free(ic->rows_h);
+}
+
+/* New packed inputs uploaded into the same buffers, and the reference. */
+static int ip_packed_inputs(ip_case *ic, const dcptopk_merge_config *c,
+                            int family, uint64_t seed, uint64_t logits,
+                            uint64_t ends, int64_t stride)
+{
+    dc_world w;
+    if (dc_gen_world(&w, family, c->topk, c->local_topk, 1, IP_T, IP_LEN,
+                     seed) || w.stride != stride)
+        return -1;
+    int64_t rescued = 0;
+    int rc = dcptopk_ref_packed_merge(c, (const uint16_t *const *)w.logits,
+                                      w.stride, w.max_local_len,
+                                      (const int32_t *const *)w.row_ends,
+                                      IP_T, NULL, &ic->map_h, NULL, &rescued)
+                 ? -1
+                 : 0;
+    if (!rc && (dc_memcpy_htod(ic->ctx, logits, w.logits[0],
+                               (size_t)IP_T * (size_t)stride * 2) ||
+                dc_memcpy_htod(ic->ctx, ends, w.row_ends[0], IP_T * 4)))
+        rc = -1;
+    dc_world_free(&w);
+    return rc;
+}
+
+TEST(group_w1_indptr_packed_and_graph)
+{
+    GPU_CTX(ctx);
+    dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
+    gc.rank = 0;
+    gc.world_size = 1;
+    dcptopk_group *g = NULL;
+    CHECK_OK(dcptopk_group_create(ctx, &gc, &g));
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = 2048;
+    c.local_topk = 384;
+    c.world_size = 1;
+    c.block_size = IP_B;
+    c.emit_ids = 0;
+    dcptopk_group_workspace *gw = NULL;
+    CHECK_OK(dcptopk_group_workspace_create(g, &c, IP_T, &gw));
+    CHECK_OK(dcptopk_group_warmup(gw, NULL, NULL, NULL));
+    ip_case ic;
+    ip_setup(&ic, ctx, c.topk);
+    const int64_t stride = (IP_LEN + 7) / 8 * 8 + 8;
+    uint64_t logits = gpu_alloc(ctx, (size_t)IP_T * (size_t)stride * 2);
+    uint64_t ends = gpu_alloc(ctx, IP_T * 4);
+    dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    a.rows = IP_T;
+    a.logits = (const uint16_t *)(uintptr_t)logits;
+    a.logits_stride = stride;
+    a.max_local_len = IP_LEN;
+    a.row_ends = (const int32_t *)(uintptr_t)ends;
+    a.rows_map = ip_map(&ic);
+    a.indptr_out = (int32_t *)(uintptr_t)ic.indptr;
+    CHECK(ip_packed_inputs(&ic, &c, DC_FAM_CONC_SAT, 1, logits, ends, stride) == 0);
+    CHECK_OK(dcptopk_group_merge(gw, &a));
+    CHECK_OK(dcptopk_group_check(g, NULL));
+    CHECK(ip_compare(&ic, "packed eager") == 0);
+    void *stream = NULL, *exec = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    a.stream = stream;
+    CHECK_OK(dc_graph_begin(ctx, stream));
+    CHECK_OK(dcptopk_group_merge(gw, &a));
+    CHECK_OK(dc_graph_end(ctx, stream, &exec));
+    for (int s = 0; s < 4; s++) {
+        CHECK(ip_packed_inputs(&ic, &c, DR_FAMILIES[s], 60 + (uint64_t)s,
+                               logits, ends, stride) == 0);
+        CHECK_OK(dc_graph_launch(ctx, exec, stream));
+        CHECK_OK(dcptopk_group_check(g, stream));
+        CHECK(ip_compare(&ic, "packed replay") == 0);
+    }
+    /* indptr_out needs the owned rows. */
+    a.rows_map.rows_out = NULL;
+    a.rows_map.counts_out = NULL;
+    CHECK_EQ(dcptopk_group_merge(gw, &a), DCPTOPK_INVALID_ARGUMENT);
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "args->indptr_out");
+    CHECK_CONTAINS(dcptopk_last_error(ctx), "without args->rows_map.rows_out");
+    dc_graph_destroy(ctx, exec);
+    dc_stream_destroy(ctx, stream);
+    gpu_free(ctx, logits);
+    gpu_free(ctx, ends);
+    ip_free(&ic);
+    dcptopk_group_workspace_destroy(gw);
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
+
+TEST(group_w1_indptr_pair_and_graph)
+{
+    GPU_CTX(ctx);
+    dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
+    gc.rank = 0;
+    gc.world_size = 1;
+    dcptopk_group *g = NULL;
+    CHECK_OK(dcptopk_group_create(ctx, &gc, &g));
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.kind = DCPTOPK_MERGE_PAIR;
+    c.topk = 1024;
+    c.local_topk = 1024;
+    c.world_size = 1;
+    c.block_size = IP_B;
+    c.emit_ids = 0;
+    c.exact = 0;
+    dcptopk_group_workspace *gw = NULL;
+    CHECK_OK(dcptopk_group_workspace_create(g, &c, IP_T, &gw));
+    CHECK_OK(dcptopk_group_warmup(gw, NULL, NULL, NULL));
+    ip_case ic;
+    ip_setup(&ic, ctx, c.topk);
+    const size_t n = (size_t)IP_T * 1024 * 8;
+    uint64_t dc = gpu_alloc(ctx, n);
+    dcptopk_group_merge_args a = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    a.rows = IP_T;
+    a.candidates = (const int32_t *)(uintptr_t)dc;
+    a.rows_map = ip_map(&ic);
+    a.indptr_out = (int32_t *)(uintptr_t)ic.indptr;
+    void *stream = NULL, *exec = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    for (int s = 0; s < 5 && !dc_test_failed; s++) {
+        /* Step 0 eager; the capture after it; steps 1.. replays. */
+        int32_t *cand = dc_gen_pair_candidates(DC_PFAM_SPECIAL, 1024, 1, 1,
+                                               IP_T, 5 + (uint64_t)s);
+        CHECK(cand);
+        dcptopk_pair_select_args ra = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+        ra.candidates = cand;
+        ra.rows = IP_T;
+        ra.rows_map = ic.map_h;
+        CHECK_OK(dcptopk_ref_pair_select(&c, &ra));
+        CHECK(dc_memcpy_htod(ctx, dc, cand, n) == 0);
+        free(cand);
+        if (s == 0) {
+            CHECK_OK(dcptopk_group_merge(gw, &a));
+            CHECK_OK(dcptopk_group_check(g, NULL));
+            a.stream = stream;
+            CHECK_OK(dc_graph_begin(ctx, stream));
+            CHECK_OK(dcptopk_group_merge(gw, &a));
+            CHECK_OK(dc_graph_end(ctx, stream, &exec));
+        } else {
+            CHECK_OK(dc_graph_launch(ctx, exec, stream));
+            CHECK_OK(dcptopk_group_check(g, stream));
+        }
+        CHECK(ip_compare(&ic, s ? "pair replay" : "pair eager") == 0);
+    }
+    dc_graph_destroy(ctx, exec);
+    dc_stream_destroy(ctx, stream);
+    gpu_free(ctx, dc);
+    ip_free(&ic);
+    dcptopk_group_workspace_destroy(gw);
+    dcptopk_group_destroy(g);
+    dcptopk_context_destroy(ctx);
+}
+
 /* The pair merge through a one-rank group, from the caller's candidates. */
 TEST(group_w1_pair)
 {

@@ -153,11 +153,13 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
             rows_out = torch.full((T, K), -7, dtype=torch.int32, device=dev)
             valid = torch.full((T,), -7, dtype=torch.int32, device=dev)
             ids2 = torch.full((T, K), -7, dtype=torch.int32, device=dev)
+            indptr = torch.full((T + 1,), -7, dtype=torch.int32, device=dev)
             M.dcp_topk_merge_rows(logits=lg[rank].to(dev), row_ends=re[rank].to(dev),
                                   local_topk=N, topk=K, req_id=req.to(dev),
                                   block_table=bt.to(dev), block_size=B, stride_rows=B,
                                   dcp_rank=rank, rows_out=rows_out, valid_out=valid,
-                                  ids_out=ids2, group=group, packed=packed)
+                                  ids_out=ids2, group=group, packed=packed,
+                                  indptr_out=indptr)
             M.get_dcp_topk_rescue_workspace(K, N).check()
             assert torch.equal(ids.cpu(), want[rank]), f"rank {rank} call {call}: ids"
             assert torch.equal(ids2.cpu(), want_rows_ids), f"rank {rank} call {call}: ids (rows)"
@@ -165,6 +167,11 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
                 f"rank {rank} call {call}: rows"
             assert torch.equal(valid.cpu(), rows_c[rank].counts_out), \
                 f"rank {rank} call {call}: counts"
+            # The offsets against this test's own prefix sum of the counts.
+            own = [0]
+            for v in rows_c[rank].counts_out.tolist():
+                own.append(own[-1] + v)
+            assert indptr.cpu().tolist() == own, f"rank {rank} call {call}: indptr_out"
         # Teardown: no rank frees memory a peer may still reach (CUDA IPC
         # leaves that undefined) before every rank's last step finished.
         torch.cuda.synchronize()

@@ -81,6 +81,7 @@ int main(void)
     FIELD(dcptopk_pair_select_args, ids_out_stride);
     FIELD(dcptopk_pair_select_args, rows_map);
     FIELD(dcptopk_pair_select_args, stream);
+    FIELD(dcptopk_pair_select_args, indptr_out);
     SIZE(dcptopk_node_pairs_args);
     FIELD(dcptopk_node_pairs_args, struct_size);
     FIELD(dcptopk_node_pairs_args, gathered);
@@ -130,6 +131,7 @@ int main(void)
     FIELD(dcptopk_select_args, max_local_len);
     FIELD(dcptopk_select_args, row_ends);
     FIELD(dcptopk_select_args, stream);
+    FIELD(dcptopk_select_args, indptr_out);
     SIZE(dcptopk_workspace_layout);
     FIELD(dcptopk_workspace_layout, struct_size);
     FIELD(dcptopk_workspace_layout, recv_bytes);
@@ -225,6 +227,7 @@ int main(void)
     FIELD(dcptopk_group_merge_args, stream);
     FIELD(dcptopk_group_merge_args, packed);
     FIELD(dcptopk_group_merge_args, packed_stride);
+    FIELD(dcptopk_group_merge_args, indptr_out);
     SIZE(dcptopk_launch_env);
     FIELD(dcptopk_launch_env, struct_size);
     FIELD(dcptopk_launch_env, rank);

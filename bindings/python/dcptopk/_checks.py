@@ -421,9 +421,26 @@ def plan_pair_select(cfg, candidates, rank_, ids, req_id=None, block_table=None,
                 ids_out_stride=ids_stride, rows_map=rm)
 
 
+def indptr(cfg, t, rows, dev, rm):
+    """indptr_out int32 [T + 1], contiguous: the owned rows' CSR offsets (so
+    rows_out must be given)."""
+    import torch
+    exp = f"int32 [{rows + 1}] (T + 1 offsets), contiguous"
+    if tensor(t, "indptr_out", torch.int32, (rows + 1,), exp, dev, optional=True) is None:
+        return
+    if rm is None:
+        raise ValueError("indptr_out: given without rows_out; the offsets are those of the "
+                         "owned rows")
+    contiguous_1d(t, "indptr_out", exp)
+    aligned(t, "indptr_out", 4)
+    if rows * cfg.topk >= 2**31:
+        raise ValueError(f"indptr_out: int32 offsets of {rows} rows of up to K = {cfg.topk} "
+                         "owned rows each may pass 2^31")
+
+
 def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_info,
                      req_id=None, block_table=None, rows_out=None, counts_out=None,
-                     stride_rows=0, packed=None):
+                     stride_rows=0, packed=None, indptr_out=None):
     """One step of the library's one-call merge on a group workspace whose
     config is cfg; ws_info as for plan_select. packed: this rank's rows from
     the caller's producer, sent instead of the fused local top-N."""
@@ -467,6 +484,7 @@ def plan_group_merge(cfg, logits, row_ends_t, local_ids, ids, max_local_len, ws_
     rm = rows_map(cfg, T, dev, req_id, block_table, rows_out, counts_out, stride_rows)
     if ids is None and rm is None:
         raise ValueError("ids_out and rows_out: both None; the merge would output nothing")
+    indptr(cfg, indptr_out, T, dev, rm)
     return dict(rows=T, logits_stride=stride, max_local_len=mll, local_ids_stride=ids_stride,
                 ids_out_stride=out_stride, rows_map=rm, rank=r, packed_stride=packed_stride)
 

@@ -338,7 +338,7 @@ class GroupWorkspace:
         return {n: getattr(st, n) for n, _ in WarmupStats._fields_[1:]}
 
     def merge(self, cfg, logits, row_ends, ids_out, plan, rows_tensors, local_ids=None,
-              packed=None):
+              packed=None, indptr_out=None):
         """One step (the body of torch.ops.dcptopk.group_merge)."""
         import torch
         a = new(GroupMergeArgs)
@@ -349,6 +349,8 @@ class GroupWorkspace:
             a.local_ids, a.local_ids_stride = local_ids.data_ptr(), plan["local_ids_stride"]
         if packed is not None:
             a.packed, a.packed_stride = packed.data_ptr(), plan["packed_stride"]
+        if indptr_out is not None:
+            a.indptr_out = indptr_out.data_ptr()
         if ids_out is not None:
             a.ids_out, a.ids_out_stride = ids_out.data_ptr(), plan["ids_out_stride"]
         a.rows_map = _core.rows_map_struct(plan["rows_map"], *rows_tensors)

@@ -143,7 +143,7 @@ class PairSelectArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("candidates", _vp), ("layout", _c_i32),
                 ("rows", _c_i64), ("rank_stride_rows", _c_i64), ("rank", _c_i32),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
-                ("stream", _vp)]
+                ("stream", _vp), ("indptr_out", _vp)]
     _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
@@ -166,7 +166,8 @@ class SelectArgs(Struct):
     _fields_ = [("struct_size", _c_u32), ("gathered", _vp), ("rank_stride_rows", _c_i64),
                 ("rows", _c_i64), ("rank", _c_i32), ("ids_out", _vp), ("ids_out_stride", _c_i64),
                 ("rows_map", RowsMap), ("logits", _vp), ("logits_stride", _c_i64),
-                ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp)]
+                ("max_local_len", _c_i64), ("row_ends", _vp), ("stream", _vp),
+                ("indptr_out", _vp)]
     _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 
@@ -250,7 +251,8 @@ class GroupMergeArgs(Struct):
                 ("local_ids", _vp), ("local_ids_stride", _c_i64), ("candidates", _vp),
                 ("pair_logits", _vp), ("pair_logits_stride", _c_i64), ("row_starts", _vp),
                 ("ids_out", _vp), ("ids_out_stride", _c_i64), ("rows_map", RowsMap),
-                ("stream", _vp), ("packed", _vp), ("packed_stride", _c_i64)]
+                ("stream", _vp), ("packed", _vp), ("packed_stride", _c_i64),
+                ("indptr_out", _vp)]
     _unchecked_ = True   # a launch's arguments: see _checks.Struct
 
 

@@ -557,16 +557,20 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
                         req_id: torch.Tensor, block_table: torch.Tensor, block_size: int,
                         stride_rows: int, dcp_rank: int, rows_out: torch.Tensor,
                         valid_out: torch.Tensor, ids_out: torch.Tensor | None = None,
-                        group: Any = None, max_local_len: int | None = None) -> None:
+                        group: Any = None, max_local_len: int | None = None,
+                        indptr_out: torch.Tensor | None = None) -> None:
     """Exact DCP top-K merge straight to this rank's physical KV rows.
 
     logits [T, S] bf16 and row_ends [T] int32, plus optionally packed
     [T, N + N/32] int32 (this rank's local top-N already packed; the contract
     of assert_packed_merge_contract). Outputs (caller buffers): rows_out
     [T, >= topk] int32 owned physical rows (compacted, -1 after), valid_out
-    [T] their count, ids_out [T, topk] the global ids (optional)."""
+    [T] their count, ids_out [T, topk] the global ids (optional), indptr_out
+    [T + 1] int32 the counts' exclusive prefix sum (optional: the owned rows
+    as CSR offsets, written with them)."""
     args = (logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
-            stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len)
+            stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len,
+            indptr_out)
     if torch.compiler.is_compiling():
         _merge_rows(*args)
         return
@@ -593,7 +597,8 @@ def _not_warmed(e, topk, local_topk, block_size, emit_ids):
 
 
 def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table, block_size,
-                stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len):
+                stride_rows, dcp_rank, rows_out, valid_out, ids_out, group, max_local_len,
+                indptr_out=None):
     if logits is None or row_ends is None:
         raise ValueError("dcp_topk_merge_rows needs logits= and row_ends= (also with packed=)")
     _check_kn(topk, local_topk)
@@ -603,7 +608,7 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
         raise _no_workspace(topk, local_topk, ("topk", None))
     _check_devices(ws, logits=logits, row_ends=row_ends, packed=packed, req_id=req_id,
                    block_table=block_table, rows_out=rows_out, valid_out=valid_out,
-                   ids_out=ids_out)
+                   ids_out=ids_out, indptr_out=indptr_out)
     if getattr(ws, "one_call", False):
         exact = _exact_args_for(topk, local_topk, logits, row_ends, group, mll)
         if dcp_rank != ws.rank:
@@ -612,6 +617,7 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
         # one call (logits and row_ends still feed the rescue round).
         ops.group_merge(logits, row_ends, workspace=ws.variant(block_size, ids_out is not None),
                         ids_out=ids_out, max_local_len=mll, packed=packed,
+                        indptr_out=indptr_out,
                         rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
                                               stride_rows))
         return ()
@@ -645,8 +651,17 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
     rows = RowsOutput(req_id=req_id, block_table=block_table, rows_out=rows_out,
                       valid_out=valid_out, dcp_rank=dcp_rank, block_size=block_size,
                       stride_rows=stride_rows)
+    if indptr_out is not None:
+        _checks.indptr(_core.as_config(_cfg(topk, local_topk, 1)), indptr_out, num_rows,
+                       rows_out.device, True)
     dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, ids_out, topk=topk,
                     rows=rows, exact=exact)
+    if indptr_out is not None:
+        # This path's select has no indptr: torch's scan after it (two more
+        # launches, not memoised: the memo replays library launches only).
+        torch.cumsum(valid_out, 0, dtype=torch.int32, out=indptr_out[1:])
+        indptr_out[:1].zero_()
+        return None
     if not _memoisable(exact.workspace):
         return None
     return () if given else (packed,)

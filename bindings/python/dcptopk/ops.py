@@ -160,26 +160,29 @@ def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
                       req_id: Optional[Tensor], block_table: Optional[Tensor],
                       rows_out: Optional[Tensor], counts_out: Optional[Tensor], stride_rows: int,
                       max_local_len: Optional[int], workspace: str,
-                      packed: Optional[Tensor] = None) -> None:
+                      packed: Optional[Tensor] = None,
+                      indptr_out: Optional[Tensor] = None) -> None:
     c = _config(cfg)
     ws = _group_ws(workspace)
     plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
                                     ws.info(), req_id, block_table, rows_out, counts_out,
-                                    stride_rows, packed)
+                                    stride_rows, packed, indptr_out)
     ws.merge(c, logits, row_ends, ids_out, plan, (req_id, block_table, rows_out, counts_out),
-             local_ids, packed)
+             local_ids, packed, indptr_out)
 
 
 _group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
-                                       mutates_args=("ids_out", "rows_out", "counts_out"))
+                                       mutates_args=("ids_out", "rows_out", "counts_out",
+                                                     "indptr_out"))
 
 
 @_group_merge.register_fake
 def _group_merge_fake(cfg, logits, row_ends, local_ids, ids_out, req_id, block_table, rows_out,
-                      counts_out, stride_rows, max_local_len, workspace, packed=None):
+                      counts_out, stride_rows, max_local_len, workspace, packed=None,
+                      indptr_out=None):
     _checks.plan_group_merge(_config(cfg), logits, row_ends, local_ids, ids_out, max_local_len,
                              _group_ws(workspace).info(), req_id, block_table, rows_out,
-                             counts_out, stride_rows, packed)
+                             counts_out, stride_rows, packed, indptr_out)
 
 
 # ------------------------------------------------------------ the functions
@@ -352,13 +355,14 @@ def pair_select(cfg, candidates, *, rank, ids_out=None, rows=None, ids_as_float=
 
 
 def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_ids=None,
-                max_local_len=None, packed=None):
+                max_local_len=None, packed=None, indptr_out=None):
     """One step of the library's one-call merge (local top-N or the given
     local_ids, pack, exchange, select, rescue) on a group workspace
     (dcptopk._dist.GroupWorkspace, whose config it is). Collective. packed:
     this rank's rows int32 [T, N + N/32] from the caller's own producer (the
     contract of assert_packed_merge_contract), sent instead of the fused
-    local top-N; logits and row_ends are still read (the rescue round)."""
+    local top-N; logits and row_ends are still read (the rescue round).
+    indptr_out: int32 [T + 1], the owned rows' CSR offsets (with rows)."""
     c = workspace.cfg.as_list()
     _tensor(logits, "logits")
     if packed is not None:
@@ -368,8 +372,9 @@ def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_i
         ids_out = torch.empty((T, c[1]), dtype=torch.int32, device=logits.device)
     req_id, bt, rows_out, counts_out, stride_rows = _rows_args(rows)
     args = (c, logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out,
-            stride_rows, max_local_len, workspace.key, packed)
-    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out, packed):
+            stride_rows, max_local_len, workspace.key, packed, indptr_out)
+    if _direct(logits, row_ends, local_ids, ids_out, req_id, bt, rows_out, counts_out, packed,
+               indptr_out):
         _group_merge_impl(*args)
     else:
         torch.ops.dcptopk.group_merge(*args)
