@@ -617,6 +617,7 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
                                  {"args->ids_out", args->ids_out},
                                  {"args->logits", args->logits},
                                  {"args->row_ends", args->row_ends},
+                                 {"args->indptr_out", args->indptr_out},
                                  DC_ROWS_MAP_PTRS(args->rows_map)};
     if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
         return r;

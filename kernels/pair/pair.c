@@ -99,6 +99,7 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
         return DCPTOPK_SUCCESS;
     const dc_named_ptr ptrs[] = {{"args->candidates", args->candidates},
                                  {"args->ids_out", args->ids_out},
+                                 {"args->indptr_out", args->indptr_out},
                                  DC_ROWS_MAP_PTRS(args->rows_map)};
     if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
         return r;
