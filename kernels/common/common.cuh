@@ -197,6 +197,19 @@ __device__ __forceinline__ int compact_ordered(bool flag, uint32_t value, uint32
     return total;
 }
 
+// Inclusive sum over the 32 lanes of a warp (every lane takes part).
+__device__ __forceinline__ int32_t warp_incl_scan(int32_t x)
+{
+    const int lane = (int)threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int32_t y = __shfl_up_sync(0xFFFFFFFFu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    return x;
+}
+
 // indptr[0] = 0, indptr[i + 1] = counts[0] + ... + counts[i] for i < rows:
 // one CTA of DC_INDPTR_THREADS threads walks the rows a chunk at a time
 // (warp scans, then a scan of the warp totals), carrying the running sum.
@@ -214,24 +227,12 @@ __device__ __forceinline__ void indptr_scan(const int32_t *counts, long long row
     int32_t carry = 0;
     for (long long base = 0; base < rows; base += DC_INDPTR_THREADS) {
         const long long i = base + tid;
-        int32_t x = i < rows ? counts[i] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int32_t y = __shfl_up_sync(0xFFFFFFFFu, x, o);
-            if (lane >= o)
-                x += y;
-        }
+        const int32_t x = warp_incl_scan(i < rows ? counts[i] : 0);
         if (lane == 31)
             totals[w] = x;
         __syncthreads();
         if (w == 0) {
-            int32_t t = lane < NWS ? totals[lane] : 0;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int32_t y = __shfl_up_sync(0xFFFFFFFFu, t, o);
-                if (lane >= o)
-                    t += y;
-            }
+            const int32_t t = warp_incl_scan(lane < NWS ? totals[lane] : 0);
             if (lane < NWS)
                 totals[lane] = t; // inclusive prefix of the warp totals
         }
