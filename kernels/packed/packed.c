@@ -135,12 +135,14 @@ static dcptopk_result read_config(dcptopk_context *ctx,
 /* Host memory or another device's is an error here, not a fault in the
  * kernel (runtime.h, dc_check_device_ptr). */
 static dcptopk_result check_pack_ptrs(dcptopk_context *ctx,
-                                      const dcptopk_pack_args *a)
+                                      const dcptopk_pack_args *a, int indices)
 {
+    /* dcptopk_pack does not read local_ids: a stale value there is not an
+     * error. */
     const dc_named_ptr ptrs[] = {{"args->logits", a->logits},
                                  {"args->row_ends", a->row_ends},
-                                 {"args->local_ids", a->local_ids},
-                                 {"args->out", a->out}};
+                                 {"args->out", a->out},
+                                 {"args->local_ids", indices ? a->local_ids : NULL}};
     return dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
 }
 
@@ -154,7 +156,7 @@ dcptopk_result dcptopk_pack(dcptopk_context *ctx,
         return r;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
-    if ((r = check_pack_ptrs(ctx, args)))
+    if ((r = check_pack_ptrs(ctx, args, 0)))
         return r;
     return dc_topn_pack_launch(ctx, &c, args);
 }
@@ -167,7 +169,7 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
     dcptopk_result r = read_config(ctx, config, &c);
     if (r || (r = dc_check_pack_args(ctx, &c, args, 1)))
         return r;
-    if (args->rows > 0 && (r = check_pack_ptrs(ctx, args)))
+    if (args->rows > 0 && (r = check_pack_ptrs(ctx, args, 1)))
         return r;
     dcptopk_key key;
     pack_indices_key(&key, &c, ctx->arch);
