@@ -8,6 +8,8 @@
  *    bound, then DCPTOPK_GROUP_BROKEN), `dcptopk selftest --ranks 4`;
  *  - simulated nodes (DCPTOPK_DOMAIN_SIZE): the hierarchical merge, against
  *    dcptopk_ref_hier_merge; the store path;
+ *  - the one-answer families (tests/util/ties.h), flat and on simulated
+ *    nodes, against the reference and the one-GPU brute force;
  *  - one process: a one-rank group (loopback path) with the packed and the
  *    pair merge and graph replay; NCCL with W = 1: group creation from a
  *    unique id, adoption of an existing communicator, the NCCL exchange
@@ -78,6 +80,64 @@ TEST(procs_producer_packed_w4)
     NEED_GPU();
     const char *env[] = {"DC_DIST_STEPS=8", NULL};
     CHECK_EQ(dr_spawn(4, "packed", env), 4);
+}
+
+/* The one-answer families (tests/util/ties.h) through the one-call merge of
+ * processes on one GPU: every rank's ids equal the reference bit for bit and,
+ * as a set, the one-GPU answer, on the flat path (several W, interleaves and
+ * exchange paths) and on simulated nodes (the hierarchy). W = 2, K = 512,
+ * N = 256 holds vLLM's all-equal row: 2048 tokens, 1024 a rank. */
+static void ties_case(int w, const char *k, const char *n, const char *extra1,
+                      const char *extra2)
+{
+    const char *env[] = {k, n, extra1, extra2, NULL};
+    CHECK_EQ(dr_spawn(w, "ties", env), w);
+}
+
+TEST(procs_one_answer_w2)
+{
+    NEED_GPU();
+    ties_case(2, "DC_DIST_K=512", "DC_DIST_N=256", NULL, NULL);
+}
+
+TEST(procs_one_answer_w4_interleave_64)
+{
+    NEED_GPU();
+    ties_case(4, "DC_DIST_K=2048", "DC_DIST_N=256", "DC_DIST_S=64", NULL);
+}
+
+TEST(procs_one_answer_w8)
+{
+    NEED_GPU();
+    ties_case(8, "DC_DIST_K=2048", "DC_DIST_N=384", NULL, NULL);
+}
+
+TEST(procs_one_answer_w3_store_interleave_2)
+{
+    NEED_GPU();
+    ties_case(3, "DC_DIST_K=512", "DC_DIST_N=96", "DC_DIST_S=2",
+              "DCPTOPK_EXCHANGE=store");
+}
+
+TEST(procs_one_answer_hier_w4_nodes_of_2)
+{
+    NEED_GPU();
+    ties_case(4, "DC_DIST_K=1024", "DC_DIST_N=192", "DCPTOPK_DOMAIN_SIZE=2",
+              NULL);
+}
+
+TEST(procs_one_answer_hier_w6_nodes_of_3_s64)
+{
+    NEED_GPU();
+    ties_case(6, "DC_DIST_K=512", "DC_DIST_N=96", "DCPTOPK_DOMAIN_SIZE=3",
+              "DC_DIST_S=64");
+}
+
+TEST(procs_one_answer_hier_w8_nodes_of_4)
+{
+    NEED_GPU();
+    ties_case(8, "DC_DIST_K=2048", "DC_DIST_N=384", "DCPTOPK_DOMAIN_SIZE=4",
+              NULL);
 }
 
 /* 120 consecutive one-call merges (every family in turn, saturated rows

@@ -12,6 +12,7 @@
 #include "brute.h"
 #include "gen.h"
 #include "gpu_util.h"
+#include "ties.h"
 
 double dr_now_ms(void)
 {
@@ -59,6 +60,7 @@ int rk_setup(rk *k, dcptopk_context *ctx, dcptopk_group *g, int kk,
     c.topk = kk;
     c.local_topk = n;
     c.world_size = dcptopk_group_world_size(g);
+    c.interleave = dr_env_i("DC_DIST_S", 1);
     k->c = c;
     k->rows = rows;
     k->len = len;
@@ -80,44 +82,60 @@ int rk_setup(rk *k, dcptopk_context *ctx, dcptopk_group *g, int kk,
     return k->logits && k->ends && k->ids && k->host ? 0 : -1;
 }
 
-/* New inputs of every rank (same on all ranks: seeded), the reference merge
- * and this rank's upload. Returns the rescued rows, -1 on failure. */
+/* Uploads world w as this rank's inputs (rows repacked when w's row pitch
+ * is not the buffers'), after the reference merge of every rank. Returns the
+ * rescued rows, -1 on failure. */
+static int64_t rk_load(rk *k, const dc_world *w)
+{
+    if (w->rows != k->rows || w->max_local_len != k->len ||
+        w->stride > k->stride) {
+        fprintf(stderr, "world of %lld rows x %lld columns (pitch %lld), "
+                "buffers of %lld x %lld (pitch %lld)\n", (long long)w->rows,
+                (long long)w->max_local_len, (long long)w->stride,
+                (long long)k->rows, (long long)k->len, (long long)k->stride);
+        return -1;
+    }
+    int64_t rescued = 0;
+    /* Across P2P domains (DCPTOPK_DOMAIN_SIZE) the group runs the
+     * hierarchical merge, whose reference is its own (the same ids). */
+    const int32_t nodes = dcptopk_group_nodes(k->g);
+    dcptopk_result r = dcptopk_ref_hier_merge(
+        &k->c, nodes > 1 ? nodes : 1, (const uint16_t *const *)w->logits,
+        w->stride, w->max_local_len, (const int32_t *const *)w->row_ends,
+        k->rows, k->ids_ref, NULL, k->sat_ref, &rescued);
+    if (r) {
+        fprintf(stderr, "ref: %s\n", dcptopk_last_error(NULL));
+        return -1;
+    }
+    const size_t bytes = (size_t)k->rows * (size_t)k->stride * 2;
+    uint16_t *mine = w->logits[k->rank], *up = NULL;
+    if (w->stride != k->stride) {
+        if (!(up = calloc(bytes, 1)))
+            return -1;
+        for (int64_t t = 0; t < k->rows; t++)
+            memcpy(up + t * k->stride, mine + t * w->stride,
+                   (size_t)w->stride * 2);
+        mine = up;
+    }
+    int rc = dc_memcpy_htod(k->ctx, k->logits, mine, bytes) ||
+             dc_memcpy_htod(k->ctx, k->ends, w->row_ends[k->rank],
+                            (size_t)k->rows * 4) ||
+             /* The merge may run on a non-blocking stream: the copies must
+              * land. */
+             dc_stream_sync(k->ctx, NULL);
+    free(up);
+    return rc ? -1 : rescued;
+}
+
 int64_t rk_inputs(rk *k, int family, uint64_t seed)
 {
     dc_world w;
     if (dc_gen_world(&w, family, k->c.topk, k->c.local_topk, k->c.world_size,
                      k->rows, k->len, seed))
         return -1;
-    if (w.stride != k->stride || w.max_local_len != k->len) {
-        fprintf(stderr, "generated stride %lld / length %lld, expected %lld / "
-                "%lld\n", (long long)w.stride, (long long)w.max_local_len,
-                (long long)k->stride, (long long)k->len);
-        dc_world_free(&w);
-        return -1;
-    }
-    int64_t rescued = 0;
-    /* Across P2P domains (DCPTOPK_DOMAIN_SIZE) the group runs the
-     * hierarchical merge, whose reference differs on ties at the K-th
-     * score. */
-    const int32_t nodes = dcptopk_group_nodes(k->g);
-    dcptopk_result r = dcptopk_ref_hier_merge(
-        &k->c, nodes > 1 ? nodes : 1, (const uint16_t *const *)w.logits,
-        w.stride, w.max_local_len, (const int32_t *const *)w.row_ends,
-        k->rows, k->ids_ref, NULL, k->sat_ref, &rescued);
-    int rc = r ? -1 : 0;
-    if (r)
-        fprintf(stderr, "ref: %s\n", dcptopk_last_error(NULL));
-    if (!rc && dc_memcpy_htod(k->ctx, k->logits, w.logits[k->rank],
-                              (size_t)k->rows * (size_t)k->stride * 2))
-        rc = -1;
-    if (!rc && dc_memcpy_htod(k->ctx, k->ends, w.row_ends[k->rank],
-                              (size_t)k->rows * 4))
-        rc = -1;
-    /* The merge may run on a non-blocking stream: the copies must land. */
-    if (!rc && dc_stream_sync(k->ctx, NULL))
-        rc = -1;
+    const int64_t rescued = rk_load(k, &w);
     dc_world_free(&w);
-    return rc ? -1 : rescued;
+    return rescued;
 }
 
 /* Slot j of dst = slot n - 1 - j of src (word and plane bit). */
@@ -198,16 +216,50 @@ static int oracle_rows(const dcptopk_merge_config *c, const dc_world *w,
     return 0;
 }
 
+int dr_one_answer(const dcptopk_merge_config *c, const dc_world *w,
+                  const int32_t *ids, const char *what, int32_t rank)
+{
+    const int32_t k = c->topk;
+    int64_t *want = malloc((size_t)k * 8), *got = malloc((size_t)k * 8);
+    int rc = want && got ? 0 : -1;
+    for (int64_t t = 0; t < w->rows && !rc; t++) {
+        const int64_t m = dc_brute_one_gpu_bf16(
+            c->world_size, c->interleave, (const uint16_t *const *)w->logits,
+            w->stride, w->max_local_len, (const int32_t *const *)w->row_ends,
+            t, k, want);
+        const int32_t *row = ids + t * k;
+        int64_t cnt = 0;
+        for (int32_t i = 0; i < k; i++)
+            if (row[i] >= 0)
+                got[cnt++] = row[i];
+        qsort(got, (size_t)cnt, sizeof *got, cmp_i64);
+        if (cnt != m || memcmp(got, want, (size_t)m * 8) != 0) {
+            int64_t i = 0;
+            while (i < cnt && i < m && got[i] == want[i])
+                i++;
+            fprintf(stderr, "%s: row %lld rank %d: %lld ids, not the one-GPU "
+                    "answer's %lld (first difference at sorted index %lld: "
+                    "%lld, one GPU %lld)\n", what, (long long)t, rank,
+                    (long long)cnt, (long long)m, (long long)i,
+                    (long long)(i < cnt ? got[i] : -1),
+                    (long long)(i < m ? want[i] : -1));
+            rc = -1;
+        }
+    }
+    free(want);
+    free(got);
+    return rc;
+}
+
 int64_t dr_producer_world(const dcptopk_merge_config *c, const dc_world *w,
                           int32_t *gathered, int32_t *const *ids_ref,
                           uint32_t *const *sat_ref)
 {
     const int32_t n = c->local_topk, words = dcptopk_packed_row_words(n);
-    const int32_t W = c->world_size, k = c->topk;
+    const int32_t W = c->world_size;
     const size_t seg = (size_t)w->rows * (size_t)words;
     int32_t *mine = malloc(seg * 4 + 4);
-    int64_t *want = malloc((size_t)k * 8), *got = malloc((size_t)k * 8);
-    int rc = mine && want && got ? 0 : -1;
+    int rc = mine ? 0 : -1;
     /* The producer: every rank's rows, checked against the contract. */
     for (int32_t q = 0; q < W && !rc; q++) {
         dcptopk_pack_args pa = DCPTOPK_PACK_ARGS_INIT;
@@ -239,30 +291,10 @@ int64_t dr_producer_world(const dcptopk_merge_config *c, const dc_world *w,
     if (!rc)
         rc = oracle_rows(c, w, gathered, ids_ref, sat_ref, &rescued);
     /* The oracle's id sets are the one-GPU answer on every rank. */
-    for (int64_t t = 0; t < w->rows && !rc; t++) {
-        const int64_t m = dc_brute_one_gpu_bf16(
-            W, 1, (const uint16_t *const *)w->logits, w->stride,
-            w->max_local_len, (const int32_t *const *)w->row_ends, t, k,
-            want);
-        for (int32_t q = 0; q < W && !rc; q++) {
-            const int32_t *row = ids_ref[q] + t * k;
-            int64_t cnt = 0;
-            for (int32_t i = 0; i < k; i++)
-                if (row[i] >= 0)
-                    got[cnt++] = row[i];
-            qsort(got, (size_t)cnt, sizeof *got, cmp_i64);
-            if (cnt != m || memcmp(got, want, (size_t)m * 8) != 0) {
-                fprintf(stderr, "row %lld rank %d: the reference of the "
-                        "producer rows selects %lld ids, not the one-GPU "
-                        "answer (%lld ids)\n",
-                        (long long)t, q, (long long)cnt, (long long)m);
-                rc = -1;
-            }
-        }
-    }
+    for (int32_t q = 0; q < W && !rc; q++)
+        rc = dr_one_answer(c, w, ids_ref[q], "the reference of the producer "
+                           "rows", q);
     free(mine);
-    free(want);
-    free(got);
     return rc ? -1 : rescued;
 }
 
@@ -541,6 +573,54 @@ static int role_stop(rk *k, int graph)
 }
 
 /* Roles: exit 0 = pass, 77 = skip, else a failure code. */
+/* ties: the one-answer families through the group's one-call merge. */
+static int role_ties(dcptopk_context *ctx, dcptopk_group *g)
+{
+    const int32_t kk = dr_env_i("DC_DIST_K", 2048), n = dr_env_i("DC_DIST_N", 384);
+    dc_world w;
+    if (dc_ties_world(&w, kk, n, dcptopk_group_world_size(g)) <= 0)
+        return 12;
+    rk k;
+    int rc = 0;
+    int64_t rescued = -1;
+    if (rk_setup(&k, ctx, g, kk, n, w.rows, w.max_local_len))
+        rc = 12;
+    else if ((rescued = rk_load(&k, &w)) < 0)
+        rc = 13;
+    else if (rk_merge(&k, NULL) || dcptopk_group_check(g, NULL)) {
+        fprintf(stderr, "ties: %s\n", dcptopk_last_error(ctx));
+        rc = 14;
+    } else if (rk_compare(&k, "ties"))
+        rc = 15;
+    else if (gpu_download(ctx, k.host, k.ids,
+                          (size_t)k.rows * (size_t)kk * 4) ||
+             dr_one_answer(&k.c, &w, k.host, "ties, the GPU's ids", k.rank))
+        rc = 17;
+    else if (rescued == 0)
+        rc = 16; /* the families saturate ranks: the rescue must have run */
+    if ((rc == 15 || rc == 17) &&
+        !gpu_download(ctx, k.host, k.ids, (size_t)k.rows * (size_t)kk * 4)) {
+        /* Name the family of the first row that differs. */
+        for (int64_t t = 0; t < w.rows; t++)
+            if (memcmp(k.host + t * kk, k.ids_ref[k.rank] + t * kk,
+                       (size_t)kk * 4) != 0) {
+                fprintf(stderr, "row %lld is \"%s\"\n", (long long)t,
+                        dc_ties_row_name(t));
+                break;
+            }
+    }
+    printf("rank %d: %lld tie rows (K %d, N %d, S %d, %d nodes), %lld "
+           "rescued: %s\n", dcptopk_group_rank(g), (long long)w.rows, kk, n,
+           k.c.interleave, dcptopk_group_nodes(g), (long long)rescued,
+           rc ? "FAIL" : "ok");
+    fflush(stdout);
+    if (!rc)
+        dcptopk_group_barrier(g);
+    dc_world_free(&w);
+    rk_free(&k);
+    return rc;
+}
+
 static int role_run(const char *role)
 {
     dcptopk_context *ctx = child_ctx();
@@ -556,6 +636,12 @@ static int role_run(const char *role)
     dcptopk_group_path(g, &path, why, sizeof why);
     if (dcptopk_group_rank(g) == 0)
         printf("path: %s (%s)\n", dcptopk_path_name(path), why);
+    if (strcmp(role, "ties") == 0) {
+        const int rc = role_ties(ctx, g);
+        dcptopk_group_destroy(g);
+        dcptopk_context_destroy(ctx);
+        return rc;
+    }
     const int steps = dr_env_i("DC_DIST_STEPS", 4);
     rk k;
     if (rk_setup(&k, ctx, g, dr_env_i("DC_DIST_K", 2048), dr_env_i("DC_DIST_N", 384),

@@ -21,6 +21,10 @@
  *    step must end within 1.5x the bound with every id -1, the next call
  *    give DCPTOPK_PEER_TIMEOUT (dcptopk_group_status after a graph replay),
  *    later calls DCPTOPK_GROUP_BROKEN;
+ *  - ties: one one-call merge over the one-answer families (tests/util/
+ *    ties.h) for (DC_DIST_K, DC_DIST_N, the group's W, interleave
+ *    DC_DIST_S), bit for bit against the reference and, as id sets,
+ *    against the one-GPU brute force; fails when no row was rescued;
  *  - die: the last rank SIGKILLs itself at its 4th step; the others must
  *    get DCPTOPK_PEER_TIMEOUT within 2x the bound (+5 s), then
  *    DCPTOPK_GROUP_BROKEN, then rebuild without it and merge again.
@@ -52,7 +56,7 @@ typedef struct rk {
 
 double dr_now_ms(void);
 int dr_env_i(const char *name, int def);
-/* A workspace of (K = kk, N = n, the group's W) for `rows` rows of `len`
+/* A workspace of (K = kk, N = n, the group's W, interleave DC_DIST_S) for `rows` rows of `len`
  * columns, and device buffers. 0 or -1 (message on stderr). */
 int rk_setup(rk *k, dcptopk_context *ctx, dcptopk_group *g, int kk, int n,
              int64_t rows, int64_t len);
@@ -77,6 +81,12 @@ struct dc_world;
 int64_t dr_producer_world(const dcptopk_merge_config *c,
                           const struct dc_world *w, int32_t *gathered,
                           int32_t *const *ids_ref, uint32_t *const *sat_ref);
+/* 0 when every row of `ids` [T, K] (rank `rank`'s output over world w) holds,
+ * as a set, the one-GPU answer of the row (dc_brute_one_gpu_bf16 with c's W
+ * and interleave); else -1, naming `what`, the row and the first difference
+ * on stderr. */
+int dr_one_answer(const dcptopk_merge_config *c, const struct dc_world *w,
+                  const int32_t *ids, const char *what, int32_t rank);
 dcptopk_result rk_merge(rk *k, void *stream);
 /* 0 when this rank's ids and saturation words equal the reference. */
 int rk_compare(rk *k, const char *what);
