@@ -157,9 +157,10 @@ int dc_key_fields_string(const dcptopk_key *key, char *buf, size_t size)
     for (size_t i = 0; i < dc_key_field_count; i++) {
         if (!(k->fields & dc_key_fields[i].bit))
             continue;
-        int m = snprintf(buf ? buf + (n < (int)size ? n : (int)size) : NULL,
-                         n < (int)size ? size - (size_t)n : 0, "%s%s=%d",
-                         n ? "," : "", dc_key_fields[i].name,
+        char none[1];
+        const int room = buf && n < (int)size;
+        int m = snprintf(room ? buf + n : none, room ? size - (size_t)n : 0,
+                         "%s%s=%d", n ? "," : "", dc_key_fields[i].name,
                          dc_key_field_value(key, i));
         n += m;
     }
