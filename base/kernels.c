@@ -1,8 +1,17 @@
-/* kernels.c - the kernel registry: for every kernel, its template and the
- * key fields it specialises on. A reader finds a kernel's template
- * (kernels/<family>/<name>.cu), its key fields (here), its launcher
- * (kernels/<family>/<family>.c) and what both share, parameters and launch
- * geometry (kernels/<family>/<family>_abi.h), by name alone. */
+/* kernels.c - the kernel registry: for every kernel, its template file and
+ * the key fields it specialises on.
+ *
+ * The template is named by its file name only: the renderer
+ * (runtime/render.c) looks that name up among the files embedded from
+ * kernels/<family>/ (or in DCPTOPK_TEMPLATE_DIR), which is why a file name
+ * must be unique across kernels/<family>/ (cmake/embed.cmake refuses a
+ * second one). The family folder is in no table: docs/KERNELS.md lists each
+ * kernel's room. Most templates are <name>.cu, launched from
+ * kernels/<family>/<family>.c with the parameters and geometry of
+ * kernels/<family>/<family>_abi.h; the exceptions are "exchange" (template
+ * exchange_push.cu) and "exchange_settle", both launched from
+ * kernels/exchange/exchange_push.c, and "loopback", a reserved number with no
+ * template. */
 #include <stddef.h>
 
 #include "base.h"
