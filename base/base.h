@@ -89,6 +89,24 @@ DC_HIDDEN extern const size_t dc_key_field_count;
 /* The value of dc_key_fields[i] in `key`. */
 DC_HIDDEN int32_t dc_key_field_value(const dcptopk_key *key, size_t i);
 
+/* A zeroed key of `kernel` for `arch` (NULL: none yet): each family's key
+ * builder starts from it and sets the fields its kernel specialises on. */
+DC_HIDDEN void dc_key_init(dcptopk_key *k, int32_t kernel, const char *arch);
+
+/* The compile keys of a config being put together (src/config_keys.c): the
+ * families append theirs; n counts every key, those past cap too (they go
+ * to `spill`), so the caller learns the size it needs. */
+typedef struct dc_key_list {
+    dcptopk_key *keys;
+    size_t cap;
+    size_t n;
+    dcptopk_key spill;
+} dc_key_list;
+
+/* The list's next slot (past cap: the spill slot), counted, for a
+ * family's key builder to fill. */
+DC_HIDDEN dcptopk_key *dc_key_next(dc_key_list *l);
+
 typedef struct dc_kernel_info {
     int32_t kernel;          /* dcptopk_kernel                               */
     const char *name;        /* "select"                                     */

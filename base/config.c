@@ -145,6 +145,21 @@ int32_t dc_key_field_value(const dcptopk_key *key, size_t i)
     return v;
 }
 
+void dc_key_init(dcptopk_key *k, int32_t kernel, const char *arch)
+{
+    memset(k, 0, sizeof *k);
+    k->kernel = kernel;
+    if (arch)
+        snprintf(k->arch, sizeof k->arch, "%s", arch);
+}
+
+dcptopk_key *dc_key_next(dc_key_list *l)
+{
+    dcptopk_key *k = l->n < l->cap ? &l->keys[l->n] : &l->spill;
+    l->n++;
+    return k;
+}
+
 /* "topk=2048,local_topk=384,..." : the fields the kernel specialises on. */
 int dc_key_fields_string(const dcptopk_key *key, char *buf, size_t size)
 {

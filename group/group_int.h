@@ -289,11 +289,11 @@ struct dcptopk_group_workspace {
     dc_store rail_store;
 };
 
-/* The compile keys of the workspace's exchange (at most `cap`): the push
- * kernel's and its settle's on the push path (cap >= 2), none otherwise.
- * Returns the count. */
-DC_HIDDEN int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
-                                  dcptopk_key *keys, int cap);
+/* Appends the compile keys of the workspace's exchange: the push kernel's
+ * and its settle's on the push path, the settle's (its poison step) where
+ * steps end with device waits, none otherwise. */
+DC_HIDDEN void dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
+                                   dc_key_list *l);
 /* Device address of rank r's gathered buffer of `parity`, as mapped here. */
 DC_HIDDEN uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw,
                                   int32_t r, int32_t parity);

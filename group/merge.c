@@ -18,30 +18,23 @@
 #include "exchange.h" /* kernels/exchange: the exchange's compile key */
 #endif
 
-/* The compile keys of this workspace's exchange (the push kernel on the
- * push path), for dcptopk_group_warmup on src/. */
-int dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
-                        dcptopk_key *keys, int cap)
+/* Appends the compile keys of this workspace's exchange (the push kernel on
+ * the push path) for dcptopk_group_warmup on src/. */
+void dc_gw_exchange_keys(const struct dcptopk_group_workspace *gw,
+                         dc_key_list *l)
 {
 #ifdef DC_HAVE_PUSH_EXCHANGE
     /* The settle kernel too: a capture after warmup compiles nothing. Its
      * module also holds the poison step, which ends every step with device
      * waits. */
-    if (cap >= 2 && gw->g && gw->xpath == DCPTOPK_PATH_PUSH) {
-        dc_push_exchange_key(gw->xsize, gw->ctx->arch, &keys[0]);
-        dc_exchange_settle_key(gw->xsize, gw->ctx->arch, &keys[1]);
-        return 2;
-    }
-    if (cap >= 1 && gw->g && gw->poison) {
-        dc_exchange_settle_key(gw->xsize, gw->ctx->arch, &keys[0]);
-        return 1;
-    }
+    if (gw->g && gw->xpath == DCPTOPK_PATH_PUSH)
+        dc_push_exchange_key(gw->xsize, gw->ctx->arch, dc_key_next(l));
+    if (gw->g && (gw->xpath == DCPTOPK_PATH_PUSH || gw->poison))
+        dc_exchange_settle_key(gw->xsize, gw->ctx->arch, dc_key_next(l));
 #else
     (void)gw;
-    (void)keys;
-    (void)cap;
+    (void)l;
 #endif
-    return 0;
 }
 
 #define DC_ALIGN(x) (((x) + 255u) & ~(uint64_t)255u)

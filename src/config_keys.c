@@ -1,10 +1,13 @@
 /* config_keys.c - the public entry points that need the kernel families:
  * dcptopk_merge_config_check (the full argument rules) and
- * dcptopk_config_keys (config -> the compile keys of each family). They sit on
- * the top floor because base/ cannot see kernels/. */
+ * dcptopk_config_keys (config -> the compile keys of each family), and the
+ * one list of a config's keys that they, warmup and the group's warmup take
+ * (dc_config_key_list). They sit on the top floor because base/ cannot see
+ * kernels/. */
 #include <string.h>
 
 #include "check.h"
+#include "config_keys.h"
 #include "packed.h"
 #include "pair.h"
 
@@ -43,21 +46,33 @@ static dcptopk_result keys_args(const dcptopk_merge_config *config,
     return dc_check_config(NULL, c);
 }
 
+dcptopk_result dc_config_key_list(const dcptopk_merge_config *c,
+                                  int32_t nodes, const char *arch,
+                                  dc_key_list *l)
+{
+    if (nodes == 1) {
+        if (c->kind == DCPTOPK_MERGE_PACKED)
+            dc_packed_keys(c, arch, l);
+        else
+            dc_pair_keys(c, arch, l);
+        return DCPTOPK_SUCCESS;
+    }
+    dcptopk_merge_config node, pair;
+    dcptopk_result r = dc_hier_configs(c, nodes, &node, &pair);
+    if (r)
+        return r;
+    dc_packed_keys(&node, arch, l);
+    dc_node_pairs_key(&node, arch, dc_key_next(l));
+    dc_pair_select_nodes_key(dc_key_next(l), &pair, nodes,
+                             DCPTOPK_LAYOUT_RANK_MAJOR, arch);
+    return DCPTOPK_SUCCESS;
+}
+
 dcptopk_result dcptopk_config_keys(const dcptopk_merge_config *config,
                                    const char *arch, dcptopk_key *keys,
                                    size_t cap, size_t *count)
 {
-    dcptopk_merge_config c;
-    dcptopk_result r = keys_args(config, &arch, keys, cap, count, &c);
-    if (r)
-        return r;
-    if (c.kind == DCPTOPK_MERGE_PACKED)
-        r = dc_packed_config_keys(&c, arch, keys, cap, count);
-    else
-        r = dc_pair_config_keys(&c, arch, keys, cap, count);
-    if (r == DCPTOPK_SUCCESS)
-        dc_clear(NULL);
-    return r;
+    return dcptopk_config_keys_nodes(config, 1, arch, keys, cap, count);
 }
 
 dcptopk_result dcptopk_config_keys_nodes(const dcptopk_merge_config *config,
@@ -65,23 +80,12 @@ dcptopk_result dcptopk_config_keys_nodes(const dcptopk_merge_config *config,
                                          dcptopk_key *keys, size_t cap,
                                          size_t *count)
 {
-    if (nodes == 1)
-        return dcptopk_config_keys(config, arch, keys, cap, count);
-    dcptopk_merge_config c, node, pair;
+    dcptopk_merge_config c;
     dcptopk_result r = keys_args(config, &arch, keys, cap, count, &c);
-    if (r || (r = dc_hier_configs(&c, nodes, &node, &pair)))
+    dc_key_list l = {.keys = keys, .cap = cap};
+    if (r || (r = dc_config_key_list(&c, nodes, arch, &l)))
         return r;
-    size_t n = 0;
-    if ((r = dcptopk_config_keys(&node, arch, keys, cap, &n)))
-        return r;
-    dcptopk_key extra[2];
-    dc_node_pairs_key(&node, arch, &extra[0]);
-    extra[1] = dc_pair_select_nodes_key(&pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR,
-                                        arch);
-    for (size_t i = 0; i < 2; i++, n++)
-        if (n < cap)
-            keys[n] = extra[i];
-    *count = n;
+    *count = l.n;
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }

@@ -7,13 +7,12 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "check.h"
 #include "clock.h"
+#include "config_keys.h"
 #include "rt.h"
 #include "settings.h"
 #include "structs.h"
-
-/* More than any config expands to (the key list of one config is short). */
-#define DC_WARMUP_MAX_KEYS 64
 
 /* Threads of warmup's compile phase: the context's warmup_threads (checked
  * at creation), else DCPTOPK_WARMUP_THREADS, else the online CPUs, at most
@@ -146,16 +145,15 @@ dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
     if (r)
         return r;
     dcptopk_merge_config c;
-    if ((r = dc_config_read(ctx, config, &c)))
+    dcptopk_key keys[DC_CONFIG_MAX_KEYS];
+    dc_key_list l = {.keys = keys, .cap = DC_CONFIG_MAX_KEYS};
+    if ((r = dc_config_read(ctx, config, &c)) ||
+        (r = dc_check_config(ctx, &c)) ||
+        (r = dc_config_key_list(&c, 1, ctx->arch, &l)))
         return r;
-    dcptopk_key keys[DC_WARMUP_MAX_KEYS];
-    size_t n = 0;
-    r = dcptopk_config_keys(&c, ctx->arch, keys, DC_WARMUP_MAX_KEYS, &n);
-    if (r)
-        return dc_fail(ctx, r, "%s", dcptopk_last_error(NULL));
-    if (n > DC_WARMUP_MAX_KEYS)
+    if (l.n > l.cap)
         return dc_fail(ctx, DCPTOPK_INTERNAL,
-                       "config expands to %zu keys, more than %d", n,
-                       DC_WARMUP_MAX_KEYS);
-    return dcptopk_warmup_keys(ctx, keys, n, progress, user, stats);
+                       "config expands to %zu keys, more than %zu", l.n,
+                       l.cap);
+    return dcptopk_warmup_keys(ctx, keys, l.n, progress, user, stats);
 }

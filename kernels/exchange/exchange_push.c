@@ -45,10 +45,8 @@ uint64_t dc_push_exchange_parity(uint64_t gathered, uint64_t n,
 void dc_push_exchange_key(int32_t world_size, const char *arch,
                           dcptopk_key *out)
 {
-    memset(out, 0, sizeof *out);
-    out->kernel = DCPTOPK_KERNEL_EXCHANGE;
+    dc_key_init(out, DCPTOPK_KERNEL_EXCHANGE, arch && arch[0] ? arch : "sm_90a");
     out->world_size = world_size;
-    snprintf(out->arch, sizeof out->arch, "%s", arch && arch[0] ? arch : "sm_90a");
 }
 
 /* Row words up to this many: a row of 2 * 4096 pair words or a packed row
@@ -220,10 +218,8 @@ dcptopk_result dc_push_exchange_status(dcptopk_context *ctx, uint64_t ctl,
 void dc_exchange_settle_key(int32_t world_size, const char *arch,
                             dcptopk_key *out)
 {
-    memset(out, 0, sizeof *out);
-    out->kernel = DCPTOPK_KERNEL_EXCHANGE_SETTLE;
+    dc_key_init(out, DCPTOPK_KERNEL_EXCHANGE_SETTLE, arch && arch[0] ? arch : "sm_90a");
     out->world_size = world_size;
-    snprintf(out->arch, sizeof out->arch, "%s", arch && arch[0] ? arch : "sm_90a");
 }
 
 dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,

@@ -50,13 +50,6 @@ struct dcptopk_loopback {
 
 /* ------------------------------------------------------------ keys */
 
-static void dc_key_init(dcptopk_key *k, int32_t kernel, const char *arch)
-{
-    memset(k, 0, sizeof *k);
-    k->kernel = kernel;
-    snprintf(k->arch, sizeof k->arch, "%s", arch ? arch : "");
-}
-
 static void select_key(dcptopk_key *k, const dcptopk_merge_config *c,
                        const char *arch)
 {
@@ -89,31 +82,14 @@ static void pack_indices_key(dcptopk_key *k, const dcptopk_merge_config *c,
     k->local_topk = c->local_topk;
 }
 
-static void push_key(dcptopk_key *keys, size_t cap, size_t *count,
-                     const dcptopk_key *k)
+void dc_packed_keys(const dcptopk_merge_config *c, const char *arch,
+                    dc_key_list *l)
 {
-    if (*count < cap)
-        keys[*count] = *k;
-    (*count)++;
-}
-
-dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
-                                     const char *arch, dcptopk_key *keys,
-                                     size_t cap, size_t *count)
-{
-    size_t n = 0;
-    dcptopk_key k;
-    dc_topn_config_keys(c, arch, keys, cap, &n); /* top-N pack (+ push) */
-    pack_indices_key(&k, c, arch);
-    push_key(keys, cap, &n, &k);
-    select_key(&k, c, arch);
-    push_key(keys, cap, &n, &k);
-    if (c->exact) {
-        rescue_key(&k, c, arch);
-        push_key(keys, cap, &n, &k);
-    }
-    *count = n;
-    return DCPTOPK_SUCCESS;
+    dc_topn_keys(c, arch, l); /* top-N pack (+ push) */
+    pack_indices_key(dc_key_next(l), c, arch);
+    select_key(dc_key_next(l), c, arch);
+    if (c->exact)
+        rescue_key(dc_key_next(l), c, arch);
 }
 
 /* ------------------------------------------------------------ pack */

@@ -7,12 +7,9 @@
 
 #include "base.h"
 
-/* Config -> keys of the packed merge. Same contract as dcptopk_config_keys;
- * `arch` already resolved, the config already checked. */
-DC_HIDDEN dcptopk_result dc_packed_config_keys(const dcptopk_merge_config *c,
-                                               const char *arch,
-                                               dcptopk_key *keys, size_t cap,
-                                               size_t *count);
+/* Appends the packed merge's keys of config c (checked) for `arch`. */
+DC_HIDDEN void dc_packed_keys(const dcptopk_merge_config *c, const char *arch,
+                              dc_key_list *l);
 
 /* Round 1 in two parts, the select kernel (which writes the saturation
  * words in exact mode) and the push of the rank's saturated rows:

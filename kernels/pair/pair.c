@@ -12,10 +12,9 @@
 #include "runtime.h"
 
 static void pair_key(dcptopk_key *k, int32_t kernel,
-                     const dcptopk_merge_config *c)
+                     const dcptopk_merge_config *c, const char *arch)
 {
-    memset(k, 0, sizeof *k);
-    k->kernel = kernel;
+    dc_key_init(k, kernel, arch);
     k->topk = c->topk;
     k->world_size = c->world_size;
     k->interleave = c->interleave;
@@ -25,28 +24,19 @@ static void pair_key(dcptopk_key *k, int32_t kernel,
     }
 }
 
-dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
-                                   const char *arch, dcptopk_key *keys,
-                                   size_t cap, size_t *count)
+void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
+                  dc_key_list *l)
 {
-    dcptopk_key list[5];
-    size_t n = 0;
-
-    pair_key(&list[n++], DCPTOPK_KERNEL_PAIR_PACK, c);
+    pair_key(dc_key_next(l), DCPTOPK_KERNEL_PAIR_PACK, c, arch);
     /* Every layout: engines gather rank-major; the row-major route is kept
      * for engines that already reorder; the float-id ones read vLLM's pair
      * candidates in place. Which one a step uses is the caller's argument,
      * so warmup loads them all. */
     for (int32_t layout = 0; layout < 4; layout++) {
-        pair_key(&list[n], DCPTOPK_KERNEL_PAIR_SELECT, c);
-        list[n++].layout = layout;
+        dcptopk_key *k = dc_key_next(l);
+        pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
+        k->layout = layout;
     }
-    for (size_t i = 0; i < n; i++)
-        snprintf(list[i].arch, sizeof list[i].arch, "%s", arch);
-    *count = n;
-    for (size_t i = 0; i < n && i < cap; i++)
-        keys[i] = list[i];
-    return DCPTOPK_SUCCESS;
 }
 
 int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
@@ -59,16 +49,12 @@ int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
     return f >= 0.0f && f < 2147483648.0f ? (int32_t)f : -1;
 }
 
-dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
-                                     int32_t nodes, int32_t layout,
-                                     const char *arch)
+void dc_pair_select_nodes_key(dcptopk_key *k, const dcptopk_merge_config *c,
+                              int32_t nodes, int32_t layout, const char *arch)
 {
-    dcptopk_key k;
-    pair_key(&k, DCPTOPK_KERNEL_PAIR_SELECT, c);
-    k.layout = layout;
-    k.variant = nodes == c->world_size ? 0 : nodes;
-    snprintf(k.arch, sizeof k.arch, "%s", arch);
-    return k;
+    pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
+    k->layout = layout;
+    k->variant = nodes == c->world_size ? 0 : nodes;
 }
 
 /* The select over `nodes` segments of K candidates a row; 0 = the config's
@@ -104,8 +90,8 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
         return r;
 
-    const dcptopk_key key =
-        dc_pair_select_nodes_key(&c, segments, args->layout, ctx->arch);
+    dcptopk_key key;
+    dc_pair_select_nodes_key(&key, &c, segments, args->layout, ctx->arch);
 
     const dcptopk_rows_map *m = &args->rows_map;
     dc_pair_select_args k = {
@@ -206,7 +192,7 @@ dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
                        (long long)(args->rows * c.topk), threads);
 
     dcptopk_key key;
-    pair_key(&key, DCPTOPK_KERNEL_PAIR_PACK, &c);
+    pair_key(&key, DCPTOPK_KERNEL_PAIR_PACK, &c, NULL);
 
     /* The kernel reads the scores as their fp32 bit patterns. */
     dc_pair_pack_args k = {

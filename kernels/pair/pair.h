@@ -7,17 +7,15 @@
 
 #include "base.h"
 
-/* Config -> keys of the pair merge. Same contract as dcptopk_config_keys;
- * `arch` already resolved, the config already checked. */
-DC_HIDDEN dcptopk_result dc_pair_config_keys(const dcptopk_merge_config *c,
-                                             const char *arch,
-                                             dcptopk_key *keys, size_t cap,
-                                             size_t *count);
+/* Appends the pair merge's keys of config c (checked) for `arch`. */
+DC_HIDDEN void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
+                            dc_key_list *l);
 
-/* The key of dcptopk_pair_select_nodes for `nodes` segments (0 in the key's
- * variant when nodes = world_size). */
-DC_HIDDEN dcptopk_key dc_pair_select_nodes_key(const dcptopk_merge_config *c,
-                                               int32_t nodes, int32_t layout,
-                                               const char *arch);
+/* *k = the key of dcptopk_pair_select_nodes for `nodes` segments (0 in the
+ * key's variant when nodes = world_size). */
+DC_HIDDEN void dc_pair_select_nodes_key(dcptopk_key *k,
+                                        const dcptopk_merge_config *c,
+                                        int32_t nodes, int32_t layout,
+                                        const char *arch);
 
 #endif /* DCPTOPK_PAIR_H */

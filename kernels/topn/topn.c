@@ -77,14 +77,6 @@ int32_t dc_topn_min_ctas_per_row(int64_t max_local_len)
     return 1 << topn_plan_make(1, max_local_len, 1, 0).variant;
 }
 
-static void topn_key(dcptopk_key *k, int32_t kernel, const char *arch)
-{
-    memset(k, 0, sizeof *k);
-    k->kernel = kernel;
-    if (arch)
-        snprintf(k->arch, sizeof k->arch, "%s", arch);
-}
-
 dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
                                    const dcptopk_merge_config *c,
                                    const dcptopk_pack_args *a)
@@ -129,7 +121,7 @@ dcptopk_result dc_topn_pack_launch_variant(dcptopk_context *ctx,
     if (a->rows == 0)
         return DCPTOPK_SUCCESS;
     dcptopk_key key;
-    topn_key(&key, DCPTOPK_KERNEL_TOPN_PACK, NULL);
+    dc_key_init(&key, DCPTOPK_KERNEL_TOPN_PACK, NULL);
     key.local_topk = c->local_topk;
     dc_launch_cfg cfg;
     int chunk;
@@ -174,7 +166,7 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
                        "rank = %d: must be in [0, world_size = %d)", a->rank,
                        c->world_size);
     dcptopk_key key;
-    topn_key(&key, DCPTOPK_KERNEL_PUSH, NULL);
+    dc_key_init(&key, DCPTOPK_KERNEL_PUSH, NULL);
     key.topk = c->topk;
     key.local_topk = c->local_topk;
     key.world_size = c->world_size;
@@ -213,30 +205,24 @@ dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
     return dc_launch(ctx, &key, "dcptopk_push", &cfg, argv.p);
 }
 
-void dc_topn_config_keys(const dcptopk_merge_config *c, const char *arch,
-                         dcptopk_key *keys, size_t cap, size_t *count)
+void dc_topn_keys(const dcptopk_merge_config *c, const char *arch,
+                  dc_key_list *l)
 {
     /* Every variant: which one a call takes depends on its rows and columns. */
     for (int32_t v = 0; v <= DC_TOPN_MAX_VARIANT; v++) {
-        dcptopk_key k;
-        topn_key(&k, DCPTOPK_KERNEL_TOPN_PACK, arch);
-        k.local_topk = c->local_topk;
-        k.variant = v;
-        if (*count < cap)
-            keys[*count] = k;
-        (*count)++;
+        dcptopk_key *k = dc_key_next(l);
+        dc_key_init(k, DCPTOPK_KERNEL_TOPN_PACK, arch);
+        k->local_topk = c->local_topk;
+        k->variant = v;
     }
     if (!c->exact)
         return;
     for (int32_t v = 0; v <= DC_TOPN_MAX_VARIANT; v++) {
-        dcptopk_key k;
-        topn_key(&k, DCPTOPK_KERNEL_PUSH, arch);
-        k.topk = c->topk;
-        k.local_topk = c->local_topk;
-        k.world_size = c->world_size;
-        k.variant = v;
-        if (*count < cap)
-            keys[*count] = k;
-        (*count)++;
+        dcptopk_key *k = dc_key_next(l);
+        dc_key_init(k, DCPTOPK_KERNEL_PUSH, arch);
+        k->topk = c->topk;
+        k->local_topk = c->local_topk;
+        k->world_size = c->world_size;
+        k->variant = v;
     }
 }

@@ -41,11 +41,9 @@ DC_HIDDEN dcptopk_result dc_push_launch(dcptopk_context *ctx,
                                         const dc_push_args *a);
 
 /* Appends the keys of the top-N pack and the push for config c (all code-path
- * variants a call can take) to keys[*count ..] (up to cap), advancing *count
- * even past cap (the caller learns the size it needs). */
-DC_HIDDEN void dc_topn_config_keys(const dcptopk_merge_config *c,
-                                   const char *arch, dcptopk_key *keys,
-                                   size_t cap, size_t *count);
+ * variants a call can take). */
+DC_HIDDEN void dc_topn_keys(const dcptopk_merge_config *c, const char *arch,
+                            dc_key_list *l);
 
 /* The same launches with the code path forced (tests and benchmarks):
  * variant = log2 of the CTAs per row (0..3), -1 = the automatic choice. A

@@ -383,9 +383,9 @@ TEST(pack_keys_and_empty)
 {
     dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
     dcptopk_key keys[16];
-    size_t count = 0;
-    dc_topn_config_keys(&c, "sm_90a", keys, 16, &count);
-    CHECK_EQ(count, 8);
+    dc_key_list l = {.keys = keys, .cap = 16};
+    dc_topn_keys(&c, "sm_90a", &l);
+    CHECK_EQ(l.n, 8);
     for (size_t i = 0; i < 4; i++) {
         CHECK_EQ(keys[i].kernel, DCPTOPK_KERNEL_TOPN_PACK);
         CHECK_EQ(keys[i].variant, (int64_t)i);
@@ -393,10 +393,11 @@ TEST(pack_keys_and_empty)
         CHECK_EQ(keys[4 + i].variant, (int64_t)i);
         CHECK_EQ(keys[4 + i].topk, 2048);
     }
-    count = 0;
+    /* Past cap: counted, not written. */
+    dc_key_list small = {.keys = keys, .cap = 2};
     c.exact = 0;
-    dc_topn_config_keys(&c, "sm_90a", keys, 2, &count);
-    CHECK_EQ(count, 4);
+    dc_topn_keys(&c, "sm_90a", &small);
+    CHECK_EQ(small.n, 4);
     /* The automatic choice: prefill one CTA per row, decode split. */
     CHECK_EQ(dc_topn_variant(6710, 16384, 132), 0);
     CHECK(dc_topn_variant(64, 131072, 132) >= 1);
@@ -406,12 +407,10 @@ TEST(pack_keys_and_empty)
     GPU_CTX(ctx);
     /* Every key compiles and loads. */
     dcptopk_key all[8];
-    count = 0;
+    dc_key_list la = {.keys = all, .cap = 8};
     c.exact = 1;
-    dc_topn_config_keys(&c, NULL, all, 8, &count);
-    for (size_t i = 0; i < count; i++)
-        all[i].arch[0] = '\0';
-    dcptopk_result r = dcptopk_warmup_keys(ctx, all, count, NULL, NULL, NULL);
+    dc_topn_keys(&c, NULL, &la);
+    dcptopk_result r = dcptopk_warmup_keys(ctx, all, la.n, NULL, NULL, NULL);
     if (r)
         fprintf(stderr, "warmup: %s\n", dcptopk_last_error(ctx));
     CHECK_EQ(r, DCPTOPK_SUCCESS);
