@@ -74,14 +74,14 @@ def main():
 
         def call():
             M.dcp_topk_merge(lg, re, ids, N)
-        if hasattr(M, "_memo_clear"):
-            M._memo_clear()
+        if hasattr(M.ops, "memo_clear"):
+            M.ops.memo_clear()
         for _ in range(5):  # compile or load, then warm
             call()
         torch.cuda.synchronize()
         host = host_per_call(call)
         launches = None
-        memo = getattr(M, "_MEMO", None)
+        memo = getattr(M.ops, "_MEMO", None)
         if memo and len(memo) == 1:
             calls = next(iter(memo.values()))[0]
 
@@ -101,14 +101,14 @@ def main():
         replay = host_per_call(graph.replay)
         # Without the memo: the checks and the by-name workspace lookup of
         # every call; then through the dispatcher.
-        memo_key, dispatch = M._memo_key, M.ops.DISPATCH
-        M._memo_key = lambda *_a: None
+        memo_key, dispatch = M.ops.memo_key, M.ops.DISPATCH
+        M.ops.memo_key = lambda *_a: None
         try:
             unmemo = host_per_call(call)
             M.ops.DISPATCH = True
             disp = host_per_call(call)
         finally:
-            M._memo_key, M.ops.DISPATCH = memo_key, dispatch
+            M.ops.memo_key, M.ops.DISPATCH = memo_key, dispatch
         shape = f"T={T} K={K} N={N} S={S}"
         beyond = None if launches is None else host - launches
         print(f"{'dcp_topk_merge':16s} {shape:28s} {host:7.1f} us "

@@ -20,7 +20,7 @@ STRUCT_SIZES = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswi
     else None
 
 import dcptopk  # noqa: E402
-from dcptopk import _dist, _lib  # noqa: E402
+from dcptopk import _dist, _group, _lib  # noqa: E402
 
 
 def test_import_needs_no_torch():
@@ -216,27 +216,27 @@ def test_registry_names_state_by_what_it_is():
     group, config, rank and device (the same in every process that builds
     the same state), "#2" for a second live one, and a name no live object
     has is a ValueError naming it and the live ones."""
-    from dcptopk import _core
+    from dcptopk import _registry
     cfg = dcptopk.make_config("packed", topk=512, local_topk=96, world_size=1)
     base = "host/K=512,N=96,W=1,rank=0/cpu"
-    assert _core.workspace_name("host", cfg, 0, "cpu") == base
-    assert _core.workspace_name("group[0,1]", dcptopk.make_config(
+    assert _registry.workspace_name("host", cfg, 0, "cpu") == base
+    assert _registry.workspace_name("group[0,1]", dcptopk.make_config(
         "packed", topk=512, local_topk=96, world_size=2, block_size=64, emit_ids=False), 1,
         "cuda:1", variant=True) == "group[0,1]/K=512,N=96,W=2,B=64,ids=0,rank=1/cuda:1"
     a = dcptopk.Workspace.host(cfg, 8)
     b = dcptopk.Workspace.host(cfg, 8)
     assert (a.key, b.key) == (base, base + "#2"), (a.key, b.key)
-    assert _core.lookup(base, dcptopk.Workspace, "workspace") is a
-    assert _core.lookup(base + "#2", dcptopk.Workspace, "workspace") is b
+    assert _registry.lookup(base, dcptopk.Workspace, "workspace") is a
+    assert _registry.lookup(base + "#2", dcptopk.Workspace, "workspace") is b
     a.close()
     c = dcptopk.Workspace.host(cfg, 8)   # the freed name again
     assert c.key == base, c.key
-    e = raises(ValueError, _core.lookup, "group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1",
+    e = raises(ValueError, _registry.lookup, "group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1",
                dcptopk.Workspace, "workspace",
                match=["'group[0,1,2,3]/K=2048,N=384,W=4,rank=1/cuda:1'", "no live Workspace",
                       "init_dcp_topk_rescue_workspace", repr(base)])
     assert "#2" in str(e), str(e)
-    raises(ValueError, _core.lookup, 3, dcptopk.Workspace, "workspace", match="expected the name")
+    raises(ValueError, _registry.lookup, 3, dcptopk.Workspace, "workspace", match="expected the name")
     named = dcptopk.Workspace.host(cfg, 8, name="mine")
     assert named.key == "mine"
     raises(ValueError, dcptopk.Workspace.host, cfg, 8, name="mine", match="'mine'")
@@ -244,21 +244,21 @@ def test_registry_names_state_by_what_it_is():
     with tempfile.TemporaryDirectory() as d:
         with dcptopk.Context(device=-1, arch="sm_90a", cache_path=os.path.join(d, "c"),
                              name="compile-only") as ctx:
-            assert _core.lookup("compile-only", dcptopk.Context, "ctx") is ctx
+            assert _registry.lookup("compile-only", dcptopk.Context, "ctx") is ctx
             # A context is not a workspace, whatever its name.
-            raises(ValueError, _core.lookup, "compile-only", dcptopk.Workspace, "workspace",
+            raises(ValueError, _registry.lookup, "compile-only", dcptopk.Workspace, "workspace",
                    match="no live Workspace")
-        raises(ValueError, _core.lookup, "compile-only", dcptopk.Context, "ctx",
+        raises(ValueError, _registry.lookup, "compile-only", dcptopk.Context, "ctx",
                match="no live Context")
     for w in (b, c, named):
         w.close()
-    assert not [n for n in _core.registered(dcptopk.Workspace) if n.startswith("host/K=512")]
+    assert not [n for n in _registry.registered(dcptopk.Workspace) if n.startswith("host/K=512")]
 
 
 def test_missing_distributed_runtime_is_a_clear_error():
     if _lib.has_dist_runtime():
         raise harness.Skip("this library has the distributed runtime")
-    raises(RuntimeError, _dist.LibraryRuntime, object(), 0,
+    raises(RuntimeError, _group.Group.from_torch, object(), 0,
            match=["lacks the distributed runtime", "DCPTOPK_DIST_BACKEND=torch"])
     raises(ValueError, _dist.backend_name, "mpi", match="backend")
 
@@ -267,16 +267,16 @@ def test_bootstrap_follows_where_the_ranks_run():
     """One GPU per rank: NCCL; ranks sharing a GPU on one host: the
     store-only group; sharing a GPU across hosts: a clear error."""
     a, b = ("h1", "boot1", "GPU-a"), ("h1", "boot1", "GPU-b")
-    assert _dist.bootstrap_kind([a, b]) == "nccl"
-    assert _dist.bootstrap_kind([a]) == "nccl"
-    assert _dist.bootstrap_kind([a, a]) == "store"
-    assert _dist.bootstrap_kind([a, a, b, a]) == "store"
+    assert _group.bootstrap_kind([a, b]) == "nccl"
+    assert _group.bootstrap_kind([a]) == "nccl"
+    assert _group.bootstrap_kind([a, a]) == "store"
+    assert _group.bootstrap_kind([a, a, b, a]) == "store"
     c = ("h2", "boot2", "GPU-c")
-    assert _dist.bootstrap_kind([a, b, c]) == "nccl"
-    raises(RuntimeError, _dist.bootstrap_kind, [a, a, c],
+    assert _group.bootstrap_kind([a, b, c]) == "nccl"
+    raises(RuntimeError, _group.bootstrap_kind, [a, a, c],
            match=["share a GPU (GPU-a on h1)", "2 hosts"])
     # The store folder is private to this user.
-    d = _dist._store_folder()
+    d = _group._store_folder()
     assert os.path.isdir(d) and os.stat(d).st_mode & 0o777 == 0o700, oct(os.stat(d).st_mode)
 
 

@@ -494,7 +494,7 @@ def test_contract_checker_catches_violations():
 
 def _store_group_rank(rank, W, init_file, failures, own_gpus=False):
     import torch.distributed as dist
-    from dcptopk import _core, _dist
+    from dcptopk import _context, _group
     try:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", world_size=W,
                                 rank=rank)
@@ -503,16 +503,16 @@ def _store_group_rank(rank, W, init_file, failures, own_gpus=False):
         class Props:
             uuid = f"GPU-{rank}" if own_gpus else "GPU-one"
         torch.cuda.get_device_properties = lambda d: Props()
-        _core.default_context = lambda d: _core.Context(device=-1, arch="sm_90a")
-        got = _dist.all_gather_bytes(bytes([rank]) * (rank + 1), dist.group.WORLD)
+        ctx = _context.Context(device=-1, arch="sm_90a")
+        got = _group.all_gather_bytes(bytes([rank]) * (rank + 1), dist.group.WORLD)
         assert got == [bytes([r]) * (r + 1) for r in range(W)], got
         if own_gpus:
             # NCCL is absent here: rank 0 cannot make the unique id, and
             # every rank must fail rather than wait for it.
             want = "DCPTOPK_NCCL_ERROR" if rank == 0 else "could not make the NCCL unique id"
-            raises(Exception, _dist.LibraryRuntime, dist.group.WORLD, 0, match=want)
+            raises(Exception, _group.Group.from_torch, dist.group.WORLD, 0, ctx, match=want)
             return
-        rt = _dist.LibraryRuntime(dist.group.WORLD, 0)
+        rt = _group.Group.from_torch(dist.group.WORLD, 0, ctx)
         assert rt.bootstrap == "store" and rt.store_dir, (rt.bootstrap, rt.store_dir)
         assert os.path.isdir(rt.store_dir), rt.store_dir
         path, why = rt.path()
@@ -568,10 +568,10 @@ def test_a_failed_unique_id_fails_every_rank():
 
 
 def test_bytes_frames_over_a_group():
-    from dcptopk import _dist
+    from dcptopk import _group
     for data in (b"", b"x", bytes(range(256)) * 4):
-        assert _dist._unframe(_dist._frame(data, 1024)) == data
-    raises(ValueError, _dist._frame, b"x" * 1025, 1024, match="1025 bytes")
+        assert _group._unframe(_group._frame(data, 1024)) == data
+    raises(ValueError, _group._frame, b"x" * 1025, 1024, match="1025 bytes")
 
 
 def test_warmup_registry():

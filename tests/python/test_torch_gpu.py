@@ -551,7 +551,7 @@ def test_drop_in_memo_follows_data_shapes_and_handles():
     give new, exact results; a new shape, stream or workspace must not reuse
     a memoised call; bad arguments are never memoised."""
     K, N, T, S = 512, 96, 32, 8192
-    M._memo_clear()
+    ops.memo_clear()
     M.init_dcp_topk_rescue_workspace(T, K, N)
     lg_g = torch.empty(T, S, dtype=torch.bfloat16, device=DEV)
     re_g = torch.empty(T, dtype=torch.int32, device=DEV)
@@ -571,24 +571,24 @@ def test_drop_in_memo_follows_data_shapes_and_handles():
         re_g.copy_(re)
         M.dcp_topk_merge(lg_g, re_g, ids, N)
         eq(ids, want(lg, re), f"memoised dcp_topk_merge, call {i} ({fam})")
-    assert len(M._MEMO) == 1, f"{len(M._MEMO)} memoised calls for one set of tensors"
+    assert len(ops._MEMO) == 1, f"{len(ops._MEMO)} memoised calls for one set of tensors"
     # A view of fewer rows is another call.
     half = torch.empty(T // 2, K, dtype=torch.int32, device=DEV)
     M.dcp_topk_merge(lg_g[:T // 2], re_g[:T // 2], half, N)
     eq(half, want(lg, re, T // 2), "dcp_topk_merge on a view of half the rows")
-    assert len(M._MEMO) == 2, len(M._MEMO)
+    assert len(ops._MEMO) == 2, len(ops._MEMO)
     # Another stream is another call (the memo keeps a scratch per stream).
     s2 = torch.cuda.Stream()
     with torch.cuda.stream(s2):
         M.dcp_topk_merge(lg_g, re_g, ids, N)
     s2.synchronize()
     eq(ids, want(lg, re), "dcp_topk_merge on a second stream")
-    assert len(M._MEMO) == 3, len(M._MEMO)
+    assert len(ops._MEMO) == 3, len(ops._MEMO)
     # A rebuilt workspace retires the memoised calls.
-    old_gen = dcptopk._core.generation
+    old_gen = dcptopk._registry.generation
     M._RESCUE_WORKSPACES[(K, N)].close()
     M._RESCUE_WORKSPACES.clear()
-    assert dcptopk._core.generation != old_gen
+    assert dcptopk._registry.generation != old_gen
     raises(RuntimeError, lambda: M.dcp_topk_merge(lg_g, re_g, ids, N), match="no rescue workspace")
     M.init_dcp_topk_rescue_workspace(T, K, N)
     M.dcp_topk_merge(lg_g, re_g, ids, N)
@@ -627,15 +627,15 @@ def test_host_overhead_of_one_drop_in_merge():
     lg = torch.randn(T, S, device=DEV).to(torch.bfloat16)
     re = torch.full((T,), S, dtype=torch.int32, device=DEV)
     ids = torch.empty(T, K, dtype=torch.int32, device=DEV)
-    M._memo_clear()
+    ops.memo_clear()
     for _ in range(3):
         M.dcp_topk_merge(lg, re, ids, N)
     torch.cuda.synchronize()
     n = 200
     # The launches alone: the library calls the memo recorded, made from a
     # bare loop. The drop-in call's own cost is the difference.
-    assert len(M._MEMO) == 1, len(M._MEMO)
-    calls = next(iter(M._MEMO.values()))[0]
+    assert len(ops._MEMO) == 1, len(ops._MEMO)
+    calls = next(iter(ops._MEMO.values()))[0]
     t0 = time.perf_counter()
     for _ in range(n):
         for fn, args, _e, _h in calls:

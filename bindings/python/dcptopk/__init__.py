@@ -7,12 +7,14 @@ Three layers:
   CPU reference, versions; and the rest of the C API for tools: the
   settings table and environment (``settings``, ``env_info``), the log
   level, key parse/check/render/hash, the compile cache file (``Cache``),
-  groups from a launcher's environment (``Group``). Tensors are torch
-  tensors, imported lazily.
+  the library's group of ranks (``Group``: from a launcher's environment,
+  or ``Group.from_torch`` over a torch.distributed group). Tensors are
+  torch tensors, imported lazily.
 - ``dcptopk.ops``: ``torch.ops.dcptopk.{pack, pack_indices, select,
-  pair_pack, pair_select}``, custom ops with fake implementations
-  (torch.compile(fullgraph=True)) that launch on the current stream (CUDA
-  graphs), and the functions that call them.
+  pair_pack, pair_select, group_merge}``, custom ops with fake
+  implementations (torch.compile(fullgraph=True)) that launch on the
+  current stream (CUDA graphs), and the functions that call them (on a
+  given context with ctx=).
 - ``dcptopk.merge``: the seed's drop-in API (``dcp_topk_merge``,
   ``dcp_topk_pack``, ``init_dcp_topk_rescue_workspace``, ...).
 
@@ -29,14 +31,18 @@ DcptopkError with the library's message.
 """
 from ._lib import (BINDING_VERSION, STRUCTS, DcptopkError, MergeConfig, __version__,
                    has_dist_runtime, library, log_routed)
-from ._core import (Context, LoopbackWorld, Progress, RowsOutput, Workspace, WarmupLog,
-                    cache_default_path, check_contract, compiles_after_warmup, config,
-                    config_check, config_keys, config_names, configure, default_context,
-                    late_kernels, device_count, make_config, packed_row_words,
-                    ref_packed_merge, rescue_slots, versions, workspace_layout)
-from ._admin import (Cache, Group, env_info, key_check, key_hash, key_parse, key_render,
-                     launch_env, log_level, path_name, ref_decode, ref_global_id, ref_ord16,
-                     ref_ord32, set_log_level, setting, settings)
+from ._cache import Cache, cache_default_path
+from ._config import (config, config_check, config_names, make_config, packed_row_words,
+                      rescue_slots, workspace_layout)
+from ._context import (Context, LoopbackWorld, Progress, WarmupLog, Workspace,
+                       compiles_after_warmup, configure, default_context, late_kernels, warmup)
+from ._group import Group, launch_env, path_name
+from ._keys import config_keys, key_check, key_hash, key_parse, key_render
+from ._reference import (check_contract, ref_decode, ref_global_id, ref_ord16, ref_ord32,
+                         ref_packed_merge)
+from ._rows import RowsOutput
+from ._settings import (device_count, env_info, log_level, set_log_level, setting, settings,
+                        versions)
 
 __all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "LoopbackWorld", "RowsOutput",
            "Progress", "WarmupLog", "compiles_after_warmup", "late_kernels", "config", "config_names", "config_keys", "config_check", "make_config",
@@ -47,18 +53,6 @@ __all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "LoopbackWorld
            "settings", "setting", "env_info", "log_level", "set_log_level", "key_parse",
            "key_check", "key_render", "key_hash", "ref_ord16", "ref_ord32", "ref_global_id",
            "ref_decode", "path_name", "launch_env", "Group", "Cache"]
-
-
-def warmup(cfgs, device=None, progress=None, ctx=None):
-    """Warm up a list of configs (MergeConfig or names) at model load on the
-    default context of `device` (or on ctx), with a progress bar on a
-    terminal (quiet otherwise). Returns the stats of each config."""
-    if ctx is None:
-        if device is None:
-            import torch
-            device = torch.cuda.current_device()
-        ctx = default_context(device)
-    return ctx.warmup(list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs], progress)
 
 
 # The library is loaded, version-checked and its log routed at import when it

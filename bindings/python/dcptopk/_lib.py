@@ -542,6 +542,13 @@ def log_routed():
     return _log_cb is not None
 
 
+# What the library allocates for its caller (rendered sources, listings,
+# blobs) is freed with the C library's free.
+_libc = ctypes.CDLL(None)
+_libc.free.restype, _libc.free.argtypes = None, [_vp]
+free = _libc.free
+
+
 def as_bytes_path(path, name):
     """A file system path argument (str, bytes or os.PathLike) as bytes."""
     try:

@@ -35,10 +35,14 @@ import dataclasses
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _checks, _core, _dist, ops
-from ._core import compiles_after_warmup
+from . import _checks, _dist, _keys, ops
+from ._config import as_config, config_check
+from ._context import WarmupLog, Workspace, compiles_after_warmup, default_context
+from ._group import Group, group_info
+from ._lib import DcptopkError
+from ._reference import check_contract
+from ._rows import RowsOutput as _RowsMapOutput
 
 __all__ = ["compiles_after_warmup", "set_dcp_group", "get_dcp_group", "dcp_topk_merge", "dcp_topk_merge_rows", "dcp_topk_pack", "dcp_topk_pack_indices",
            "dcp_topk_select", "init_dcp_topk_rescue_workspace", "get_dcp_topk_rescue_workspace",
@@ -191,7 +195,7 @@ def _warm_configs(topk, local_topk, world):
     """What a workspace of (K, N) over `world` ranks warms: the config of
     dcp_topk_merge (global ids, no rows; its pack too) and every variant of
     (K, N) registered with register_dcp_topk_merge_warmup."""
-    out = [_core.as_config(_cfg(topk, local_topk, world))]
+    out = [as_config(_cfg(topk, local_topk, world))]
     for c in _WARMUP_CONFIGS:
         if (c.topk, c.local_topk) == (topk, local_topk) and c not in out:
             out.append(c)
@@ -228,7 +232,7 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
         cfgs = _warm_configs(topk, local_topk, ws.world_size)
         if not getattr(ws, "one_call", False):
             if ws.device.type == "cuda":
-                ws.warmup_stats = _core.default_context(ws.device.index).warmup_all(
+                ws.warmup_stats = default_context(ws.device.index).warmup_all(
                     cfgs, progress, f"dcptopk warmup (K={topk}, N={local_topk})")
             return ws
         if all((c.block_size, bool(c.emit_ids)) in ws.variants for c in cfgs
@@ -238,8 +242,8 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     dev = torch.device(device) if device is not None else _device()
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
-    world, rank = _dist.group_info(device_group)
-    cfg = _core.as_config(_cfg(topk, local_topk, world))
+    world, rank = group_info(device_group)
+    cfg = as_config(_cfg(topk, local_topk, world))
     cfgs = _warm_configs(topk, local_topk, world)
     # The old workspace goes first: its successor takes its name (what the
     # ops call it), the name a fresh process gives its first one.
@@ -251,17 +255,17 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
     if dev.type == "cpu":
         if world != 1:
             raise ValueError("device: the CPU reference path serves a world of 1 rank only")
-        ws = _core.Workspace.host(cfg, max_rows, rank)
+        ws = Workspace.host(cfg, max_rows, rank)
     elif world == 1:
-        ctx = _core.default_context(dev.index)
+        ctx = default_context(dev.index)
         ws = ctx.local_workspace(cfg, max_rows)
         stats = ctx.warmup_all(cfgs, progress, label)
     else:
         rt = _dist.runtime(device_group, dev.index, backend)
-        ctx = _core.default_context(dev.index)
-        rep = _core.WarmupLog(ctx, cfgs, progress, label)
+        ctx = default_context(dev.index)
+        rep = WarmupLog(ctx, cfgs, progress, label)
         try:
-            if isinstance(rt, _dist.LibraryRuntime):
+            if isinstance(rt, Group):
                 # The library's one-call merge takes its config (block_size,
                 # emit_ids) from its workspace: one per registered variant,
                 # each warmed by the group (its exchange kernels too).
@@ -269,7 +273,7 @@ def init_dcp_topk_rescue_workspace(max_rows: int, topk: int, local_topk: int, gr
                 ws = rt.workspaces(mine, max_rows, progress=rep.key)
                 rest = [c for c in cfgs if c.world_size != world]
                 if rest:
-                    rep.run([k for c in rest for k in _core._keys(c, ctx.arch)])
+                    rep.run([k for c in rest for k in _keys.keys(c, ctx.arch)])
             else:
                 ws = rt.workspace(cfg, max_rows)
                 rep.run()
@@ -368,88 +372,6 @@ def _all_gather_packed(packed, ws):
     return _dist.runtime(ws.device_group, ws.device.index).all_gather(packed)
 
 
-# ----------------------------------------------------------- the fast path
-# An eager drop-in merge spends tens of microseconds in Python (argument
-# checks, ctypes structs) around launches of a few. Engines call it with the
-# same tensors step after step (persistent buffers, fixed decode batches), so
-# a call's launches are memoised under everything they were built from: every
-# tensor's address, shape, strides and dtype, the other arguments, the stream
-# and the handle generation. A hit replays the launches without the checks,
-# which would see the same values and pass again. Only CUDA tensors of the
-# plain Tensor type, outside tracing, dispatch modes and graph capture, and
-# only on paths whose every device step is a library launch (one rank, or the
-# library's one-call group merge; torch's all-gather is not recorded).
-
-_MEMO: dict = {}
-_MEMO_ENTRIES = 64
-# Bytes of temporaries (the packed rows) one memoised call may keep alive.
-_MEMO_SCRATCH = 8 << 20
-
-
-def _memo_key(name, args):
-    # Its callers are not tracing (they checked torch.compiler.is_compiling()).
-    if ops.DISPATCH:
-        return None
-    key = [name, _core.generation]
-    dev = -1
-    for v in args:
-        if type(v) is torch.Tensor:
-            if not v.is_cuda:
-                return None
-            dev = v.get_device()
-            key.append((v.data_ptr(), v.dtype, v.shape, v.stride()))
-        elif v is None or type(v) in (int, bool):
-            key.append(v)
-        elif type(v).__hash__ is not None and not isinstance(v, torch.Tensor):
-            key.append(v)   # a group: by identity, kept alive by the key
-        else:
-            return None
-    if dev < 0 or _get_current_dispatch_mode() is not None or _capturing():
-        return None
-    key.append(_core._stream(dev))
-    return tuple(key)
-
-
-# torch.cuda.is_current_stream_capturing without its Python layers, when
-# torch has the binding it wraps.
-_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
-                     torch.cuda.is_current_stream_capturing)
-
-
-def _memo_run(key, body):
-    """Replays the launches memoised under key, or runs body() and records its
-    launches. body returns the temporaries its launches use (kept alive by
-    the memo), or None when its path may not be memoised."""
-    hit = _MEMO.get(key) if key is not None else None
-    if hit is not None:
-        for fn, args, on_error, ctx_h in hit[0]:
-            rc = fn(*args)
-            if rc:
-                on_error(rc, ctx_h)
-        return
-    rec = _core.recorder
-    if key is None or getattr(rec, "calls", None) is not None:
-        body()
-        return
-    rec.calls = calls = []
-    try:
-        keep = body()
-    finally:
-        rec.calls = None
-    if keep is None or key[1] != _core.generation:
-        return
-    if sum(t.numel() * t.element_size() for t in keep) > _MEMO_SCRATCH:
-        return
-    if len(_MEMO) >= _MEMO_ENTRIES:
-        _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[key] = (calls, keep)
-
-
-def _memo_clear():
-    """Forget every memoised call (the next call of each runs its checks)."""
-    _MEMO.clear()
-
-
 def _memoisable(ws):
     return ws.world_size == 1 or getattr(ws, "one_call", False)
 
@@ -505,7 +427,7 @@ def dcp_topk_select(gathered: torch.Tensor, local_topk: int,
     out_rows = None
     if rows is not None:
         _checks.integer(rows.block_size, "block_size", 1, 1 << 20, "a positive int")
-        out_rows = _core.RowsOutput(rows.req_id, rows.block_table, rows.rows_out, rows.valid_out,
+        out_rows = _RowsMapOutput(rows.req_id, rows.block_table, rows.rows_out, rows.valid_out,
                                     rows.stride_rows)
     ops.select(cfg, gathered, rank=ws.rank, ids_out=topk_indices, workspace=ws,
                logits=exact.logits, row_ends=exact.row_ends, max_local_len=exact.max_local_len,
@@ -522,10 +444,10 @@ def dcp_topk_merge(logits: torch.Tensor, row_ends: torch.Tensor, topk_indices: t
         _merge(logits, row_ends, topk_indices, local_topk, max_local_len)
         return
     try:
-        _memo_run(_memo_key("merge", (logits, row_ends, topk_indices, local_topk,
-                                      max_local_len)),
-                  lambda: _merge(logits, row_ends, topk_indices, local_topk, max_local_len))
-    except _core.DcptopkError as e:
+        ops.memo_run(ops.memo_key("merge", (logits, row_ends, topk_indices, local_topk,
+                                            max_local_len)),
+                     lambda: _merge(logits, row_ends, topk_indices, local_topk, max_local_len))
+    except DcptopkError as e:
         if e.name != "DCPTOPK_NOT_WARMED":
             raise
         raise _not_warmed(e, topk_indices.shape[1], local_topk, 0, True) from None
@@ -575,8 +497,8 @@ def dcp_topk_merge_rows(*, logits: torch.Tensor | None = None,
         _merge_rows(*args)
         return
     try:
-        _memo_run(_memo_key("merge_rows", args), lambda: _merge_rows(*args))
-    except _core.DcptopkError as e:
+        ops.memo_run(ops.memo_key("merge_rows", args), lambda: _merge_rows(*args))
+    except DcptopkError as e:
         if e.name != "DCPTOPK_NOT_WARMED":
             raise
         raise _not_warmed(e, topk, local_topk, block_size, ids_out is not None) from None
@@ -588,7 +510,7 @@ def _not_warmed(e, topk, local_topk, block_size, emit_ids):
     ws = _RESCUE_WORKSPACES.get((topk, local_topk))
     world = ws.world_size if ws is not None else "W"
     msg = str(e)[len(e.name) + 2:]
-    return _core.DcptopkError(
+    return DcptopkError(
         e.code, e.name,
         f"this drop-in call's kernels were not warmed: call register_dcp_topk_merge_warmup("
         f"{topk}, {local_topk}, {world}, block_size={block_size}, emit_ids={bool(emit_ids)}) "
@@ -618,8 +540,8 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
         ops.group_merge(logits, row_ends, workspace=ws.variant(block_size, ids_out is not None),
                         ids_out=ids_out, max_local_len=mll, packed=packed,
                         indptr_out=indptr_out,
-                        rows=_core.RowsOutput(req_id, block_table, rows_out, valid_out,
-                                              stride_rows))
+                        rows=_RowsMapOutput(req_id, block_table, rows_out, valid_out,
+                                            stride_rows))
         return ()
     given = packed is not None
     if packed is None:
@@ -652,7 +574,7 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
                       valid_out=valid_out, dcp_rank=dcp_rank, block_size=block_size,
                       stride_rows=stride_rows)
     if indptr_out is not None:
-        _checks.indptr(_core.as_config(_cfg(topk, local_topk, 1)), indptr_out, num_rows,
+        _checks.indptr(as_config(_cfg(topk, local_topk, 1)), indptr_out, num_rows,
                        rows_out.device, True)
     dcp_topk_select(_all_gather_packed(packed, exact.workspace), local_topk, ids_out, topk=topk,
                     rows=rows, exact=exact)
@@ -686,9 +608,9 @@ def assert_packed_merge_contract(packed: torch.Tensor, logits: torch.Tensor,
         padded[:, :S] = host
         host = padded
     try:
-        _core.check_contract(_core.as_config(_pack_cfg(local_topk)), packed, host,
+        check_contract(as_config(_pack_cfg(local_topk)), packed, host,
                              row_ends[:T], min(S, 1 << LOCAL_INDEX_BITS))
-    except _core.DcptopkError as e:
+    except DcptopkError as e:
         if e.name == "DCPTOPK_CONTRACT_VIOLATION":
             raise AssertionError(str(e)) from None
         raise
@@ -706,8 +628,8 @@ def register_dcp_topk_merge_warmup(topk: int, local_topk: int, world_size: int, 
     at model load (warmup_dcp_topk_merge). The stock indexer uses the
     defaults (global ids); a caller of dcp_topk_merge_rows passes its
     block_size and whether it also wants the global ids."""
-    cfg = _core.as_config(_cfg(topk, local_topk, world_size, block_size, emit_ids, exact))
-    _core.config_check(cfg)
+    cfg = as_config(_cfg(topk, local_topk, world_size, block_size, emit_ids, exact))
+    config_check(cfg)
     if cfg not in _WARMUP_CONFIGS:
         _WARMUP_CONFIGS.append(cfg)
 
@@ -720,4 +642,5 @@ def warmup_dcp_topk_merge(device=None, progress=None):
     dev = torch.device(device) if device is not None else _device()
     if dev.type == "cpu":
         return []
-    return _core.default_context(dev.index).warmup(list(_WARMUP_CONFIGS), progress)
+    return default_context(dev.index).warmup(list(_WARMUP_CONFIGS), progress)
+

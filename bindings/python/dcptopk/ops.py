@@ -8,7 +8,7 @@ implementation that runs the same argument checks as the real one, so a shape
 error is a ValueError while tracing too.
 
 The config travels as its int list (MergeConfig.as_list()), a context and a
-rescue workspace by name (a str, see dcptopk._core's registry: the
+rescue workspace by name (a str, see dcptopk._registry: the
 workspace's group, config, rank and device, such as
 "group[0,1]/K=2048,N=384,W=2,rank=0/cuda:0"; "" = the default context of the
 tensors' device, or no workspace). Names, unlike handles, are the same in
@@ -22,15 +22,287 @@ allocate missing outputs and call the ops; they are plain torch code, so
 torch.compile traces through them. An eager call on plain tensors runs the
 op's body directly (see _direct): the dispatcher adds tens of microseconds to
 a call whose kernels take a few.
+
+Also here, in one place: the ops' bodies (run_*: the C call on CUDA
+tensors, the library's CPU reference on host tensors) and the memo that
+replays a drop-in call's launches (memo_run).
 """
+import ctypes
 import os
+import threading
+import warnings
 from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _checks, _core
-from ._lib import MergeConfig
+from . import _checks, _registry
+from ._config import as_config, config_check, packed_row_words
+from ._context import MOVED_CALLS, Context, Workspace, current_stream, default_context
+from ._group import GroupWorkspace
+from ._lib import (GroupMergeArgs, MergeConfig, PackArgs, PairPackArgs, PairSelectArgs,
+                   SelectArgs, check, library, new, _vp)
+from ._rows import rows_map_struct
+
+# While this thread's `recorder.calls` is a list, launch() appends each C
+# call to it: memo_run() records a call's launches that way and replays them
+# for a later call with the same arguments, without rebuilding anything.
+# The registry's generation moves whenever a handle closes, which retires
+# every memoised call.
+
+recorder = threading.local()
+
+
+def launch(fn, args, on_error, ctx_h=None):
+    """fn(*args), a C call that launches on a stream; a nonzero result goes to
+    on_error(rc, ctx_h), which raises."""
+    calls = getattr(recorder, "calls", None)
+    if calls is not None:
+        calls.append((fn, args, on_error, ctx_h))
+    rc = fn(*args)
+    if rc:
+        on_error(rc, ctx_h)
+
+
+# ------------------------------------------------------------------ the memo
+# An eager drop-in merge (dcptopk.merge) spends tens of microseconds in Python (argument
+# checks, ctypes structs) around launches of a few. Engines call it with the
+# same tensors step after step (persistent buffers, fixed decode batches), so
+# a call's launches are memoised under everything they were built from: every
+# tensor's address, shape, strides and dtype, the other arguments, the stream
+# and the handle generation. A hit replays the launches without the checks,
+# which would see the same values and pass again. Only CUDA tensors of the
+# plain Tensor type, outside tracing, dispatch modes and graph capture, and
+# only on paths whose every device step is a library launch (one rank, or the
+# library's one-call group merge; torch's all-gather is not recorded).
+
+_MEMO: dict = {}
+_MEMO_ENTRIES = 64
+# Bytes of temporaries (the packed rows) one memoised call may keep alive.
+_MEMO_SCRATCH = 8 << 20
+
+
+def memo_key(name, args):
+    # Its callers are not tracing (they checked torch.compiler.is_compiling()).
+    if DISPATCH:
+        return None
+    key = [name, _registry.generation]
+    dev = -1
+    for v in args:
+        if type(v) is torch.Tensor:
+            if not v.is_cuda:
+                return None
+            dev = v.get_device()
+            key.append((v.data_ptr(), v.dtype, v.shape, v.stride()))
+        elif v is None or type(v) in (int, bool):
+            key.append(v)
+        elif type(v).__hash__ is not None and not isinstance(v, torch.Tensor):
+            key.append(v)   # a group: by identity, kept alive by the key
+        else:
+            return None
+    if dev < 0 or _get_current_dispatch_mode() is not None or _capturing():
+        return None
+    key.append(current_stream(dev))
+    return tuple(key)
+
+
+# torch.cuda.is_current_stream_capturing without its Python layers, when
+# torch has the binding it wraps.
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                     torch.cuda.is_current_stream_capturing)
+
+
+def memo_run(key, body):
+    """Replays the launches memoised under key, or runs body() and records its
+    launches. body returns the temporaries its launches use (kept alive by
+    the memo), or None when its path may not be memoised."""
+    hit = _MEMO.get(key) if key is not None else None
+    if hit is not None:
+        for fn, args, on_error, ctx_h in hit[0]:
+            rc = fn(*args)
+            if rc:
+                on_error(rc, ctx_h)
+        return
+    rec = recorder
+    if key is None or getattr(rec, "calls", None) is not None:
+        body()
+        return
+    rec.calls = calls = []
+    try:
+        keep = body()
+    finally:
+        rec.calls = None
+    if keep is None or key[1] != _registry.generation:
+        return
+    if sum(t.numel() * t.element_size() for t in keep) > _MEMO_SCRATCH:
+        return
+    if len(_MEMO) >= _MEMO_ENTRIES:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = (calls, keep)
+
+
+def memo_clear():
+    """Forget every memoised call (the next call of each runs its checks)."""
+    _MEMO.clear()
+
+
+# ------------------------------------------------------------ the ops' bodies
+
+def _host_call(ctx_name, name, tensor):
+    """True for host tensors (the CPU reference); with a context given (a
+    Context's method), host tensors are refused: the context is on a GPU."""
+    if tensor.device.type != "cpu":
+        return False
+    if ctx_name:
+        ctx = _registry.lookup(ctx_name, Context, "ctx")
+        raise ValueError(f"{name}: got a tensor on cpu; the context is on cuda:{ctx.device} "
+                         "(a Context's calls take its device's tensors; the CPU reference is "
+                         "dcptopk.ops.* without ctx)")
+    return True
+
+
+def _context_for(ctx_name, tensor):
+    dev = tensor.device.index
+    if dev is None:
+        import torch
+        dev = torch.cuda.current_device()
+    if not ctx_name:
+        return default_context(dev)
+    ctx = _registry.lookup(ctx_name, Context, "ctx")
+    if ctx.device != dev:
+        raise ValueError(f"ctx: the context is on cuda:{ctx.device}; the tensors are on "
+                         f"cuda:{dev}")
+    return ctx
+
+
+def _p(t):
+    return t.data_ptr() if t is not None else None
+
+
+def run_pack(ctx_name, cfg, logits, row_ends, out, plan, local_ids=None, indices=False):
+    a = new(PackArgs)
+    a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
+    a.max_local_len, a.row_ends = plan["max_local_len"], _p(row_ends)
+    a.local_ids, a.local_ids_stride = _p(local_ids), plan["local_ids_stride"]
+    a.rows, a.out = plan["rows"], _p(out)
+    lib = library()
+    if _host_call(ctx_name, "logits", logits):
+        fn = lib.dcptopk_ref_pack_indices if indices else lib.dcptopk_ref_pack
+        check(fn(ctypes.byref(cfg), ctypes.byref(a)))
+        return
+    ctx = _context_for(ctx_name, logits)
+    a.stream = current_stream(ctx.device)
+    fn = lib.dcptopk_pack_indices if indices else lib.dcptopk_pack
+    launch(fn, (ctx._live(), ctypes.byref(cfg), ctypes.byref(a)), check, ctx._h)
+
+
+def run_select(ctx_name, ws_name, cfg, gathered, ids_out, logits, row_ends, plan, rows_tensors):
+    a = new(SelectArgs)
+    a.gathered, a.rank_stride_rows = _p(gathered), plan["rank_stride_rows"]
+    a.rows, a.rank = plan["rows"], plan["rank"]
+    a.ids_out, a.ids_out_stride = _p(ids_out), plan["ids_out_stride"]
+    a.rows_map = rows_map_struct(plan["rows_map"], *rows_tensors)
+    if cfg.exact:
+        a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
+        a.max_local_len, a.row_ends = plan["max_local_len"], _p(row_ends)
+    lib = library()
+    if _host_call(ctx_name, "gathered", gathered):
+        _ref_select(cfg, a, logits, plan)
+        return
+    ctx = _context_for(ctx_name, gathered)
+    ws = None
+    if cfg.exact:
+        ws = _registry.lookup(ws_name, Workspace, "workspace")
+        if not ws._h:
+            raise ValueError("workspace: a host workspace cannot serve a CUDA select")
+        ws = ws._h
+    a.stream = current_stream(ctx.device)
+    launch(lib.dcptopk_select, (ctx._live(), ctypes.byref(cfg), ws, ctypes.byref(a)), check,
+           ctx._h)
+
+
+def _ref_select(cfg, a, logits, plan):
+    """The CPU reference of one rank's select; in exact mode also the rescue of
+    rows whose only saturated rank is this one (always so with one rank)."""
+    import torch
+    lib = library()
+    T = plan["rows"]
+    sat = torch.zeros(max(T, 1), dtype=torch.int32) if cfg.exact else None
+    check(lib.dcptopk_ref_select(ctypes.byref(cfg), ctypes.byref(a),
+                                 sat.data_ptr() if sat is not None else None))
+    if not cfg.exact or T == 0:
+        return
+    K, me = cfg.topk, plan["rank"]
+    push = torch.empty(packed_row_words(K), dtype=torch.int32)
+    row_ends = ctypes.cast(a.row_ends, ctypes.POINTER(ctypes.c_int32))
+    for t in torch.nonzero(sat[:T] >> 16).flatten().tolist():
+        word = int(sat[t]) & 0xFFFFFFFF
+        mask = word >> 16
+        if mask & ~(1 << me):
+            raise RuntimeError(
+                f"row {t}: ranks {[r for r in range(cfg.world_size) if mask >> r & 1]} are "
+                "saturated; the CPU reference of one rank's select cannot see other ranks' "
+                "pushes (use ref_packed_merge for a whole simulated world)")
+        row_ptr = a.logits + t * a.logits_stride * 2
+        check(lib.dcptopk_ref_push_list(ctypes.byref(cfg), row_ptr, a.max_local_len,
+                                        row_ends[t], push.data_ptr()))
+        lists = (_vp * 1)(push.data_ptr())
+        check(lib.dcptopk_ref_rescue_row(ctypes.byref(cfg), ctypes.byref(a), t, word, lists))
+
+
+def run_pair_pack(ctx_name, cfg, logits, local_ids, row_starts, row_ends, out, plan):
+    a = new(PairPackArgs)
+    a.logits, a.logits_stride = _p(logits), plan["logits_stride"]
+    a.local_ids, a.local_ids_stride = _p(local_ids), plan["local_ids_stride"]
+    a.row_starts, a.row_ends = _p(row_starts), _p(row_ends)
+    a.rows, a.rank, a.out = plan["rows"], plan["rank"], _p(out)
+    lib = library()
+    if _host_call(ctx_name, "local_ids", local_ids):
+        check(lib.dcptopk_ref_pair_pack(ctypes.byref(cfg), ctypes.byref(a)))
+        return
+    ctx = _context_for(ctx_name, local_ids)
+    a.stream = current_stream(ctx.device)
+    launch(lib.dcptopk_pair_pack, (ctx._live(), ctypes.byref(cfg), ctypes.byref(a)), check,
+           ctx._h)
+
+
+def run_pair_select(ctx_name, cfg, candidates, ids_out, plan, rows_tensors):
+    a = new(PairSelectArgs)
+    a.candidates, a.layout = _p(candidates), plan["layout"]
+    a.rows, a.rank_stride_rows, a.rank = plan["rows"], plan["rank_stride_rows"], plan["rank"]
+    a.ids_out, a.ids_out_stride = _p(ids_out), plan["ids_out_stride"]
+    a.rows_map = rows_map_struct(plan["rows_map"], *rows_tensors)
+    lib = library()
+    if _host_call(ctx_name, "candidates", candidates):
+        check(lib.dcptopk_ref_pair_select(ctypes.byref(cfg), ctypes.byref(a)))
+        return
+    ctx = _context_for(ctx_name, candidates)
+    a.stream = current_stream(ctx.device)
+    launch(lib.dcptopk_pair_select, (ctx._live(), ctypes.byref(cfg), ctypes.byref(a)), check,
+           ctx._h)
+
+
+def run_group_merge(ws, cfg, logits, row_ends, ids_out, plan, rows_tensors, local_ids=None,
+                    packed=None, indptr_out=None):
+    """One step of a group workspace's one-call merge (dcptopk_group_merge)."""
+    a = new(GroupMergeArgs)
+    a.rows = plan["rows"]
+    a.logits, a.logits_stride = logits.data_ptr(), plan["logits_stride"]
+    a.max_local_len, a.row_ends = plan["max_local_len"], row_ends.data_ptr()
+    if local_ids is not None:
+        a.local_ids, a.local_ids_stride = local_ids.data_ptr(), plan["local_ids_stride"]
+    if packed is not None:
+        a.packed, a.packed_stride = packed.data_ptr(), plan["packed_stride"]
+    if indptr_out is not None:
+        a.indptr_out = indptr_out.data_ptr()
+    if ids_out is not None:
+        a.ids_out, a.ids_out_stride = ids_out.data_ptr(), plan["ids_out_stride"]
+    a.rows_map = rows_map_struct(plan["rows_map"], *rows_tensors)
+    a.stream = torch.cuda.current_stream(ws.rt.device).cuda_stream
+    launch(library().dcptopk_group_merge, (ws._h, ctypes.byref(a)),
+           lambda rc, _h: ws.rt._check(rc))
+
 
 LIB = "dcptopk"
 
@@ -43,7 +315,7 @@ def _config(cfg):
     c = _cfg_cache.get(key)
     if c is None:
         c = MergeConfig.from_list(list(key))
-        _core.config_check(c)
+        config_check(c)
         _cfg_cache[key] = c
     return c
 
@@ -51,7 +323,7 @@ def _config(cfg):
 def _ws_info(ws_name):
     if not ws_name:
         return None
-    return _core.lookup(ws_name, _core.Workspace, "workspace").info()
+    return _registry.lookup(ws_name, Workspace, "workspace").info()
 
 
 # ---------------------------------------------------------------- the ops
@@ -60,7 +332,7 @@ def _pack_impl(cfg: list[int], logits: Tensor, row_ends: Tensor, out: Tensor,
           max_local_len: Optional[int], ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len)
-    _core.run_pack(ctx, c, logits, row_ends, out, plan)
+    run_pack(ctx, c, logits, row_ends, out, plan)
 
 
 _pack = torch.library.custom_op(f"{LIB}::pack", _pack_impl, mutates_args=("out",))
@@ -75,7 +347,7 @@ def _pack_indices_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, row_en
                   out: Tensor, max_local_len: Optional[int], ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pack(c, logits, row_ends, out, max_local_len, local_ids, indices=True)
-    _core.run_pack(ctx, c, logits, row_ends, out, plan, local_ids, indices=True)
+    run_pack(ctx, c, logits, row_ends, out, plan, local_ids, indices=True)
 
 
 _pack_indices = torch.library.custom_op(f"{LIB}::pack_indices", _pack_indices_impl,
@@ -95,8 +367,8 @@ def _select_impl(cfg: list[int], gathered: Tensor, rank: int, ids_out: Optional[
     plan = _checks.plan_select(c, gathered, rank, ids_out, logits, row_ends, max_local_len,
                                _ws_info(workspace), req_id, block_table, rows_out, counts_out,
                                stride_rows)
-    _core.run_select(ctx, workspace, c, gathered, ids_out, logits, row_ends, plan,
-                     (req_id, block_table, rows_out, counts_out))
+    run_select(ctx, workspace, c, gathered, ids_out, logits, row_ends, plan,
+               (req_id, block_table, rows_out, counts_out))
 
 
 _select = torch.library.custom_op(f"{LIB}::select", _select_impl,
@@ -116,7 +388,7 @@ def _pair_pack_impl(cfg: list[int], logits: Tensor, local_ids: Tensor, rank: int
                ctx: str) -> None:
     c = _config(cfg)
     plan = _checks.plan_pair_pack(c, logits, local_ids, rank, row_starts, row_ends, out)
-    _core.run_pair_pack(ctx, c, logits, local_ids, row_starts, row_ends, out, plan)
+    run_pair_pack(ctx, c, logits, local_ids, row_starts, row_ends, out, plan)
 
 
 _pair_pack = torch.library.custom_op(f"{LIB}::pair_pack", _pair_pack_impl,
@@ -135,8 +407,8 @@ def _pair_select_impl(cfg: list[int], candidates: Tensor, rank: int, ids_out: Op
     c = _config(cfg)
     plan = _checks.plan_pair_select(c, candidates, rank, ids_out, req_id, block_table, rows_out,
                                     counts_out, stride_rows)
-    _core.run_pair_select(ctx, c, candidates, ids_out, plan,
-                          (req_id, block_table, rows_out, counts_out))
+    run_pair_select(ctx, c, candidates, ids_out, plan,
+                    (req_id, block_table, rows_out, counts_out))
 
 
 _pair_select = torch.library.custom_op(f"{LIB}::pair_select", _pair_select_impl,
@@ -151,8 +423,7 @@ def _pair_select_fake(cfg, candidates, rank, ids_out, req_id, block_table, rows_
 
 
 def _group_ws(ws_name):
-    from . import _dist
-    return _core.lookup(ws_name, _dist.GroupWorkspace, "workspace")
+    return _registry.lookup(ws_name, GroupWorkspace, "workspace")
 
 
 def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
@@ -167,8 +438,8 @@ def _group_merge_impl(cfg: list[int], logits: Tensor, row_ends: Tensor,
     plan = _checks.plan_group_merge(c, logits, row_ends, local_ids, ids_out, max_local_len,
                                     ws.info(), req_id, block_table, rows_out, counts_out,
                                     stride_rows, packed, indptr_out)
-    ws.merge(c, logits, row_ends, ids_out, plan, (req_id, block_table, rows_out, counts_out),
-             local_ids, packed, indptr_out)
+    run_group_merge(ws, c, logits, row_ends, ids_out, plan,
+                    (req_id, block_table, rows_out, counts_out), local_ids, packed, indptr_out)
 
 
 _group_merge = torch.library.custom_op(f"{LIB}::group_merge", _group_merge_impl,
@@ -201,7 +472,6 @@ def _direct(*tensors):
     for t in tensors:
         if t is not None and (type(t) is not Tensor or t.is_meta):
             return False
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
     return _get_current_dispatch_mode() is None
 
 
@@ -209,7 +479,7 @@ def cfg_list(cfg):
     """A config as the int list the ops take (a MergeConfig, a name, a list)."""
     if isinstance(cfg, (list, tuple)):
         return list(cfg)
-    return _core.as_config(cfg).as_list()
+    return as_config(cfg).as_list()
 
 
 def _ctx_name(ctx):
@@ -358,7 +628,7 @@ def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_i
                 max_local_len=None, packed=None, indptr_out=None):
     """One step of the library's one-call merge (local top-N or the given
     local_ids, pack, exchange, select, rescue) on a group workspace
-    (dcptopk._dist.GroupWorkspace, whose config it is). Collective. packed:
+    (dcptopk._group.GroupWorkspace, whose config it is). Collective. packed:
     this rank's rows int32 [T, N + N/32] from the caller's own producer (the
     contract of assert_packed_merge_contract), sent instead of the fused
     local top-N; logits and row_ends are still read (the rescue round).
@@ -382,3 +652,28 @@ def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_i
 
 
 OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge")
+
+
+# ------------------------------------------------------ Context's old calls
+# They were Context's methods; Context cannot reach this module (it needs no
+# torch, and this module imports it), so the old names are added here.
+
+def _context_call(name):
+    """Context.NAME(cfg, ...) as it was: NAME(cfg, ..., ctx=self), deprecated."""
+    fn = globals()[name]
+
+    def call(self, *args, **kwargs):
+        warnings.warn(f"Context.{name} is deprecated: call dcptopk.ops.{name}(..., ctx=ctx)",
+                      DeprecationWarning, stacklevel=2)
+        return fn(*args, ctx=self, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"Deprecated: dcptopk.ops.{name}(..., ctx=ctx). {fn.__doc__}"
+    return call
+
+
+for _name in MOVED_CALLS:
+    setattr(Context, _name, _context_call(_name))
+
+
+__all__ = ["pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge",
+           "float_pairs_to_int", "cfg_list", "OPS", "DISPATCH", "LIB"]
