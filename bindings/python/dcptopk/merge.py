@@ -32,6 +32,7 @@ Differences, all explicit:
 - On CPU tensors every call runs the library's CPU reference (the oracle).
 """
 import dataclasses
+import warnings
 from typing import Any
 
 import torch
@@ -48,7 +49,7 @@ __all__ = ["compiles_after_warmup", "set_dcp_group", "get_dcp_group", "dcp_topk_
            "dcp_topk_select", "init_dcp_topk_rescue_workspace", "get_dcp_topk_rescue_workspace",
            "register_dcp_topk_merge_warmup", "warmup_dcp_topk_merge",
            "assert_packed_merge_contract", "packed_row_words", "rescue_slots",
-           "RowsOutput", "ExactArgs"]
+           "DcpRowsOutput", "ExactArgs"]
 
 WARP = 32
 LOCAL_INDEX_BITS = 17
@@ -302,8 +303,10 @@ class ExactArgs:
 
 
 @dataclasses.dataclass(frozen=True)
-class RowsOutput:
-    """This rank's physical KV rows output (the seed's _RowsOutput)."""
+class DcpRowsOutput:
+    """This rank's physical KV rows output (the seed's _RowsOutput), with its
+    DCP rank and block size; dcptopk.RowsOutput is the lower layer's, which
+    a select takes."""
     req_id: torch.Tensor
     block_table: torch.Tensor
     rows_out: torch.Tensor
@@ -400,7 +403,7 @@ def dcp_topk_pack(logits: torch.Tensor, row_ends: torch.Tensor, local_topk: int,
 
 def dcp_topk_select(gathered: torch.Tensor, local_topk: int,
                     topk_indices: torch.Tensor | None, *, topk: int | None = None,
-                    rows: RowsOutput | None = None, exact: ExactArgs | None = None) -> None:
+                    rows: DcpRowsOutput | None = None, exact: ExactArgs | None = None) -> None:
     """Exact global top-K of the gathered [W, T, N + N/32] rows: the select,
     then the rescue (second round) of saturated rows."""
     if topk is None:
@@ -570,7 +573,7 @@ def _merge_rows(logits, row_ends, packed, local_topk, topk, req_id, block_table,
         raise ValueError(f"ids_out must be [{num_rows}, {topk}], got {tuple(ids_out.shape)}")
     if block_table.dim() != 2 or (block_table.shape[1] > 1 and block_table.stride(1) != 1):
         raise ValueError("block_table rows must be contiguous")
-    rows = RowsOutput(req_id=req_id, block_table=block_table, rows_out=rows_out,
+    rows = DcpRowsOutput(req_id=req_id, block_table=block_table, rows_out=rows_out,
                       valid_out=valid_out, dcp_rank=dcp_rank, block_size=block_size,
                       stride_rows=stride_rows)
     if indptr_out is not None:
@@ -644,3 +647,16 @@ def warmup_dcp_topk_merge(device=None, progress=None):
         return []
     return default_context(dev.index).warmup(list(_WARMUP_CONFIGS), progress)
 
+
+# Old names kept importable, with a DeprecationWarning on use.
+_DEPRECATED = {"RowsOutput": ("DcpRowsOutput", DcpRowsOutput)}
+
+
+def __getattr__(name):
+    if name in _DEPRECATED:
+        new_name, obj = _DEPRECATED[name]
+        warnings.warn(f"dcptopk.merge.{name} is deprecated: it is dcptopk.merge.{new_name} "
+                      f"(dcptopk.{name} is the lower layer's rows output, another class)",
+                      DeprecationWarning, stacklevel=2)
+        return obj
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
