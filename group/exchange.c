@@ -24,15 +24,6 @@
 #include "exchange.h" /* kernels/exchange: dc_push_exchange_launch */
 #endif
 
-int dc_exchange_push_built(void)
-{
-#ifdef DC_HAVE_PUSH_EXCHANGE
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw, int32_t r,
                         int32_t parity)
 {
@@ -115,43 +106,6 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
                    "the push exchange is not built into this library "
                    "(kernels/exchange is missing): use the nccl or staged "
                    "path");
-#endif
-}
-
-/* The push exchange's status for dcptopk_group_check: 0, or a
- * dcptopk_result with the message in the group's context. */
-dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
-                                  void *stream)
-{
-#ifdef DC_HAVE_PUSH_EXCHANGE
-    dcptopk_group *g = gw->g;
-    if (gw->xpath != DCPTOPK_PATH_PUSH)
-        return DCPTOPK_SUCCESS;
-    uint32_t code = 0;
-    char msg[512] = "";
-    dcptopk_result r = dc_push_exchange_status(
-        g->ctx, gw->status, g->rank, (uint64_t)g->timeout_ms * 1000000ull,
-        stream, &code, msg, sizeof msg);
-    if (r || code == DC_EXCHANGE_STATUS_OK)
-        return r;
-    /* The kernel numbers the exchange's members: in a node, from the
-     * node's first rank. */
-    char where[96] = "";
-    if (gw->xfirst != 0 || gw->xsize != g->world_size)
-        snprintf(where, sizeof where,
-                 " (the exchange of node %d: its rank i is global rank "
-                 "%d + i)",
-                 gw->node, gw->xfirst);
-    return dc_fail(g->ctx,
-                   code == DC_EXCHANGE_STATUS_TIMEOUT ||
-                           code == (uint32_t)DCPTOPK_RESCUE_TIMEOUT
-                       ? DCPTOPK_PEER_TIMEOUT
-                       : DCPTOPK_GROUP_BROKEN,
-                   "rank %d: push exchange%s: %s", g->rank, where, msg);
-#else
-    (void)gw;
-    (void)stream;
-    return DCPTOPK_SUCCESS;
 #endif
 }
 

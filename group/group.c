@@ -21,26 +21,6 @@
 
 #define DC_BOOT_BYTES 16384 /* NCCL bootstrap buffer: W * blob */
 
-const char *dcptopk_path_name(int32_t path)
-{
-    switch (path) {
-    case DCPTOPK_PATH_AUTO:
-        return "auto";
-    case DCPTOPK_PATH_NCCL:
-        return "nccl";
-    case DCPTOPK_PATH_PUSH:
-        return "push";
-    case DCPTOPK_PATH_LOOPBACK:
-        return "loopback";
-    case DCPTOPK_PATH_STAGED:
-        return "staged";
-    case DCPTOPK_PATH_STORE:
-        return "store";
-    default:
-        return "unknown";
-    }
-}
-
 /* The bound of every wait: config, else $DCPTOPK_PEER_TIMEOUT_MS, else the
  * table's default (base/settings.h, which also warns about a bad value). */
 static int64_t timeout_from(int32_t cfg_ms)
@@ -91,71 +71,6 @@ dcptopk_result dc_group_usable(dcptopk_group *g)
                    "rank %d: the group failed earlier (%s); every rank must "
                    "destroy it (and its workspaces) and create a new one",
                    g->rank, g->broken_msg);
-}
-
-/* ------------------------------------------------------- step status */
-
-dcptopk_result dc_gw_poll(struct dcptopk_group_workspace *gw)
-{
-    dcptopk_group *g = gw->g;
-    if (!gw->host_status || !g)
-        return DCPTOPK_SUCCESS;
-    /* The poison step stores the details, fences, then the code: an
-     * acquire load of the code orders the detail reads after it. */
-    const uint32_t code = __atomic_load_n(&gw->host_status[0], __ATOMIC_ACQUIRE);
-    if (code == 0)
-        return DCPTOPK_SUCCESS;
-    const uint32_t a = gw->host_status[1], b = gw->host_status[2],
-                   c = gw->host_status[3];
-    const long long ms = (long long)g->timeout_ms;
-    /* The kernels number the exchange's members: in a node of a
-     * hierarchical workspace, from the node's first rank. */
-    const int32_t first = gw->xfirst;
-    dcptopk_result r;
-    if (code == 15u)
-        r = dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
-                    "rank %d: the push exchange of call %u waited more than "
-                    "%lld ms for rank %d's rows (its flag read %u): that "
-                    "rank stopped calling, died, or is slower than the "
-                    "bound; the outputs of that step and of every later one "
-                    "are poisoned (ids -1, counts 0)",
-                    g->rank, b, ms, first + (int32_t)a, c);
-    else if (code == 10u)
-        r = dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT,
-                    "rank %d: the rescue of row %u waited more than %lld ms "
-                    "for rank %d's push (flag value %u expected): that rank "
-                    "stopped calling or died; the outputs of that step and "
-                    "of every later one are poisoned (ids -1, counts 0)",
-                    g->rank, a, ms, first + (int32_t)b, c);
-    else
-        r = dc_fail(g->ctx, DCPTOPK_GROUP_BROKEN,
-                    "rank %d: the push exchange found rank %d out of step "
-                    "(status %u, expected %u, found %u): a rank skipped or "
-                    "repeated a call; the outputs of that step and of every "
-                    "later one are poisoned (ids -1, counts 0)",
-                    g->rank, first + (int32_t)a, code, b, c);
-    return dc_group_break(g, r);
-}
-
-dcptopk_result dc_group_poll(dcptopk_group *g)
-{
-    for (size_t i = 0; i < sizeof g->workspaces / sizeof g->workspaces[0];
-         i++) {
-        dcptopk_result r;
-        if (g->workspaces[i] && (r = dc_gw_poll(g->workspaces[i])))
-            return r;
-    }
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dcptopk_group_status(dcptopk_group *g)
-{
-    if (!g)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "group is NULL");
-    dcptopk_result r = dc_group_usable(g);
-    if (r || (r = dc_group_poll(g)))
-        return r;
-    return DCPTOPK_SUCCESS;
 }
 
 /* ------------------------------------------------ bounded stream wait */
@@ -944,49 +859,6 @@ dcptopk_result dcptopk_group_barrier(dcptopk_group *g)
     dcptopk_result r = dc_group_usable(g);
     if (r || (r = dc_group_host_barrier(g)))
         return r;
-    dc_clear(g->ctx);
-    return DCPTOPK_SUCCESS;
-}
-
-dcptopk_result dcptopk_group_check(dcptopk_group *g, void *stream)
-{
-    if (!g)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "group is NULL");
-    dcptopk_result r = dc_group_usable(g);
-    if (r)
-        return r;
-    if (g->ctx->device < 0) {
-        dc_clear(g->ctx);
-        return DCPTOPK_SUCCESS;
-    }
-    if ((r = dc_group_stream_wait(g, stream)))
-        return r;
-    for (size_t i = 0; i < sizeof g->workspaces / sizeof g->workspaces[0];
-         i++) {
-        struct dcptopk_group_workspace *gw = g->workspaces[i];
-        if (!gw)
-            continue;
-        /* The stream finished: the poison step has copied any failure. */
-        if ((r = dc_gw_poll(gw)))
-            return r;
-        if ((r = dc_exchange_status(gw, stream)))
-            return r == DCPTOPK_PEER_TIMEOUT || r == DCPTOPK_GROUP_BROKEN
-                       ? dc_group_break(g, r)
-                       : r;
-        /* With the poison step the rescue shares the exchange's words,
-         * read above (dcptopk_workspace_check would clear them). */
-        if (gw->ws && !gw->poison) {
-            r = dcptopk_workspace_check(gw->ws, stream);
-            if (r == DCPTOPK_RESCUE_TIMEOUT) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", dcptopk_last_error(g->ctx));
-                return dc_group_break(
-                    g, dc_fail(g->ctx, DCPTOPK_PEER_TIMEOUT, "%s", msg));
-            }
-            if (r)
-                return r;
-        }
-    }
     dc_clear(g->ctx);
     return DCPTOPK_SUCCESS;
 }

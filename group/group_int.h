@@ -231,12 +231,8 @@ DC_HIDDEN dcptopk_result dc_exchange_run(struct dcptopk_group_workspace *gw,
  * into every rank of this rank's rail, over gw->rail_path. */
 DC_HIDDEN dcptopk_result dc_rail_run(struct dcptopk_group_workspace *gw,
                                      int64_t rows, void *stream);
-/* The device status of the push exchange (after the stream finished):
- * DCPTOPK_PEER_TIMEOUT or DCPTOPK_GROUP_BROKEN with the kernel's message,
- * or success (also on the other paths). */
-DC_HIDDEN dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
-                                            void *stream);
-/* Whether this library was built with the device push exchange. */
+/* Whether this library was built with the device push exchange
+ * (topo.c). */
 DC_HIDDEN int dc_exchange_push_built(void);
 
 /* ----------------------------------------------------- group workspace */
@@ -305,6 +301,13 @@ DC_HIDDEN void dc_workspace_set_timeout_ns(dcptopk_workspace *ws,
  * (docs/DISTRIBUTED.md, "Failure semantics"). */
 DC_HIDDEN void dc_workspace_set_status(dcptopk_workspace *ws, uint64_t words);
 
+/* ------------------------------------------------------------ status.c */
+
+/* The device status of the push exchange (after the stream finished):
+ * DCPTOPK_PEER_TIMEOUT or DCPTOPK_GROUP_BROKEN with the kernel's message,
+ * or success (also on the other paths). */
+DC_HIDDEN dcptopk_result dc_exchange_status(struct dcptopk_group_workspace *gw,
+                                            void *stream);
 /* The step status of gw that reached the host (no synchronisation): 0, or
  * the code its poison step copied out (15 exchange timeout, 16 protocol,
  * 10 rescue timeout). On a failure, the group breaks with the message and

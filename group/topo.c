@@ -1,5 +1,6 @@
-/* topo.c - which ranks reach each other's memory, and the exchange path.
- * Pure functions of data every rank gathered, so all ranks decide the same
+/* topo.c - which ranks reach each other's memory, and the exchange path
+ * (with the paths' names and whether this build has the push path). Pure
+ * functions of data every rank gathered, so all ranks decide the same
  * (tests/cpu/test_dist.c feeds them synthetic topologies). */
 #include <stdio.h>
 #include <string.h>
@@ -276,4 +277,33 @@ void dc_hier_plan_make(const dc_topo *t, const dc_path_facts *f,
              "%s inside a node, %s across nodes",
              h->nodes, l, dcptopk_path_name(h->node_path),
              dcptopk_path_name(h->rail_path));
+}
+
+const char *dcptopk_path_name(int32_t path)
+{
+    switch (path) {
+    case DCPTOPK_PATH_AUTO:
+        return "auto";
+    case DCPTOPK_PATH_NCCL:
+        return "nccl";
+    case DCPTOPK_PATH_PUSH:
+        return "push";
+    case DCPTOPK_PATH_LOOPBACK:
+        return "loopback";
+    case DCPTOPK_PATH_STAGED:
+        return "staged";
+    case DCPTOPK_PATH_STORE:
+        return "store";
+    default:
+        return "unknown";
+    }
+}
+
+int dc_exchange_push_built(void)
+{
+#ifdef DC_HAVE_PUSH_EXCHANGE
+    return 1;
+#else
+    return 0;
+#endif
 }
