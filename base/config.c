@@ -81,16 +81,8 @@ dcptopk_result dc_config_read(const dcptopk_context *ctx,
                               const dcptopk_merge_config *in,
                               dcptopk_merge_config *out)
 {
-    static const dcptopk_merge_config defaults = DCPTOPK_MERGE_CONFIG_INIT;
-    if (!in)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
-    size_t min = offsetof(dcptopk_merge_config, exact) + sizeof in->exact;
-    dcptopk_result r = dc_struct_check(ctx, "config", in->struct_size, min,
-                                       sizeof *in, "DCPTOPK_MERGE_CONFIG_INIT");
-    if (r)
-        return r;
-    dc_struct_read(out, sizeof *out, &defaults, in, in->struct_size);
-    return DCPTOPK_SUCCESS;
+    *out = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
+    return DC_STRUCT_IN(ctx, "config", in, out, MERGE_CONFIG);
 }
 
 int32_t dcptopk_packed_row_words(int32_t n) { return DC_PACKED_ROW_WORDS(n); }

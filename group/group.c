@@ -18,6 +18,7 @@
 #include "nccl_table.h"
 #include "runtime.h"
 #include "settings.h"
+#include "structs.h"
 
 #define DC_BOOT_BYTES 16384 /* NCCL bootstrap buffer: W * blob */
 
@@ -494,18 +495,16 @@ static dcptopk_result group_alloc(dcptopk_context *ctx,
     if (!out)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    if (!config)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "config is NULL");
-    if (config->struct_size < sizeof *config)
+    dcptopk_group_config local = DCPTOPK_GROUP_CONFIG_INIT;
+    dcptopk_result r =
+        DC_STRUCT_IN(ctx, "config", config, &local, GROUP_CONFIG);
+    if (r)
+        return r;
+    const dcptopk_group_config *c = &local;
+    if (c->version != DCPTOPK_GROUP_CONFIG_VERSION)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->struct_size = %u: expected %zu (initialise "
-                       "with DCPTOPK_GROUP_CONFIG_INIT)",
-                       config->struct_size, sizeof *config);
-    if (config->version != DCPTOPK_GROUP_CONFIG_VERSION)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->version = %u: expected %d", config->version,
+                       "config->version = %u: expected %d", c->version,
                        DCPTOPK_GROUP_CONFIG_VERSION);
-    const dcptopk_group_config *c = config;
     if (!c->nccl_comm) {
         if (c->world_size < 1 || c->world_size > DCPTOPK_MAX_WORLD_SIZE)
             return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
@@ -530,7 +529,7 @@ static dcptopk_result group_alloc(dcptopk_context *ctx,
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "config->path = %d: not a dcptopk_path", c->path);
     *forced = c->path;
-    dcptopk_result r = path_from_env(ctx, forced);
+    r = path_from_env(ctx, forced);
     if (r)
         return r;
     dcptopk_group *g = calloc(1, sizeof *g);
@@ -636,15 +635,13 @@ static int env_int(dc_setting_id id, int32_t *out, int *bad)
     return 1;
 }
 
-dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out)
+dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *dst)
 {
-    if (!out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
-    if (out->struct_size < sizeof *out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "out->struct_size = %u: expected %zu (initialise with "
-                       "DCPTOPK_LAUNCH_ENV_INIT)",
-                       out->struct_size, sizeof *out);
+    dcptopk_result r = DC_STRUCT_OUT(NULL, "out", dst, LAUNCH_ENV);
+    if (r)
+        return r;
+    /* Filled in full here; the caller gets its struct_size's part. */
+    dcptopk_launch_env env = DCPTOPK_LAUNCH_ENV_INIT, *out = &env;
     /* DC_SETTING_COUNT: the launcher has no such variable. */
     static const struct {
         const char *source;
@@ -688,6 +685,7 @@ dcptopk_result dcptopk_launch_env_get(dcptopk_launch_env *out)
         out->local_rank = lr;
         out->local_world_size = ls;
         snprintf(out->source, sizeof out->source, "%s", L[i].source);
+        dc_struct_write(dst, dst->struct_size, out, sizeof *out);
         dc_clear(NULL);
         return DCPTOPK_SUCCESS;
     }
@@ -714,8 +712,12 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
     if (!out)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
+    dcptopk_group_config given = DCPTOPK_GROUP_CONFIG_INIT;
+    dcptopk_result r;
+    if (base && (r = DC_STRUCT_IN(ctx, "base", base, &given, GROUP_CONFIG)))
+        return r;
     dcptopk_launch_env env = DCPTOPK_LAUNCH_ENV_INIT;
-    dcptopk_result r = dcptopk_launch_env_get(&env);
+    r = dcptopk_launch_env_get(&env);
     if (r) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", dcptopk_last_error(NULL));
@@ -729,15 +731,9 @@ dcptopk_result dcptopk_group_create_from_env(dcptopk_context *ctx,
                        "dir is NULL and DCPTOPK_STORE_DIR is not set: the "
                        "launcher group needs a folder shared by the ranks");
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
-    if (base) {
-        if (base->struct_size < sizeof *base)
-            return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                           "base->struct_size = %u: expected %zu",
-                           base->struct_size, sizeof *base);
-        c.path = base->path;
-        c.timeout_ms = base->timeout_ms;
-        c.store_prefix = base->store_prefix;
-    }
+    c.path = given.path;
+    c.timeout_ms = given.timeout_ms;
+    c.store_prefix = given.store_prefix;
     /* The launcher's job id (when it has one) keeps a folder reused by
      * another job from serving that job's stale files. */
     const char *job = NULL;

@@ -566,20 +566,10 @@ dcptopk_result dcptopk_group_merge(dcptopk_group_workspace *gw,
                        "and create a new one with the new group");
     dcptopk_group *g = gw->g;
     dcptopk_context *ctx = g->ctx;
-    if (!args)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "args is NULL");
-    /* A caller built against an older header passes the first version's
-     * fields (up to `stream`); the later ones read as their defaults. */
-    static const dcptopk_group_merge_args defaults =
-        DCPTOPK_GROUP_MERGE_ARGS_INIT;
-    dcptopk_group_merge_args in;
-    dcptopk_result r = dc_struct_check(
-        ctx, "args", args->struct_size,
-        offsetof(dcptopk_group_merge_args, stream) + sizeof args->stream,
-        sizeof *args, "DCPTOPK_GROUP_MERGE_ARGS_INIT");
+    dcptopk_group_merge_args in = DCPTOPK_GROUP_MERGE_ARGS_INIT;
+    dcptopk_result r = DC_STRUCT_IN(ctx, "args", args, &in, GROUP_MERGE_ARGS);
     if (r)
         return r;
-    dc_struct_read(&in, sizeof in, &defaults, args, args->struct_size);
     args = &in;
     /* A failure of an earlier step that reached the host ends this call
      * before it launches anything (no synchronisation: host-mapped). */

@@ -15,6 +15,7 @@
 #include "base.h"
 #include "cache.h"
 #include "rt.h"
+#include "structs.h"
 
 struct dcptopk_cache {
     dc_cache *cache;
@@ -301,25 +302,14 @@ dcptopk_result dcptopk_cache_stats_get(dcptopk_cache *h,
     dcptopk_result r = check_handle(h, "dcptopk_cache_stats_get");
     if (r)
         return r;
-    if (!out)
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_stats_get: out = NULL: required");
-    if (out->struct_size < sizeof(uint32_t) ||
-        out->struct_size > (1u << 20))
-        return api_fail(h, DCPTOPK_INVALID_ARGUMENT,
-                        "dcptopk_cache_stats_get: out->struct_size = %u: "
-                        "initialise it with DCPTOPK_CACHE_STATS_INIT (%zu)",
-                        out->struct_size, sizeof(dcptopk_cache_stats));
+    if ((r = DC_STRUCT_OUT(NULL, "out", out, CACHE_STATS)))
+        return api_fail(h, r, "dcptopk_cache_stats_get: %s",
+                        dcptopk_last_error(NULL));
     dcptopk_cache_stats s = DCPTOPK_CACHE_STATS_INIT;
     char err[1024] = "";
     r = dc_cache_stats(h->cache, &s, err, sizeof err);
-    if (r == DCPTOPK_SUCCESS) {
-        /* A caller built against an older, smaller struct gets its part. */
-        uint32_t keep = out->struct_size;
-        size_t n = keep < sizeof s ? keep : sizeof s;
-        memcpy(out, &s, n);
-        out->struct_size = keep;
-    }
+    if (r == DCPTOPK_SUCCESS)
+        dc_struct_write(out, out->struct_size, &s, sizeof s);
     return api_result(h, r, err);
 }
 

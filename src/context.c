@@ -19,19 +19,9 @@ int dcptopk_device_count(void)
 static dcptopk_result config_read(const dcptopk_context_config *in,
                                   dcptopk_context_config *out)
 {
-    static const dcptopk_context_config defaults = DCPTOPK_CONTEXT_CONFIG_INIT;
-    *out = defaults;
-    if (!in)
-        return DCPTOPK_SUCCESS;
-    size_t min = offsetof(dcptopk_context_config, cache_mode) +
-                 sizeof in->cache_mode;
-    dcptopk_result r = dc_struct_check(NULL, "config", in->struct_size, min,
-                                       sizeof *in,
-                                       "DCPTOPK_CONTEXT_CONFIG_INIT");
-    if (r)
-        return r;
-    dc_struct_read(out, sizeof *out, &defaults, in, in->struct_size);
-    return DCPTOPK_SUCCESS;
+    *out = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
+    return in ? DC_STRUCT_IN(NULL, "config", in, out, CONTEXT_CONFIG)
+              : DCPTOPK_SUCCESS;
 }
 
 dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
@@ -135,12 +125,7 @@ dcptopk_result dcptopk_context_stats_get(const dcptopk_context *ctx,
 {
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    if (!out)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
-    size_t min = offsetof(dcptopk_context_stats, launches) + sizeof(uint64_t);
-    dcptopk_result r = dc_struct_check(ctx, "out", out->struct_size, min,
-                                       sizeof *out,
-                                       "DCPTOPK_CONTEXT_STATS_INIT");
+    dcptopk_result r = DC_STRUCT_OUT(ctx, "out", out, CONTEXT_STATS);
     if (r)
         return r;
     dcptopk_context_stats s = DCPTOPK_CONTEXT_STATS_INIT;

@@ -10,6 +10,7 @@
 #include "nvrtc_table.h"
 #include "rt.h"
 #include "settings.h"
+#include "structs.h"
 
 static const char *kind_name(dc_setting_kind k)
 {
@@ -24,21 +25,18 @@ static const char *kind_name(dc_setting_kind k)
     return "unknown";
 }
 
-dcptopk_result dcptopk_setting_get(size_t i, dcptopk_setting *out)
+dcptopk_result dcptopk_setting_get(size_t i, dcptopk_setting *dst)
 {
-    if (!out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "dcptopk_setting_get: out is NULL");
-    if (out->struct_size < sizeof *out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "dcptopk_setting_get: out->struct_size = %u: expected "
-                       "%zu (initialise with DCPTOPK_SETTING_INIT)",
-                       out->struct_size, sizeof *out);
+    dcptopk_result r = DC_STRUCT_OUT(NULL, "out", dst, SETTING);
+    if (r)
+        return r;
     if (i >= DC_SETTING_COUNT)
         return dc_fail(NULL, DCPTOPK_NOT_FOUND,
                        "dcptopk_setting_get: i = %zu: the table has %d "
                        "settings",
                        i, (int)DC_SETTING_COUNT);
+    /* Filled in full here; the caller gets its struct_size's part. */
+    dcptopk_setting setting = DCPTOPK_SETTING_INIT, *out = &setting;
     dc_setting_id id = (dc_setting_id)i;
     const dc_setting *s = dc_setting_info(id);
     const char *env = dc_setting_text(id);
@@ -76,23 +74,18 @@ dcptopk_result dcptopk_setting_get(size_t i, dcptopk_setting *out)
     }
     if (bad)
         out->source = DCPTOPK_SETTING_IGNORED;
+    dc_struct_write(dst, dst->struct_size, out, sizeof *out);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }
 
-dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out)
+dcptopk_result dcptopk_env_info_get(dcptopk_env_info *dst)
 {
-    if (!out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "dcptopk_env_info_get: out is NULL");
-    if (out->struct_size < sizeof *out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "dcptopk_env_info_get: out->struct_size = %u: expected "
-                       "%zu (initialise with DCPTOPK_ENV_INFO_INIT)",
-                       out->struct_size, sizeof *out);
-    uint32_t size = out->struct_size;
-    memset(out, 0, sizeof *out);
-    out->struct_size = size;
+    dcptopk_result r = DC_STRUCT_OUT(NULL, "out", dst, ENV_INFO);
+    if (r)
+        return r;
+    /* Filled in full here; the caller gets its struct_size's part. */
+    dcptopk_env_info info = DCPTOPK_ENV_INFO_INIT, *out = &info;
     /* SQLite first: a long compiler banner (clang's names its repository)
      * may be cut, the SQLite version may not. */
     snprintf(out->build, sizeof out->build, "SQLite %.24s (%s), assertions %s, cc %.60s",
@@ -141,6 +134,7 @@ dcptopk_result dcptopk_env_info_get(dcptopk_env_info *out)
                        sizeof out->cache_mode, out->cache_why,
                        sizeof out->cache_why);
     }
+    dc_struct_write(dst, dst->struct_size, out, sizeof *out);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }

@@ -10,6 +10,7 @@
 
 #include "base.h"
 #include "check.h"
+#include "structs.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
 #define DC_EMPTY_SCORE_BITS ((int32_t)0xFF800000u) /* fp32 -inf */
@@ -153,9 +154,12 @@ dcptopk_result dcptopk_ref_pack(const dcptopk_merge_config *config,
                                 const dcptopk_pack_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_pack_args(NULL, &c, args, 0)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, PACK_ARGS)) ||
+        (r = dc_check_pack_args(NULL, &c, &a, 0)))
         return r;
+    args = &a;
     int32_t n = c.local_topk, words = dcptopk_packed_row_words(n);
     uint32_t *hist = malloc(sizeof *hist * 65536);
     if (!hist)
@@ -173,9 +177,12 @@ dcptopk_result dcptopk_ref_pack_indices(const dcptopk_merge_config *config,
                                         const dcptopk_pack_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_pack_args(NULL, &c, args, 1)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, PACK_ARGS)) ||
+        (r = dc_check_pack_args(NULL, &c, &a, 1)))
         return r;
+    args = &a;
     int32_t n = c.local_topk, words = dcptopk_packed_row_words(n);
     int64_t ids_stride = args->local_ids_stride ? args->local_ids_stride : n;
     for (int64_t t = 0; t < args->rows; t++) {
@@ -432,12 +439,13 @@ dcptopk_result dcptopk_ref_select(const dcptopk_merge_config *config,
                                   const dcptopk_select_args *args,
                                   uint32_t *sat_out)
 {
-    dcptopk_select_args local;
-    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
+    dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_select_args(NULL, &c, args)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, SELECT_ARGS)) ||
+        (r = dc_check_select_args(NULL, &c, &a)))
         return r;
+    args = &a;
     int32_t w = c.world_size, n = c.local_topk;
     dc_cand *cands;
     uint32_t *hist;
@@ -502,12 +510,13 @@ dcptopk_result dcptopk_ref_rescue_row(const dcptopk_merge_config *config,
                                       int64_t t, uint32_t sat_word,
                                       const int32_t *const *push)
 {
-    dcptopk_select_args local;
-    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
+    dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_select_args(NULL, &c, args)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, SELECT_ARGS)) ||
+        (r = dc_check_select_args(NULL, &c, &a)))
         return r;
+    args = &a;
     if (t < 0 || t >= args->rows)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "t = %lld: must be in [0, args->rows = %lld)",
@@ -699,12 +708,13 @@ done:
 dcptopk_result dcptopk_ref_pair_select(const dcptopk_merge_config *config,
                                        const dcptopk_pair_select_args *args)
 {
-    dcptopk_pair_select_args local;
-    args = dc_pair_select_args_read(args, &local);
     dcptopk_merge_config c;
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_pair_select_args(NULL, &c, args)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, PAIR_SELECT_ARGS)) ||
+        (r = dc_check_pair_select_args(NULL, &c, &a)))
         return r;
+    args = &a;
     int32_t w = c.world_size, k = c.topk, s = c.interleave;
     int64_t wk = (int64_t)w * k;
     dc_cand *cands;
@@ -751,9 +761,12 @@ dcptopk_result dcptopk_ref_pair_pack(const dcptopk_merge_config *config,
                                      const dcptopk_pair_pack_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_pair_pack_args a = DCPTOPK_PAIR_PACK_ARGS_INIT;
     dcptopk_result r = dc_config_read(NULL, config, &c);
-    if (r || (r = dc_check_pair_pack_args(NULL, &c, args)))
+    if (r || (r = DC_STRUCT_IN(NULL, "args", args, &a, PAIR_PACK_ARGS)) ||
+        (r = dc_check_pair_pack_args(NULL, &c, &a)))
         return r;
+    args = &a;
     int32_t k = c.topk;
     int64_t ids_stride = args->local_ids_stride ? args->local_ids_stride : k;
     for (int64_t t = 0; t < args->rows; t++) {

@@ -12,6 +12,7 @@
 #include "base.h"
 #include "check.h"
 #include "runtime.h"
+#include "structs.h"
 
 /* Columns per rank of the generated rows. */
 #define ST_COLS 4096
@@ -178,17 +179,14 @@ static dcptopk_result st_packed_gpu(dcptopk_context *ctx,
 dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
                                 const dcptopk_merge_config *config,
                                 int64_t rows, uint64_t seed,
-                                dcptopk_selftest_report *out)
+                                dcptopk_selftest_report *dst)
 {
     dcptopk_merge_config c;
     dcptopk_result r;
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    if (!out || out->struct_size < sizeof *out)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "out->struct_size = %u: expected %zu (use "
-                       "DCPTOPK_SELFTEST_REPORT_INIT)",
-                       out ? out->struct_size : 0u, sizeof *out);
+    if ((r = DC_STRUCT_OUT(ctx, "out", dst, SELFTEST_REPORT)))
+        return r;
     if ((r = dc_config_read(ctx, config, &c)) || (r = dc_check_config(ctx, &c)))
         return r;
     if (rows < 1 || rows > 4096)
@@ -199,8 +197,9 @@ dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
                        "config->kind = %d, interleave = %d: the selftest "
                        "covers the packed merge with interleave 1",
                        c.kind, c.interleave);
-    memset((char *)out + sizeof out->struct_size, 0,
-           sizeof *out - sizeof out->struct_size);
+    /* Filled in full here; the caller gets its struct_size's part. */
+    dcptopk_selftest_report report = DCPTOPK_SELFTEST_REPORT_INIT;
+    dcptopk_selftest_report *out = &report;
 
     int32_t W = c.world_size, K = c.topk;
     uint16_t *logits[DCPTOPK_MAX_WORLD_SIZE] = {0};
@@ -248,6 +247,7 @@ dcptopk_result dcptopk_selftest(dcptopk_context *ctx,
         free(ends[w]);
         free(ids[w]);
     }
+    dc_struct_write(dst, dst->struct_size, out, sizeof *out);
     if (!r && out->mismatches)
         r = dc_fail(ctx, DCPTOPK_INTERNAL, "selftest: %s", out->summary);
     return r;

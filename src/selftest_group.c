@@ -10,6 +10,7 @@
 
 #include "group_int.h"
 #include "runtime.h"
+#include "structs.h"
 
 #define SG_COLS 2048   /* columns per rank */
 #define SG_BLOCK_COLS ((SG_COLS + 63) / 64)
@@ -110,18 +111,15 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
                                       const dcptopk_merge_config *config,
                                       int64_t rows, int32_t steps,
                                       uint64_t seed,
-                                      dcptopk_selftest_report *out)
+                                      dcptopk_selftest_report *dst)
 {
     if (!g)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "group is NULL");
     dcptopk_context *ctx = g->ctx;
-    if (!out || out->struct_size < sizeof *out)
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "out->struct_size = %u: expected %zu (use "
-                       "DCPTOPK_SELFTEST_REPORT_INIT)",
-                       out ? out->struct_size : 0u, sizeof *out);
     dcptopk_merge_config c;
     dcptopk_result r;
+    if ((r = DC_STRUCT_OUT(ctx, "out", dst, SELFTEST_REPORT)))
+        return r;
     if ((r = dc_config_read(ctx, config, &c)))
         return r;
     if (c.kind != DCPTOPK_MERGE_PACKED || c.interleave != 1 ||
@@ -137,8 +135,10 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
     if (steps < 1 || steps > 100000)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "steps = %d: must be in 1..100000", steps);
-    memset((char *)out + sizeof out->struct_size, 0,
-           sizeof *out - sizeof out->struct_size);
+    /* Filled in full here; the caller's part reads zero until the end. */
+    dcptopk_selftest_report report = DCPTOPK_SELFTEST_REPORT_INIT;
+    dcptopk_selftest_report *out = &report;
+    dc_struct_write(dst, dst->struct_size, out, sizeof *out);
     const int32_t W = c.world_size, K = c.topk, me = g->rank;
     /* Across P2P domains the group runs the hierarchy: its reference. */
     const int32_t group_nodes = dcptopk_group_nodes(g);
@@ -287,6 +287,7 @@ dcptopk_result dcptopk_selftest_group(dcptopk_group *g,
         free(sat[p]);
     }
     free(host);
+    dc_struct_write(dst, dst->struct_size, out, sizeof *out);
     if (r)
         return dc_fail(ctx, r, "%s", msg);
     if (out->mismatches)

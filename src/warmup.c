@@ -28,16 +28,6 @@ static int warmup_threads(const dcptopk_context *ctx)
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-static dcptopk_result stats_check(const dcptopk_context *ctx,
-                                  const dcptopk_warmup_stats *stats)
-{
-    size_t min = offsetof(dcptopk_warmup_stats, compiled) + sizeof(uint32_t);
-    if (!stats)
-        return DCPTOPK_SUCCESS;
-    return dc_struct_check(ctx, "stats", stats->struct_size, min,
-                           sizeof *stats, "DCPTOPK_WARMUP_STATS_INIT");
-}
-
 static void stats_store(dcptopk_warmup_stats *out,
                         const dcptopk_warmup_stats *s)
 {
@@ -55,7 +45,9 @@ dcptopk_result dcptopk_warmup_keys(dcptopk_context *ctx,
     if (count && !keys)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "keys is NULL with count = %zu", count);
-    dcptopk_result r = stats_check(ctx, stats);
+    dcptopk_result r =
+        stats ? DC_STRUCT_OUT(ctx, "stats", stats, WARMUP_STATS)
+              : DCPTOPK_SUCCESS;
     if (r)
         return r;
     dcptopk_warmup_stats s = DCPTOPK_WARMUP_STATS_INIT;
@@ -141,7 +133,9 @@ dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
 {
     if (!ctx || !ctx->rt)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    dcptopk_result r = stats_check(ctx, stats);
+    dcptopk_result r =
+        stats ? DC_STRUCT_OUT(ctx, "stats", stats, WARMUP_STATS)
+              : DCPTOPK_SUCCESS;
     if (r)
         return r;
     dcptopk_merge_config c;

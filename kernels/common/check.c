@@ -2,11 +2,11 @@
  * points (see check.h). Every message names the argument and its value. No
  * check dereferences a data pointer: for the GPU calls they are device
  * addresses. Checks of pointers are NULL and alignment checks only. */
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "check.h"
-#include "structs.h"
 #include "topn.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
@@ -21,30 +21,10 @@
 
 #define DC_INVALID(...) dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT, __VA_ARGS__)
 
-/* A struct that carries struct_size: the caller must have initialised it with
- * its _INIT macro. Every args struct exists in one version so far, so the
- * smallest accepted size is the current one. */
-static dcptopk_result check_struct_size(const dcptopk_context *ctx,
-                                        const char *name, uint32_t size,
-                                        size_t expected, const char *init)
-{
-    if (size < expected || size > (1u << 16))
-        return DC_INVALID("%s->struct_size = %u: expected %zu (initialise "
-                          "with %s)",
-                          name, size, expected, init);
-    return DCPTOPK_SUCCESS;
-}
-
-/* The start of every args check: `args` given and initialised. `size` is
- * args->struct_size, read by the caller only when args is not NULL. */
-static dcptopk_result check_args_struct(const dcptopk_context *ctx,
-                                        const void *args, uint32_t size,
-                                        size_t expected, const char *init)
-{
-    if (!args)
-        return DC_INVALID("args is NULL");
-    return check_struct_size(ctx, "args", size, expected, init);
-}
+/* Args reach the checks read by DC_STRUCT_IN (base/structs.h), which
+ * refuses a missing or mis-sized struct and fills in what an older caller
+ * lacks, or are the library's own, made with their _INIT macro. */
+#define DC_ARGS_READ(a) assert((a) && (a)->struct_size == sizeof *(a))
 
 static int misaligned(const void *p, size_t align)
 {
@@ -357,9 +337,7 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_packed_config(ctx, c)))
         return r;
-    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
-                               "DCPTOPK_PACK_ARGS_INIT")))
-        return r;
+    DC_ARGS_READ(a);
     if ((r = check_rows(ctx, "args->rows", a->rows)))
         return r;
     if ((r = check_bf16_logits(ctx, a->logits, a->logits_stride,
@@ -414,29 +392,6 @@ static dcptopk_result check_indptr(const dcptopk_context *ctx,
     return DCPTOPK_SUCCESS;
 }
 
-const dcptopk_select_args *dc_select_args_read(const dcptopk_select_args *in,
-                                               dcptopk_select_args *local)
-{
-    const size_t first = offsetof(dcptopk_select_args, indptr_out);
-    if (!in || in->struct_size < first || in->struct_size >= sizeof *in)
-        return in; /* full size, or refused by the check */
-    static const dcptopk_select_args defaults = DCPTOPK_SELECT_ARGS_INIT;
-    dc_struct_read(local, sizeof *local, &defaults, in, in->struct_size);
-    return local;
-}
-
-const dcptopk_pair_select_args *dc_pair_select_args_read(
-    const dcptopk_pair_select_args *in, dcptopk_pair_select_args *local)
-{
-    const size_t first = offsetof(dcptopk_pair_select_args, indptr_out);
-    if (!in || in->struct_size < first || in->struct_size >= sizeof *in)
-        return in;
-    static const dcptopk_pair_select_args defaults =
-        DCPTOPK_PAIR_SELECT_ARGS_INIT;
-    dc_struct_read(local, sizeof *local, &defaults, in, in->struct_size);
-    return local;
-}
-
 dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     const dcptopk_select_args *a)
@@ -444,9 +399,7 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_packed_config(ctx, c)))
         return r;
-    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
-                               "DCPTOPK_SELECT_ARGS_INIT")))
-        return r;
+    DC_ARGS_READ(a);
     if ((r = check_rows(ctx, "args->rows", a->rows)))
         return r;
     if ((r = check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
@@ -482,9 +435,7 @@ dcptopk_result dc_check_node_pairs_args(const dcptopk_context *ctx,
     if (!c->exact)
         return DC_INVALID("node_config->exact = 0: the node's top K is exact "
                           "only after the rescue (exact = 1)");
-    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
-                               "DCPTOPK_NODE_PAIRS_ARGS_INIT")))
-        return r;
+    DC_ARGS_READ(a);
     if ((r = check_rows(ctx, "args->rows", a->rows)) ||
         (r = check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
                           a->rows, "rows")) ||
@@ -551,9 +502,7 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_pair_config(ctx, c)))
         return r;
-    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
-                               "DCPTOPK_PAIR_SELECT_ARGS_INIT")))
-        return r;
+    DC_ARGS_READ(a);
     if (a->layout < DCPTOPK_LAYOUT_RANK_MAJOR ||
         a->layout > DCPTOPK_LAYOUT_ROW_MAJOR_FLOAT_IDS)
         return DC_INVALID("args->layout = %d: must be 0 (rank-major), 1 "
@@ -597,9 +546,7 @@ dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
     dcptopk_result r;
     if ((r = dc_check_pair_config(ctx, c)))
         return r;
-    if ((r = check_args_struct(ctx, a, a ? a->struct_size : 0, sizeof *a,
-                               "DCPTOPK_PAIR_PACK_ARGS_INIT")))
-        return r;
+    DC_ARGS_READ(a);
     if ((r = check_rows(ctx, "args->rows", a->rows)))
         return r;
     if ((r = check_rank(ctx, a->rank, c)))

@@ -52,12 +52,4 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
         {"args->rows_map.rows_out", (m).rows_out},                             \
         {"args->rows_map.counts_out", (m).counts_out}
 
-/* A caller's select args from before indptr_out (a smaller struct_size)
- * copied into *local with indptr_out = NULL; otherwise `in` itself (the
- * checks then judge its size). */
-DC_HIDDEN const dcptopk_select_args *dc_select_args_read(
-    const dcptopk_select_args *in, dcptopk_select_args *local);
-DC_HIDDEN const dcptopk_pair_select_args *dc_pair_select_args_read(
-    const dcptopk_pair_select_args *in, dcptopk_pair_select_args *local);
-
 #endif /* DCPTOPK_CHECK_H */

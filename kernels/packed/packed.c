@@ -16,6 +16,7 @@
 #include "packed_abi.h"
 #include "runtime.h"
 #include "settings.h"
+#include "structs.h"
 #include "topn.h"
 
 _Static_assert(DC_RESCUE_STATUS_TIMEOUT == (unsigned)DCPTOPK_RESCUE_TIMEOUT,
@@ -127,9 +128,12 @@ dcptopk_result dcptopk_pack(dcptopk_context *ctx,
                             const dcptopk_pack_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
     dcptopk_result r = read_config(ctx, config, &c);
-    if (r || (r = dc_check_pack_args(ctx, &c, args, 0)))
+    if (r || (r = DC_STRUCT_IN(ctx, "args", args, &a, PACK_ARGS)) ||
+        (r = dc_check_pack_args(ctx, &c, &a, 0)))
         return r;
+    args = &a;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
     if ((r = check_pack_ptrs(ctx, args, 0)))
@@ -142,9 +146,12 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
                                     const dcptopk_pack_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
     dcptopk_result r = read_config(ctx, config, &c);
-    if (r || (r = dc_check_pack_args(ctx, &c, args, 1)))
+    if (r || (r = DC_STRUCT_IN(ctx, "args", args, &a, PACK_ARGS)) ||
+        (r = dc_check_pack_args(ctx, &c, &a, 1)))
         return r;
+    args = &a;
     if (args->rows > 0 && (r = check_pack_ptrs(ctx, args, 1)))
         return r;
     dcptopk_key key;
@@ -203,16 +210,13 @@ dcptopk_result dcptopk_workspace_layout_get(const dcptopk_merge_config *config,
     if (r || (r = dc_check_packed_config(NULL, &c)) ||
         (r = check_max_rows(NULL, max_rows)))
         return r;
-    if (!out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "out is NULL");
-    if (out->struct_size < sizeof *out)
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "out->struct_size = %u: expected %zu (initialise with "
-                       "DCPTOPK_WORKSPACE_LAYOUT_INIT)",
-                       out->struct_size, sizeof *out);
-    out->recv_bytes = (uint64_t)max_rows * (uint64_t)ws_slots(&c) *
-                      (uint64_t)DC_PACKED_ROW_WORDS(c.topk) * 4u;
-    out->flags_bytes = (uint64_t)c.world_size * (uint64_t)max_rows * 4u;
+    if ((r = DC_STRUCT_OUT(NULL, "out", out, WORKSPACE_LAYOUT)))
+        return r;
+    dcptopk_workspace_layout lay = DCPTOPK_WORKSPACE_LAYOUT_INIT;
+    lay.recv_bytes = (uint64_t)max_rows * (uint64_t)ws_slots(&c) *
+                     (uint64_t)DC_PACKED_ROW_WORDS(c.topk) * 4u;
+    lay.flags_bytes = (uint64_t)c.world_size * (uint64_t)max_rows * 4u;
+    dc_struct_write(out, out->struct_size, &lay, sizeof lay);
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }
@@ -581,12 +585,13 @@ dcptopk_result dcptopk_select(dcptopk_context *ctx,
                               dcptopk_workspace *ws,
                               const dcptopk_select_args *args)
 {
-    dcptopk_select_args local;
-    args = dc_select_args_read(args, &local);
     dcptopk_merge_config c;
+    dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
     dcptopk_result r = read_config(ctx, config, &c);
-    if (r || (r = dc_check_select_args(ctx, &c, args)))
+    if (r || (r = DC_STRUCT_IN(ctx, "args", args, &a, SELECT_ARGS)) ||
+        (r = dc_check_select_args(ctx, &c, &a)))
         return r;
+    args = &a;
     if (c.exact && (r = check_ws(ctx, &c, ws, args)))
         return r;
     if (args->rows == 0)
@@ -624,9 +629,12 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
                                   const dcptopk_node_pairs_args *args)
 {
     dcptopk_merge_config c;
+    dcptopk_node_pairs_args a = DCPTOPK_NODE_PAIRS_ARGS_INIT;
     dcptopk_result r = read_config(ctx, node_config, &c);
-    if (r || (r = dc_check_node_pairs_args(ctx, &c, args)))
+    if (r || (r = DC_STRUCT_IN(ctx, "args", args, &a, NODE_PAIRS_ARGS)) ||
+        (r = dc_check_node_pairs_args(ctx, &c, &a)))
         return r;
+    args = &a;
     if (!ws)
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "ws is NULL: the node merge's rescue workspace holds "

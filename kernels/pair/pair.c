@@ -10,6 +10,7 @@
 #include "pair.h"
 #include "pair_abi.h"
 #include "runtime.h"
+#include "structs.h"
 
 static void pair_key(dcptopk_key *k, int32_t kernel,
                      const dcptopk_merge_config *c, const char *arch)
@@ -68,10 +69,11 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     dcptopk_result r;
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    if ((r = dc_config_read(ctx, config, &c)))
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    if ((r = dc_config_read(ctx, config, &c)) ||
+        (r = DC_STRUCT_IN(ctx, "args", args, &a, PAIR_SELECT_ARGS)))
         return r;
-    dcptopk_pair_select_args local;
-    args = dc_pair_select_args_read(args, &local);
+    args = &a;
     /* (refuses ids_out and rows_out both NULL, like the reference) */
     if ((r = dc_check_pair_select_args(ctx, &c, args)))
         return r;
@@ -169,10 +171,12 @@ dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
     dcptopk_result r;
     if (!ctx)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT, "ctx is NULL");
-    if ((r = dc_config_read(ctx, config, &c)))
+    dcptopk_pair_pack_args a = DCPTOPK_PAIR_PACK_ARGS_INIT;
+    if ((r = dc_config_read(ctx, config, &c)) ||
+        (r = DC_STRUCT_IN(ctx, "args", args, &a, PAIR_PACK_ARGS)) ||
+        (r = dc_check_pair_pack_args(ctx, &c, &a)))
         return r;
-    if ((r = dc_check_pair_pack_args(ctx, &c, args)))
-        return r;
+    args = &a;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
     const dc_named_ptr ptrs[] = {{"args->logits", args->logits},
