@@ -22,6 +22,11 @@
  *    naming the argument, not a fault in a kernel. Managed memory passes.
  *  - Structs that may grow carry `struct_size` first and have an _INIT macro.
  *    Always initialise them with the macro, then set the fields you need.
+ *    They grow only at the end, so a library reads a caller's older,
+ *    smaller struct (the fields it lacks take their _INIT values; an output
+ *    is written only up to its struct_size) and a newer, larger one whose
+ *    bytes past the library's size are all zero. Any other struct_size is
+ *    DCPTOPK_INVALID_ARGUMENT naming the argument and its size.
  *  - Handles are created through out-parameters and destroyed by a function
  *    that accepts NULL.
  *  - Thread safety: a context may be used from several host threads at once
