@@ -158,8 +158,10 @@ dcptopk_result dc_push_exchange_launch(dcptopk_context *ctx,
     prm.rank = x->rank;
     dcptopk_key key;
     dc_push_exchange_key(x->world_size, ctx->arch, &key);
-    dc_launch_cfg cfg = {{grid_size(ctx, x->rows * (int64_t)x->row_words), 1, 1},
-                         {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0, 0};
+    dc_launch_cfg cfg = {
+        .grid = {grid_size(ctx, x->rows * (int64_t)x->row_words), 1, 1},
+        .block = {DC_EXCHANGE_THREADS, 1, 1},
+        .stream = stream};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_push", &cfg, params);
 }
@@ -268,8 +270,11 @@ dcptopk_result dc_exchange_settle_launch(dcptopk_context *ctx,
     /* Same share per thread as the exchange's copy; a local copy, so the
      * SM cap of grid_size is kept (it leaves SMs to the other ranks). */
     dc_launch_cfg cfg = {
-        {grid_size(ctx, (int64_t)world_size * rows * (int64_t)row_words), 1, 1},
-        {DC_EXCHANGE_THREADS, 1, 1}, 0, 0, stream, 0, 0};
+        .grid = {grid_size(ctx,
+                           (int64_t)world_size * rows * (int64_t)row_words),
+                 1, 1},
+        .block = {DC_EXCHANGE_THREADS, 1, 1},
+        .stream = stream};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_settle", &cfg, params);
 }
@@ -296,8 +301,10 @@ dcptopk_result dc_exchange_poison_launch(dcptopk_context *ctx,
      * writes T x K words twice, which these still do in microseconds. */
     const uint32_t grid = (uint32_t)(p->rows < 32 ? (p->rows > 0 ? p->rows : 1)
                                                   : 32);
-    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_EXCHANGE_THREADS, 1, 1}, 0, 0,
-                         stream, 1, 0};
+    dc_launch_cfg cfg = {.grid = {grid, 1, 1},
+                         .block = {DC_EXCHANGE_THREADS, 1, 1},
+                         .stream = stream,
+                         .pdl = 1};
     void *params[] = {&prm};
     return dc_launch(ctx, &key, "dcptopk_exchange_poison", &cfg, params);
 }

@@ -172,9 +172,11 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
             .rows = args->rows - t0 < 65535 ? args->rows - t0 : 65535,
             .out = args->out + t0 * words,
         };
-        dc_launch_cfg cfg = {{(uint32_t)((c.local_topk + threads - 1) / threads),
-                              (uint32_t)k.rows, 1},
-                             {threads, 1, 1}, 0, 0, args->stream, 0, 0};
+        dc_launch_cfg cfg = {
+            .grid = {(uint32_t)((c.local_topk + threads - 1) / threads),
+                     (uint32_t)k.rows, 1},
+            .block = {threads, 1, 1},
+            .stream = args->stream};
         dc_abi_argv argv = dc_pack_indices_args_argv(&k);
         if ((r = dc_launch(ctx, &key, "dcptopk_pack_indices", &cfg, argv.p)))
             return r;
@@ -473,7 +475,9 @@ dcptopk_result dc_packed_select_launch(dcptopk_context *ctx,
     };
     const int32_t w = c->world_size, n = c->local_topk;
     const int32_t threads = DC_SELECT_THREADS_FOR(w, n);
-    dc_launch_cfg cfg = {{(uint32_t)k.rows, 1, 1}, {threads, 1, 1}, 0, 0, a->stream, 0, 0};
+    dc_launch_cfg cfg = {.grid = {(uint32_t)k.rows, 1, 1},
+                         .block = {threads, 1, 1},
+                         .stream = a->stream};
     const int64_t kpt = ((int64_t)w * n + threads - 1) / threads;
     const int64_t row_bytes = DC_SELECT_ROW_BYTES((int64_t)w, n);
     const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
@@ -556,7 +560,12 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
      * for it first). */
     const uint32_t grid = (uint32_t)(k.rows < INT32_MAX ? k.rows : INT32_MAX);
     const uint32_t smem = DC_RESCUE_SMEM_BYTES(c->topk, c->local_topk, c->world_size);
-    dc_launch_cfg cfg = {{grid, 1, 1}, {DC_RESCUE_THREADS, 1, 1}, smem, 0, a->stream, 1, 1};
+    dc_launch_cfg cfg = {.grid = {grid, 1, 1},
+                         .block = {DC_RESCUE_THREADS, 1, 1},
+                         .smem_bytes = smem,
+                         .stream = a->stream,
+                         .pdl = 1,
+                         .fill = 1};
     dc_abi_argv argv = dc_rescue_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_rescue", &cfg, argv.p);
 }
@@ -575,7 +584,9 @@ static dcptopk_result launch_indptr(dcptopk_context *ctx,
         .rows = a->rows,
         .indptr = a->indptr_out,
     };
-    dc_launch_cfg cfg = {{1, 1, 1}, {DC_INDPTR_THREADS, 1, 1}, 0, 0, a->stream, 0, 0};
+    dc_launch_cfg cfg = {.grid = {1, 1, 1},
+                         .block = {DC_INDPTR_THREADS, 1, 1},
+                         .stream = a->stream};
     dc_abi_argv argv = dc_indptr_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_indptr", &cfg, argv.p);
 }
@@ -666,8 +677,9 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
     };
     const uint32_t bx = (uint32_t)((c.topk + DC_NODE_PAIRS_THREADS - 1) /
                                    DC_NODE_PAIRS_THREADS);
-    dc_launch_cfg cfg = {{(uint32_t)args->rows, bx, 1},
-                         {DC_NODE_PAIRS_THREADS, 1, 1}, 0, 0, args->stream, 0, 0};
+    dc_launch_cfg cfg = {.grid = {(uint32_t)args->rows, bx, 1},
+                         .block = {DC_NODE_PAIRS_THREADS, 1, 1},
+                         .stream = args->stream};
     dc_abi_argv argv = dc_node_pairs_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_node_pairs", &cfg, argv.p);
 }

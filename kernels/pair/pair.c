@@ -118,14 +118,11 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
         .counts_out = m->counts_out,
     };
 
-    dc_launch_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid[0] = (uint32_t)args->rows; /* <= INT32_MAX (checked) */
-    cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk);
-    cfg.block[1] = cfg.block[2] = 1;
-    cfg.smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk);
-    cfg.stream = args->stream;
+    dc_launch_cfg cfg = {
+        .grid = {(uint32_t)args->rows, 1, 1}, /* <= INT32_MAX (checked) */
+        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk), 1, 1},
+        .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk),
+        .stream = args->stream};
     dc_abi_argv argv = dc_pair_select_args_argv(&k);
     if ((r = dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p)) ||
         !args->indptr_out)
@@ -137,7 +134,9 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
         .rows = args->rows,
         .indptr = args->indptr_out,
     };
-    dc_launch_cfg icfg = {{1, 1, 1}, {DC_INDPTR_THREADS, 1, 1}, 0, 0, args->stream, 0, 0};
+    dc_launch_cfg icfg = {.grid = {1, 1, 1},
+                          .block = {DC_INDPTR_THREADS, 1, 1},
+                          .stream = args->stream};
     dc_abi_argv iargv = dc_indptr_args_argv(&ik);
     return dc_launch(ctx, &key, "dcptopk_indptr", &icfg, iargv.p);
 }
@@ -211,13 +210,9 @@ dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
         .out = args->out,
     };
 
-    dc_launch_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.grid[0] = (uint32_t)blocks;
-    cfg.grid[1] = cfg.grid[2] = 1;
-    cfg.block[0] = (uint32_t)threads;
-    cfg.block[1] = cfg.block[2] = 1;
-    cfg.stream = args->stream;
+    dc_launch_cfg cfg = {.grid = {(uint32_t)blocks, 1, 1},
+                         .block = {(uint32_t)threads, 1, 1},
+                         .stream = args->stream};
     dc_abi_argv argv = dc_pair_pack_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_pair_pack", &cfg, argv.p);
 }

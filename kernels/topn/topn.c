@@ -101,14 +101,14 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
                        "%s = %lld: %lld CTAs exceed the grid limit", rows_name,
                        (long long)rows, (long long)ctas);
     key->variant = p.variant;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->grid[0] = (uint32_t)ctas;
-    cfg->grid[1] = cfg->grid[2] = 1;
-    cfg->block[0] = key->kernel == DCPTOPK_KERNEL_PUSH ? DC_PUSH_THREADS : DC_TOPN_PACK_THREADS;
-    cfg->block[1] = cfg->block[2] = 1;
-    cfg->smem_bytes = (uint32_t)DC_TOPN_SMEM_BYTES(1 << p.variant, p.chunk);
-    cfg->cluster_x = 1u << p.variant;
-    cfg->stream = stream;
+    *cfg = (dc_launch_cfg){
+        .grid = {(uint32_t)ctas, 1, 1},
+        .block = {key->kernel == DCPTOPK_KERNEL_PUSH ? DC_PUSH_THREADS
+                                                     : DC_TOPN_PACK_THREADS,
+                  1, 1},
+        .smem_bytes = (uint32_t)DC_TOPN_SMEM_BYTES(1 << p.variant, p.chunk),
+        .cluster_x = 1u << p.variant,
+        .stream = stream};
     *chunk = p.chunk;
     return DCPTOPK_SUCCESS;
 }

@@ -218,7 +218,7 @@ TEST(strict_refuses_unwarmed_keys)
     CHECK_OK(dcptopk_warmup_keys(ctx, &k, 1, NULL, NULL, NULL));
     /* Sealed now: a warmed key gets past the strict check (and stops at the
      * missing device), an unwarmed one is NOT_WARMED, named. */
-    dc_launch_cfg lc = {{1, 1, 1}, {256, 1, 1}, 0, 0, NULL, 0, 0};
+    dc_launch_cfg lc = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
     CHECK_EQ(dc_launch(ctx, &k, "dcptopk_pack_indices", &lc, NULL),
              DCPTOPK_NO_DEVICE);
     dcptopk_key other = pack_key(128);
@@ -318,7 +318,7 @@ TEST(bad_warmup_arguments_are_named)
     CHECK_EQ(dcptopk_context_stats_get(ctx, NULL), DCPTOPK_INVALID_ARGUMENT);
     cs.struct_size = 1;
     CHECK_EQ(dcptopk_context_stats_get(ctx, &cs), DCPTOPK_INVALID_ARGUMENT);
-    dc_launch_cfg lc = {{0, 1, 1}, {256, 1, 1}, 0, 0, NULL, 0, 0};
+    dc_launch_cfg lc = {.grid = {0, 1, 1}, .block = {256, 1, 1}};
     dcptopk_key k = pack_key(96);
     CHECK_EQ(dc_launch(ctx, NULL, "x", &lc, NULL), DCPTOPK_INVALID_ARGUMENT);
     CHECK_EQ(dc_launch(NULL, &k, "x", &lc, NULL), DCPTOPK_INVALID_ARGUMENT);

@@ -120,9 +120,10 @@ static void run_case(dcptopk_context *ctx, int32_t n, int64_t rows,
         void *params[] = {&d_log, &a_ls, &a_max, &d_ends, &d_ids, &a_ids,
                           &a_rows, &d_out};
         uint32_t threads = 256; /* the registry's choice for pack_indices */
-        dc_launch_cfg lc = {{(uint32_t)((n + threads - 1) / threads),
-                             (uint32_t)rows, 1},
-                            {threads, 1, 1}, 0, 0, NULL, 0, 0};
+        dc_launch_cfg lc = {
+            .grid = {(uint32_t)((n + threads - 1) / threads), (uint32_t)rows,
+                     1},
+            .block = {threads, 1, 1}};
         if (dc_launch(ctx, &key, "dcptopk_pack_indices", &lc, params)) {
             fprintf(stderr, "dc_launch: %s\n", dcptopk_last_error(ctx));
         } else if (gpu_download(ctx, got, d_out,
@@ -187,7 +188,7 @@ TEST(launch_errors_are_reported)
     memset(&key, 0, sizeof key);
     key.kernel = DCPTOPK_KERNEL_PACK_INDICES;
     key.local_topk = 96;
-    dc_launch_cfg lc = {{1, 1, 1}, {256, 1, 1}, 0, 0, NULL, 0, 0};
+    dc_launch_cfg lc = {.grid = {1, 1, 1}, .block = {256, 1, 1}};
     CHECK_EQ(dc_launch(ctx, &key, "no_such_entry", &lc, NULL),
              DCPTOPK_CUDA_ERROR);
     CHECK_CONTAINS(dcptopk_last_error(ctx), "no_such_entry");
