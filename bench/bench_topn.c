@@ -20,6 +20,7 @@
 #include "dcptopk.h"
 #include "runtime.h"
 #include "topn.h"
+#include "topn_abi.h"
 
 enum { FAM_NORMAL, FAM_NORMAL_100, FAM_INTEGER, FAM_NEG_INF_MASK, FAM_COUNT };
 static const char *fam_names[FAM_COUNT] = {"normal", "normal+100",
@@ -162,7 +163,7 @@ int main(int argc, char **argv)
             int nv = 0;
             variants[nv++] = -1;
             int32_t min_v = 0;
-            while ((1 << min_v) < dc_topn_min_ctas_per_row(S))
+            while ((1 << min_v) < (1 << DC_TOPN_CAPACITY_VARIANT(DC_TOPN_COLS(S))))
                 min_v++;
             if (T <= 64)
                 for (int32_t v = min_v; v <= 3; v++)

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "packed.h"
+#include "pair.h"
 #include "group_int.h"
 #include "runtime.h"
 #include "settings.h"

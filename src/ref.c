@@ -10,6 +10,8 @@
 
 #include "base.h"
 #include "check.h"
+#include "packed.h"
+#include "pair.h"
 #include "structs.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "packed.h"
 
 /* Node d's top K (node gids of a world of l ranks) as pairs with global
  * gids and the bf16 score of the owner's logit, into seg [rows, k, 2]. */

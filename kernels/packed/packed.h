@@ -7,6 +7,29 @@
 
 #include "base.h"
 
+/* The packed merge's argument checks (packed_check.c), for its entry points
+ * and the CPU reference. Packed-merge config: kind, N < K, N a multiple of
+ * 32, ... */
+DC_HIDDEN dcptopk_result dc_check_packed_config(const dcptopk_context *ctx,
+                                                const dcptopk_merge_config *c);
+/* indices != 0: dcptopk_pack_indices (local_ids required). */
+DC_HIDDEN dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
+                                            const dcptopk_merge_config *c,
+                                            const dcptopk_pack_args *a,
+                                            int indices);
+DC_HIDDEN dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
+                                              const dcptopk_merge_config *c,
+                                              const dcptopk_select_args *a);
+DC_HIDDEN dcptopk_result dc_check_node_pairs_args(
+    const dcptopk_context *ctx, const dcptopk_merge_config *c,
+    const dcptopk_node_pairs_args *a);
+/* The node config (world_size W / nodes) and the second stage's pair config
+ * (world_size W) of the hierarchical merge of the exact packed config c. */
+DC_HIDDEN dcptopk_result dc_hier_configs(const dcptopk_merge_config *c,
+                                         int32_t nodes,
+                                         dcptopk_merge_config *node,
+                                         dcptopk_merge_config *pair);
+
 /* Appends the packed merge's keys of config c (checked) for `arch`. */
 DC_HIDDEN void dc_packed_keys(const dcptopk_merge_config *c, const char *arch,
                               dc_key_list *l);

@@ -28,23 +28,12 @@ typedef struct topn_plan {
 } topn_plan;
 
 
-static int64_t topn_cols(int64_t max_local_len)
-{
-    int64_t s = max_local_len < 0 ? 0 : max_local_len;
-    return s > (1ll << DCPTOPK_LOCAL_INDEX_BITS)
-               ? (1ll << DCPTOPK_LOCAL_INDEX_BITS)
-               : s;
-}
-
 static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
                                 int32_t sm_count, int32_t forced)
 {
-    const int64_t s = topn_cols(max_local_len);
-    int32_t v = 0;
+    const int64_t s = DC_TOPN_COLS(max_local_len);
     /* Capacity: a CTA's columns must fit its shared memory. */
-    while (v < DC_TOPN_MAX_VARIANT && (s + (1 << v) - 1) / (1 << v) >
-                                          DC_TOPN_CHUNK_MAX)
-        v++;
+    int32_t v = DC_TOPN_CAPACITY_VARIANT(s);
     /* Parallelism: with few rows, split further while the grid stays within
      * one CTA per SM and the chunks stay long (at 64 rows of 131072 columns,
      * 2 CTAs a row beat 4; at 8 rows, 4 beat 2 and 8). */
@@ -69,12 +58,6 @@ static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
 int32_t dc_topn_variant(int64_t rows, int64_t max_local_len, int32_t sm_count)
 {
     return topn_plan_make(rows, max_local_len, sm_count, -1).variant;
-}
-
-int32_t dc_topn_min_ctas_per_row(int64_t max_local_len)
-{
-    /* forced = 0: the capacity variant, never raised for parallelism. */
-    return 1 << topn_plan_make(1, max_local_len, 1, 0).variant;
 }
 
 dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,

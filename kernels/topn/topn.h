@@ -60,9 +60,5 @@ DC_HIDDEN dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
  * columns on a GPU of sm_count SMs. */
 DC_HIDDEN int32_t dc_topn_variant(int64_t rows, int64_t max_local_len,
                                   int32_t sm_count);
-/* The fewest CTAs per row any launch of the top-N pack or the push takes for
- * max_local_len columns (the capacity rule alone): 1, or 2 past 65536. The
- * argument checks (kernels/common/check.c) bound rows * this by the grid limit. */
-DC_HIDDEN int32_t dc_topn_min_ctas_per_row(int64_t max_local_len);
 
 #endif /* DCPTOPK_TOPN_H */

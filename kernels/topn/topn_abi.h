@@ -22,6 +22,19 @@
 /* log2 of the largest cluster: 8 CTAs, the portable maximum. */
 #define DC_TOPN_MAX_VARIANT 3
 
+/* The capacity rule, one for the launcher's plan (topn.c) and for the host
+ * checks that size the grid before anything launches (packed_check.c): the
+ * columns a row of max_local_len keeps (at most 2^17, the local ids a packed
+ * word can name), and log2 of the fewest CTAs whose chunks of them fit
+ * DC_TOPN_CHUNK_MAX each (a row past 65536 columns takes 2). */
+#define DC_TOPN_COLS(len)                                                      \
+    ((len) < 0 ? 0 : (len) > (1ll << 17) ? (1ll << 17) : (long long)(len))
+#define DC_TOPN_CAPACITY_VARIANT(cols)                                         \
+    ((cols) > 4ll * DC_TOPN_CHUNK_MAX   ? 3                                    \
+     : (cols) > 2ll * DC_TOPN_CHUNK_MAX ? 2                                    \
+     : (cols) > DC_TOPN_CHUNK_MAX       ? 1                                    \
+                                        : 0)
+
 /* Bytes of the selection's state (TopnShared) at the start of the dynamic
  * shared memory; the keys follow, 128-byte aligned. One CTA a row: one
  * histogram; a cluster of c: two, plus the two histograms and the overflow

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "packed.h"
 #include "gen.h"
 #include "gpu_util.h"
 #include "harness.h"
