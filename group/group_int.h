@@ -301,6 +301,12 @@ DC_HIDDEN void dc_workspace_set_timeout_ns(dcptopk_workspace *ws,
  * (docs/DISTRIBUTED.md, "Failure semantics"). */
 DC_HIDDEN void dc_workspace_set_status(dcptopk_workspace *ws, uint64_t words);
 
+/* ---------------------------------------------------------- launch_env.c */
+
+/* The launcher's job id (torchelastic, Slurm, Open MPI, $JOB_ID), when it
+ * has a usable one (under 48 characters, no '/'), else NULL. */
+DC_HIDDEN const char *dc_launch_job_id(void);
+
 /* ------------------------------------------------------------ status.c */
 
 /* The device status of the push exchange (after the stream finished):
