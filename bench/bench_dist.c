@@ -22,7 +22,7 @@
 #include <time.h>
 
 #include "dcptopk.h"
-#include "exchange.h"
+#include "exchange_push.h"
 #include "runtime.h"
 
 #define WARMUP 5

@@ -21,7 +21,7 @@
 #include "runtime.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE
-#include "exchange.h" /* kernels/exchange: dc_push_exchange_launch */
+#include "exchange_push.h" /* kernels/exchange: dc_push_exchange_launch */
 #endif
 
 uint64_t dc_gw_gathered(const struct dcptopk_group_workspace *gw, int32_t r,
@@ -53,8 +53,8 @@ static dcptopk_result ex_nccl(struct dcptopk_group_workspace *gw,
     return DCPTOPK_SUCCESS;
 }
 
-/* The device push (helper dpush's kernels/exchange, exchange.h). Compiled
- * when that room is in the tree (DC_HAVE_PUSH_EXCHANGE); without it the
+/* The device push (kernels/exchange/exchange_push.h). Compiled with the
+ * DCPTOPK_PUSH_EXCHANGE build option (DC_HAVE_PUSH_EXCHANGE); without it the
  * path is never chosen (push_built = 0) and a forced one is refused at group
  * creation. The kernel counts calls in its device control block (ctl); the
  * host passes its own count as expect_seq, so a drift is a protocol error,
@@ -104,8 +104,8 @@ static dcptopk_result dc_exchange_push(struct dcptopk_group_workspace *gw,
     (void)x;
     return dc_fail(gw->g->ctx, DCPTOPK_UNSUPPORTED,
                    "the push exchange is not built into this library "
-                   "(kernels/exchange is missing): use the nccl or staged "
-                   "path");
+                   "(built with DCPTOPK_PUSH_EXCHANGE=OFF): use the nccl or "
+                   "staged path");
 #endif
 }
 

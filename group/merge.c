@@ -17,7 +17,7 @@
 #include "structs.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE
-#include "exchange.h" /* kernels/exchange: the exchange's compile key */
+#include "exchange_push.h" /* kernels/exchange: the exchange's compile key */
 #endif
 
 /* Appends the compile keys of this workspace's exchange (the push kernel on

@@ -9,7 +9,7 @@
 #include "runtime.h"
 
 #ifdef DC_HAVE_PUSH_EXCHANGE
-#include "exchange.h" /* kernels/exchange: dc_push_exchange_status */
+#include "exchange_push.h" /* kernels/exchange: dc_push_exchange_status */
 #endif
 
 dcptopk_result dc_gw_poll(struct dcptopk_group_workspace *gw)

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exchange.h"
+#include "exchange_push.h"
 #include "runtime.h"
 
 /* The copy's grid: enough CTAs for DC_EXCHANGE_UNROLL 16-byte vectors per

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dcptopk.h"
-#include "exchange.h"
+#include "exchange_push.h"
 #include "harness.h"
 #include "rt.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "exchange.h"
+#include "exchange_push.h"
 #include "gpu_util.h"
 #include "harness.h"
 

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "exchange.h"
+#include "exchange_push.h"
 #include "gpu_util.h"
 #include "harness.h"
 

@@ -1,4 +1,4 @@
-/* exchange.h - the device-side push exchange (kernels/exchange/): the
+/* exchange_push.h - the device-side push exchange (kernels/exchange/): the
  * launcher of exchange_push.cu, its buffer geometry and its status words, for
  * group/exchange.c. The protocol and why it is safe: docs/PROTOCOL.md.
  *
@@ -10,8 +10,8 @@
  *   ctl       one dc_exchange_ctl (exchange_abi.h), zeroed, this rank only
  * All flags and ctl blocks of the group must be zero before any rank's first
  * call (hence the barrier); rebuilding a group zeroes them again. */
-#ifndef DC_EXCHANGE_H
-#define DC_EXCHANGE_H
+#ifndef DC_EXCHANGE_PUSH_H
+#define DC_EXCHANGE_PUSH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -107,4 +107,4 @@ DC_HIDDEN dcptopk_result dc_exchange_poison_launch(dcptopk_context *ctx,
 DC_HIDDEN void dc_exchange_settle_key(int32_t world_size, const char *arch,
                                       dcptopk_key *out);
 
-#endif /* DC_EXCHANGE_H */
+#endif /* DC_EXCHANGE_PUSH_H */
