@@ -6,156 +6,50 @@
  * Entries are made through cache/'s get_or_compile with known bytes
  * (dc_test_blob), then inspected through the public API only.
  */
-#include <errno.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-
-#include <sqlite3.h>
 
 #include "cache.h"
+#include "cache_fixture.h"
 #include "dcptopk.h"
-#include "fake_blobs.h"
 #include "harness.h"
 
-static char tmp_root[256];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag,
-                    struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static void cleanup(void)
-{
-    if (tmp_root[0])
-        nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *test_dir(void)
-{
-    static int registered;
-    cleanup();
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/dcptopk-cacheapi-XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    if (!registered)
-        atexit(cleanup);
-    registered = 1;
-    return tmp_root;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static const size_t sizes[3] = {4096, 777, 1234};
-#define ENTRY_BYTES (4096 + 777 + 1234)
-
-typedef struct job {
-    const char *tag;
-    unsigned char *buf[3];
-} job;
-
-static dcptopk_result job_compile(void *user, dc_cache_blobs *out, char *err,
-                                  size_t err_size)
-{
-    (void)err;
-    (void)err_size;
-    job *j = user;
-    dc_test_blobs_make(j->tag, sizes, j->buf, out);
-    out->compile_ms = 12.5;
-    return DCPTOPK_SUCCESS;
-}
-
-static void job_release(void *user, dc_cache_blobs *b)
-{
-    (void)b;
-    job *j = user;
-    dc_test_blobs_free(j->buf);
-}
-
-static void hex_of(const char *tag, char hex[33])
-{
-    dc_hasher *h = dc_hasher_new();
-    dc_hasher_str(h, "tag", tag);
-    dc_hash_hex(dc_hasher_digest(h), hex);
-    dc_hasher_free(h);
-}
+/* The metadata and compile time every entry of these tests carries, which
+ * the listing must report back. */
+static const dc_cache_meta meta = {"select", "topk=2048", "sm_90a", "13.0",
+                                   "0.1.0"};
 
 /* Stores `count` entries made from tags[] into the cache file at path, in
  * order, a few ms apart. 0 on success. */
 static int populate(const char *path, const char *const *tags, int count)
 {
-    dc_cache *c = NULL;
-    char err[1024];
-    if (dc_cache_open(path, DC_CACHE_RW, &c, err, sizeof err)) {
-        fprintf(stderr, "open: %s\n", err);
+    dc_cache *c = cf_open(path, DC_CACHE_RW);
+    if (!c)
         return -1;
-    }
-    dc_cache_meta meta = {"select", "topk=2048", "sm_90a", "13.0", "0.1.0"};
     for (int i = 0; i < count; i++) {
-        char hex[33];
-        dc_hash key;
-        hex_of(tags[i], hex);
-        dc_hash_parse(hex, &key);
-        job j = {tags[i], {NULL, NULL, NULL}};
+        cf_job j = cf_job_of(tags[i]);
+        j.meta = &meta;
+        j.compile_ms = 12.5;
         dc_cache_hit hit;
         int compiled;
-        if (dc_cache_get_or_compile(c, key, &meta, job_compile, job_release,
-                                    &j, &hit, &compiled, err, sizeof err)) {
-            fprintf(stderr, "get_or_compile: %s\n", err);
+        if (cf_get(c, &j, &hit, &compiled)) {
             dc_cache_close(c);
             return -1;
         }
         dc_cache_hit_free(&hit);
-        sleep_ms(3);
+        cf_sleep_ms(3);
     }
     dc_cache_close(c);
     return 0;
-}
-
-static int blob_is(const void *data, size_t size, const char *tag, int which)
-{
-    unsigned char want[4096];
-    if (size != sizes[which])
-        return 0;
-    dc_test_blob(tag, which, size, want);
-    return memcmp(data, want, size) == 0;
-}
-
-static int64_t sql_on(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    int64_t v = -1;
-    if (sqlite3_open(path, &db) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return v;
 }
 
 static const char *const three[] = {"one", "two", "three"};
 
 TEST(list_find_and_read_blobs)
 {
-    const char *dir = test_dir();
     char path[512];
-    snprintf(path, sizeof path, "%s/c.sqlite", dir);
+    cf_fresh(path, sizeof path);
     CHECK_EQ(populate(path, three, 3), 0);
 
     dcptopk_cache *h = NULL;
@@ -169,7 +63,7 @@ TEST(list_find_and_read_blobs)
     /* Most recently used first: stored in order one, two, three. */
     char hex[33];
     for (int i = 0; i < 3; i++) {
-        hex_of(three[2 - i], hex);
+        cf_key_hex(three[2 - i], hex);
         CHECK_STR_EQ(v[i].key, hex);
         CHECK_STR_EQ(v[i].kernel, "select");
         CHECK_STR_EQ(v[i].fields, "topk=2048");
@@ -187,7 +81,7 @@ TEST(list_find_and_read_blobs)
     }
     free(v);
 
-    hex_of("two", hex);
+    cf_key_hex("two", hex);
     char prefix[8];
     snprintf(prefix, sizeof prefix, "%.6s", hex);
     dcptopk_cache_entry e;
@@ -205,7 +99,7 @@ TEST(list_find_and_read_blobs)
         void *data = NULL;
         size_t size = 0;
         CHECK_OK(dcptopk_cache_read_blob(h, hex, which, &data, &size));
-        CHECK(blob_is(data, size, "two", which));
+        CHECK(cf_blob_is(data, size, "two", which));
         free(data);
     }
 
@@ -239,9 +133,8 @@ TEST(list_find_and_read_blobs)
 
 TEST(ambiguous_prefix_is_refused)
 {
-    const char *dir = test_dir();
     char path[512];
-    snprintf(path, sizeof path, "%s/c.sqlite", dir);
+    cf_fresh(path, sizeof path);
     /* Find two tags whose keys share their first 4 hex digits. */
     static char tags[2][16];
     char (*seen)[33] = calloc(4096, 33);
@@ -249,7 +142,7 @@ TEST(ambiguous_prefix_is_refused)
     int found = 0;
     for (int i = 0; i < 4096 && !found; i++) {
         snprintf(names[i], 16, "t%d", i);
-        hex_of(names[i], seen[i]);
+        cf_key_hex(names[i], seen[i]);
         for (int k = 0; k < i; k++) {
             if (memcmp(seen[k], seen[i], 4) == 0) {
                 snprintf(tags[0], 16, "%s", names[k]);
@@ -263,8 +156,8 @@ TEST(ambiguous_prefix_is_refused)
     free(names);
     CHECK(found);
     char prefix[5], hex0[33], hex1[33];
-    hex_of(tags[0], hex0);
-    hex_of(tags[1], hex1);
+    cf_key_hex(tags[0], hex0);
+    cf_key_hex(tags[1], hex1);
     snprintf(prefix, sizeof prefix, "%.4s", hex0);
     const char *const both[] = {tags[0], tags[1]};
     CHECK_EQ(populate(path, both, 2), 0);
@@ -288,9 +181,8 @@ TEST(ambiguous_prefix_is_refused)
 
 TEST(stats_verify_prune_remove_clear)
 {
-    const char *dir = test_dir();
     char path[512], sql[256], hex[33];
-    snprintf(path, sizeof path, "%s/c.sqlite", dir);
+    cf_fresh(path, sizeof path);
     CHECK_EQ(populate(path, three, 3), 0);
     CHECK_EQ(populate(path, three, 1), 0); /* a hit on "one" */
 
@@ -299,11 +191,11 @@ TEST(stats_verify_prune_remove_clear)
     dcptopk_cache_stats s = DCPTOPK_CACHE_STATS_INIT;
     CHECK_OK(dcptopk_cache_stats_get(h, &s));
     CHECK_EQ(s.entries, 3);
-    CHECK_EQ(s.bytes, 3 * ENTRY_BYTES);
+    CHECK_EQ(s.bytes, 3 * CF_ENTRY_BYTES);
     CHECK_EQ(s.hits, 1);
     CHECK_EQ(s.claims, 0);
     CHECK(s.compile_ms == 3 * 12.5);
-    CHECK(s.file_bytes >= 3 * ENTRY_BYTES);
+    CHECK(s.file_bytes >= 3 * CF_ENTRY_BYTES);
     s.struct_size = 0;
     CHECK_EQ(dcptopk_cache_stats_get(h, &s), DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_cache_last_error(h), "struct_size = 0");
@@ -313,20 +205,20 @@ TEST(stats_verify_prune_remove_clear)
     CHECK_EQ(checked, 3);
     CHECK_EQ(bad, 0);
     /* Damage two rows behind the library's back. */
-    hex_of("two", hex);
+    cf_key_hex("two", hex);
     snprintf(sql, sizeof sql,
              "UPDATE entries SET ptx = zeroblob(777) WHERE key='%s'", hex);
-    sql_on(path, sql);
+    cf_sql(path, sql);
     void *data = NULL;
     size_t size = 0;
     CHECK_EQ(dcptopk_cache_read_blob(h, hex, DCPTOPK_BLOB_CUBIN, &data, &size),
              DCPTOPK_CACHE_ERROR);
     CHECK(data == NULL);
     CHECK_CONTAINS(dcptopk_cache_last_error(h), "checksum");
-    hex_of("three", hex);
+    cf_key_hex("three", hex);
     snprintf(sql, sizeof sql,
              "UPDATE entries SET checksum = '0123' WHERE key='%s'", hex);
-    sql_on(path, sql);
+    cf_sql(path, sql);
 
     /* A read-only handle reports them and deletes nothing. */
     dcptopk_cache *ro = NULL;
@@ -339,12 +231,12 @@ TEST(stats_verify_prune_remove_clear)
     CHECK_EQ(dcptopk_cache_clear(ro, NULL), DCPTOPK_INVALID_ARGUMENT);
     CHECK_EQ(dcptopk_cache_remove(ro, hex), DCPTOPK_INVALID_ARGUMENT);
     dcptopk_cache_close(ro);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 3);
+    CHECK_EQ(cf_sql(path, "SELECT count(*) FROM entries"), 3);
 
     CHECK_OK(dcptopk_cache_verify(h, &checked, &bad));
     CHECK_EQ(checked, 3);
     CHECK_EQ(bad, 2);
-    CHECK_EQ(sql_on(path, "SELECT count(*) FROM entries"), 1);
+    CHECK_EQ(cf_sql(path, "SELECT count(*) FROM entries"), 1);
     CHECK_OK(dcptopk_cache_verify(h, &checked, &bad));
     CHECK_EQ(checked, 1);
     CHECK_EQ(bad, 0);
@@ -361,15 +253,15 @@ TEST(stats_verify_prune_remove_clear)
     CHECK_OK(dcptopk_cache_open(path, 0, &h));
     CHECK_EQ(dcptopk_cache_prune(h, -5, &removed), DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_cache_last_error(h), "max_bytes = -5");
-    CHECK_OK(dcptopk_cache_prune(h, 3 * ENTRY_BYTES, &removed));
+    CHECK_OK(dcptopk_cache_prune(h, 3 * CF_ENTRY_BYTES, &removed));
     CHECK_EQ(removed, 0);
-    CHECK_OK(dcptopk_cache_prune(h, ENTRY_BYTES, &removed));
+    CHECK_OK(dcptopk_cache_prune(h, CF_ENTRY_BYTES, &removed));
     CHECK_EQ(removed, 2);
     dcptopk_cache_entry *v = NULL;
     size_t n = 0;
     CHECK_OK(dcptopk_cache_list(h, &v, &n));
     CHECK_EQ(n, 1);
-    hex_of("one", hex);
+    cf_key_hex("one", hex);
     CHECK_STR_EQ(v[0].key, hex);
     CHECK_EQ(v[0].hits, 1);
     free(v);
@@ -385,7 +277,7 @@ TEST(stats_verify_prune_remove_clear)
 
 TEST(export_import_round_trip)
 {
-    const char *dir = test_dir();
+    const char *dir = cf_dir();
     char a[512], b[512], x[512], junk[512], sql[256], hex[33];
     snprintf(a, sizeof a, "%s/a.sqlite", dir);
     snprintf(b, sizeof b, "%s/b.sqlite", dir);
@@ -405,9 +297,9 @@ TEST(export_import_round_trip)
     CHECK_EQ(dcptopk_cache_import(ha, x, &count), DCPTOPK_INVALID_ARGUMENT);
     dcptopk_cache_close(ha);
     /* The exported file is a cache of the same schema. */
-    CHECK_EQ(sql_on(x, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
-    CHECK_EQ(sql_on(x, "SELECT count(*) FROM entries"), 3);
-    CHECK_EQ(sql_on(x, "SELECT count(*) FROM claims"), 0);
+    CHECK_EQ(cf_sql(x, "PRAGMA user_version"), DC_CACHE_FILE_VERSION);
+    CHECK_EQ(cf_sql(x, "SELECT count(*) FROM entries"), 3);
+    CHECK_EQ(cf_sql(x, "SELECT count(*) FROM claims"), 0);
 
     CHECK_OK(dcptopk_cache_open(b, 0, &hb));
     CHECK_EQ(populate(b, three + 2, 1), 0); /* "three" already there */
@@ -425,21 +317,21 @@ TEST(export_import_round_trip)
                                      &count, NULL));
     CHECK_EQ(count, 0);
     for (int i = 0; i < 3; i++) {
-        hex_of(three[i], hex);
+        cf_key_hex(three[i], hex);
         for (int which = 0; which < 3; which++) {
             void *data = NULL;
             size_t size = 0;
             CHECK_OK(dcptopk_cache_read_blob(hb, hex, which, &data, &size));
-            CHECK(blob_is(data, size, three[i], which));
+            CHECK(cf_blob_is(data, size, three[i], which));
             free(data);
         }
     }
     /* Bad rows of the source are skipped; junk files are refused. */
     dcptopk_cache_clear(hb, NULL);
-    hex_of("one", hex);
+    cf_key_hex("one", hex);
     snprintf(sql, sizeof sql,
              "UPDATE entries SET source = zeroblob(1234) WHERE key='%s'", hex);
-    sql_on(x, sql);
+    cf_sql(x, sql);
     CHECK_OK(dcptopk_cache_import_ex(hb, x, DCPTOPK_CACHE_IMPORT_TRUST,
                                      &count, &rejected));
     CHECK_EQ(count, 2);
@@ -461,7 +353,7 @@ TEST(export_import_round_trip)
 
 TEST(open_arguments_and_default_path)
 {
-    const char *dir = test_dir();
+    const char *dir = cf_dir();
     dcptopk_cache *h = NULL;
     char missing[512];
     snprintf(missing, sizeof missing, "%s/none.sqlite", dir);

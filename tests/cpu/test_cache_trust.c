@@ -10,60 +10,18 @@
  * Tests run as root in CI: root counts as a trusted owner, so files of
  * another owner are made with chown, and writable-by-others with modes.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "cache.h"
+#include "cache_fixture.h"
 #include "dcptopk.h"
-#include "fake_blobs.h"
 #include "harness.h"
 #include "rt.h"
-
-/* ---------------------------------------------------------------- helpers */
-
-static char tmp_root[256];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag,
-                    struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    chmod(p, 0700);
-    return remove(p);
-}
-
-static void cleanup(void)
-{
-    if (tmp_root[0]) {
-        chmod(tmp_root, 0700);
-        nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    }
-}
-
-static const char *test_dir(void)
-{
-    static int registered;
-    cleanup();
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/dcptopk-trust-test-XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    if (!registered)
-        atexit(cleanup);
-    registered = 1;
-    return tmp_root;
-}
 
 /* -------------------------------------------------- reproducible cubins */
 
@@ -88,7 +46,7 @@ static dcptopk_result compile_in(const char *cwd, const dcptopk_key *k,
 
 TEST(cubin_does_not_depend_on_the_working_directory)
 {
-    const char *dir = test_dir();
+    const char *dir = cf_dir();
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/a", dir);
     snprintf(b, sizeof b, "%s/some/much/longer/folder", dir);
@@ -199,28 +157,6 @@ static int make_real_cache(const char *path, char hex[33])
     return rc;
 }
 
-static int64_t sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    int64_t v = -1;
-    if (sqlite3_open(path, &db) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-            int s = sqlite3_step(st);
-            if (s == SQLITE_ROW)
-                v = sqlite3_column_int64(st, 0);
-            else if (s != SQLITE_DONE)
-                v = -3;
-        } else {
-            fprintf(stderr, "sql_exec(%s): %s\n", sql, sqlite3_errmsg(db));
-            v = -3;
-        }
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return v;
-}
-
 static int copy_file(const char *from, const char *to)
 {
     char cmd[2048];
@@ -230,7 +166,7 @@ static int copy_file(const char *from, const char *to)
 
 TEST(import_recompiles_and_rejects_a_wrong_key_or_other_bytes)
 {
-    const char *dir = test_dir();
+    const char *dir = cf_dir();
     char src[512], good[512], wrong_key[512], wrong_bytes[512], dst[512];
     char hex[33], sql[512];
     snprintf(src, sizeof src, "%s/src.sqlite", dir);
@@ -239,7 +175,7 @@ TEST(import_recompiles_and_rejects_a_wrong_key_or_other_bytes)
     snprintf(wrong_bytes, sizeof wrong_bytes, "%s/wrong_bytes.sqlite", dir);
     snprintf(dst, sizeof dst, "%s/dst.sqlite", dir);
     CHECK_EQ(make_real_cache(src, hex), 0);
-    CHECK_EQ(sql_exec(src, "PRAGMA wal_checkpoint(TRUNCATE)"), 0);
+    CHECK_EQ(cf_sql(src, "PRAGMA wal_checkpoint(TRUNCATE)"), 0);
     CHECK_EQ(copy_file(src, good), 0);
     CHECK_EQ(copy_file(src, wrong_key), 0);
     CHECK_EQ(copy_file(src, wrong_bytes), 0);
@@ -249,7 +185,7 @@ TEST(import_recompiles_and_rejects_a_wrong_key_or_other_bytes)
              "UPDATE entries SET key='00112233445566778899aabbccddeeff' "
              "WHERE key='%s'",
              hex);
-    CHECK_EQ(sql_exec(wrong_key, sql), -1);
+    CHECK_EQ(cf_sql(wrong_key, sql), -1);
     /* Another: its key, other code (one cubin byte changed, checksum
      * recomputed as anyone can). */
     sqlite3 *db = NULL;
@@ -309,13 +245,13 @@ TEST(import_recompiles_and_rejects_a_wrong_key_or_other_bytes)
     dcptopk_cache_close(h);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM entries WHERE key='%s'",
              hex);
-    CHECK_EQ(sql_exec(dst, sql), 1);
-    CHECK_EQ(sql_exec(dst, "SELECT count(*) FROM entries"), 1);
+    CHECK_EQ(cf_sql(dst, sql), 1);
+    CHECK_EQ(cf_sql(dst, "SELECT count(*) FROM entries"), 1);
 }
 
 TEST(import_refuses_an_entry_over_the_size_limit)
 {
-    const char *dir = test_dir();
+    const char *dir = cf_dir();
     char src[512], dst[512], hex[33];
     snprintf(src, sizeof src, "%s/src.sqlite", dir);
     snprintf(dst, sizeof dst, "%s/dst.sqlite", dir);
