@@ -1,11 +1,11 @@
 /*
- * test_cache_trust.c - the compile cache as code (issue: trust, recovery
- * races, full disks, honest commands): a cache file or folder that others
- * can write is not used; symlinks at the path and its side files are
- * refused; only the file found damaged is moved aside; a full disk makes
- * each process compile each key once and leave no claim; a future-dated
- * claim is stale; an import whose key does not match its fields is refused;
- * the same key compiled in two working directories gives the same cubin.
+ * test_cache_trust.c - what the compile cache (cache/) trusts: a cache file
+ * or folder that others can write is not used (unless shared by choice, and
+ * never world-writable); symlinks at the path and its side files are
+ * refused; /dev/null is left alone; new files get the sharing choice's
+ * modes; an import whose key does not match its fields, or whose bytes are
+ * not what the key compiles to, is refused; the same key compiled in two
+ * working directories gives the same cubin.
  *
  * Tests run as root in CI: root counts as a trusted owner, so files of
  * another owner are made with chown, and writable-by-others with modes.
@@ -22,6 +22,175 @@
 #include "dcptopk.h"
 #include "harness.h"
 #include "rt.h"
+
+/* ------------------------------------------------------------ files */
+
+TEST(forged_row_in_a_folder_writable_by_others_is_not_served)
+{
+    const char *dir = cf_dir();
+    char sub[512], path[600];
+    snprintf(sub, sizeof sub, "%s/shared", dir);
+    CHECK_EQ(mkdir(sub, 0700), 0);
+    cf_path(path, sizeof path, sub, "c.sqlite");
+    CHECK_EQ(cf_forge_row(path, "f"), 0);
+    /* World-writable (not sticky): anyone could have written the file. */
+    CHECK_EQ(chmod(sub, 0777), 0);
+    int memory = 0;
+    cf_capture_begin(dir);
+    int fresh = cf_served_fresh(path, "f", &memory);
+    char text[4096];
+    int warnings = cf_capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(warnings, 1);
+    CHECK_CONTAINS(text, "writable by");
+    /* Group-writable: refused too, unless the operator opts in. */
+    CHECK_EQ(chmod(sub, 0770), 0);
+    CHECK_EQ(cf_served_fresh(path, "f", &memory), 1);
+    CHECK_EQ(memory, 1);
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    int served = cf_served_fresh(path, "f", &memory);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    /* Shared: the file is used, and its forged row fails nothing (the
+     * checksum was recomputed): this is the trust the opt-in grants. */
+    CHECK_EQ(memory, 0);
+    CHECK_EQ(served, -1);
+    /* Shared never allows world-writable. */
+    CHECK_EQ(chmod(sub, 0777), 0);
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    fresh = cf_served_fresh(path, "f", &memory);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+}
+
+TEST(file_or_side_file_of_another_user_is_refused)
+{
+    /* Root counts as a trusted owner, so the planted files are given to
+     * another uid with chown (the tests run as root in CI). */
+    char path[512], side[600];
+    const char *dir = cf_fresh(path, sizeof path);
+    CHECK_EQ(cf_forge_row(path, "p"), 0);
+    const uid_t other = 65534; /* nobody */
+    if (geteuid() == 0) {
+        CHECK_EQ(chown(path, other, other), 0);
+        int memory = 0;
+        cf_capture_begin(dir);
+        int fresh = cf_served_fresh(path, "p", &memory);
+        char text[4096];
+        cf_capture_end(text, sizeof text);
+        CHECK_EQ(fresh, 1);
+        CHECK_EQ(memory, 1);
+        CHECK_CONTAINS(text, "owned by uid 65534");
+        CHECK_EQ(chown(path, 0, 0), 0);
+    }
+    /* Writable by others: refused whoever owns it. */
+    CHECK_EQ(chmod(path, 0666), 0);
+    int memory = 0;
+    CHECK_EQ(cf_served_fresh(path, "p", &memory), 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(chmod(path, 0600), 0);
+    /* A side file planted by someone else. */
+    snprintf(side, sizeof side, "%s-journal", path);
+    FILE *f = fopen(side, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    CHECK_EQ(chmod(side, 0622), 0);
+    CHECK_EQ(cf_served_fresh(path, "p", &memory), 1);
+    CHECK_EQ(memory, 1);
+    unlink(side);
+    /* Everything in order: the (forged) file is used. */
+    CHECK_EQ(cf_served_fresh(path, "p", &memory), -1);
+    CHECK_EQ(memory, 0);
+}
+
+TEST(symlinks_at_the_path_and_side_files_are_refused)
+{
+    char path[512], target[512], side[600];
+    const char *dir = cf_fresh(path, sizeof path);
+    cf_path(target, sizeof target, dir, "victim");
+    /* A link to a file that does not exist yet: a warmup must not create
+     * it. */
+    CHECK_EQ(symlink(target, path), 0);
+    int memory = 0;
+    cf_capture_begin(dir);
+    int fresh = cf_served_fresh(path, "s", &memory);
+    char text[4096];
+    cf_capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_CONTAINS(text, "symbolic link");
+    struct stat st;
+    CHECK(lstat(target, &st) != 0);
+    /* A link to an existing file: left as it is. */
+    FILE *f = fopen(target, "w");
+    CHECK(f != NULL);
+    fputs("precious", f);
+    fclose(f);
+    CHECK_EQ(cf_served_fresh(path, "s", &memory), 1);
+    CHECK_EQ(memory, 1);
+    CHECK_EQ(stat(target, &st), 0);
+    CHECK_EQ(st.st_size, 8);
+    unlink(path);
+    /* A planted -shm link disables nothing silently: refused, named. */
+    CHECK_EQ(cf_forge_row(path, "s"), 0);
+    snprintf(side, sizeof side, "%s-shm", path);
+    CHECK_EQ(symlink(target, side), 0);
+    cf_capture_begin(dir);
+    fresh = cf_served_fresh(path, "s", &memory);
+    cf_capture_end(text, sizeof text);
+    CHECK_EQ(fresh, 1);
+    CHECK_EQ(memory, 1);
+    CHECK_CONTAINS(text, "-shm is a symbolic link");
+    CHECK_EQ(stat(target, &st), 0);
+    CHECK_EQ(st.st_size, 8);
+}
+
+TEST(dev_null_is_refused_and_left_alone)
+{
+    struct stat st;
+    int had_journal = lstat("/dev/null-journal", &st) == 0;
+    char err[1024] = "";
+    dc_cache *c = NULL;
+    CHECK_EQ(dc_cache_open("/dev/null",
+                           (dc_cache_open_mode)(DC_CACHE_RW | DC_CACHE_STRICT),
+                           &c, err, sizeof err),
+             DCPTOPK_CACHE_ERROR);
+    CHECK_CONTAINS(err, "not a regular file");
+    c = cf_open("/dev/null", DC_CACHE_RW);
+    CHECK(c != NULL);
+    CHECK(dc_cache_is_memory(c));
+    dc_cache_close(c);
+    if (!had_journal)
+        CHECK(lstat("/dev/null-journal", &st) != 0);
+}
+
+TEST(new_file_modes_follow_the_sharing_choice)
+{
+    const char *dir = cf_dir();
+    char a[512], sub[512], b[600];
+    cf_path(a, sizeof a, dir, "private.sqlite");
+    mode_t old = umask(002);
+    dc_cache *c = cf_open(a, DC_CACHE_RW);
+    CHECK(c != NULL && !dc_cache_is_memory(c));
+    dc_cache_close(c);
+    struct stat st;
+    CHECK_EQ(stat(a, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0600);
+    /* Shared: 0666 less the umask, so the group can write it. */
+    snprintf(sub, sizeof sub, "%s/team", dir);
+    CHECK_EQ(mkdir(sub, 0770), 0);
+    CHECK_EQ(chmod(sub, 02770), 0);
+    cf_path(b, sizeof b, sub, "c.sqlite");
+    setenv("DCPTOPK_CACHE_SHARED", "1", 1);
+    c = cf_open(b, DC_CACHE_RW);
+    unsetenv("DCPTOPK_CACHE_SHARED");
+    umask(old);
+    CHECK(c != NULL && !dc_cache_is_memory(c));
+    dc_cache_close(c);
+    CHECK_EQ(stat(b, &st), 0);
+    CHECK_EQ(st.st_mode & 0777, 0664);
+}
 
 /* -------------------------------------------------- reproducible cubins */
 
