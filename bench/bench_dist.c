@@ -19,48 +19,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dcptopk.h"
 #include "exchange_push.h"
+#include "fixture.h"
 #include "runtime.h"
 
 #define WARMUP 5
 #define ITERS 25
 #define XW 8
 
-#define DIE(...)                                                               \
-    do {                                                                       \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, ": %s\n", dcptopk_last_error(ctx));                    \
-        exit(1);                                                               \
-    } while (0)
-
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof v[0], cmp_d);
+    qsort(v, (size_t)n, sizeof v[0], bench_cmp_double);
     return v[n / 2];
 }
 
@@ -71,7 +44,7 @@ static uint64_t alloc_random(dcptopk_context *ctx, size_t bytes)
     if (!h)
         DIE("host buffer");
     for (size_t i = 0; i < bytes / 4; i++)
-        h[i] = (uint32_t)rnd();
+        h[i] = (uint32_t)bench_rand(&rng_state);
     if (dc_mem_alloc(ctx, bytes, &d) || dc_memcpy_htod(ctx, d, h, bytes))
         DIE("device buffer");
     free(h);
@@ -86,15 +59,8 @@ static void fill_logits(dcptopk_context *ctx, uint64_t lg, uint64_t ends,
     int32_t *e = malloc((size_t)T * 4);
     if (!h || !e)
         DIE("host logits");
-    for (int64_t i = 0; i < T * len; i++) {
-        float s = 0;
-        for (int j = 0; j < 4; j++)
-            s += (float)(rnd() >> 40) / (float)(1ull << 24);
-        s = (s - 2.0f) * 1.7320508f;
-        uint32_t u;
-        memcpy(&u, &s, 4);
-        h[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-    }
+    for (int64_t i = 0; i < T * len; i++)
+        h[i] = bench_normal_bf16(&rng_state);
     for (int64_t t = 0; t < T; t++)
         e[t] = (int32_t)len;
     if (dc_memcpy_htod(ctx, lg, h, (size_t)T * (size_t)len * 2) ||
@@ -107,8 +73,7 @@ static void fill_logits(dcptopk_context *ctx, uint64_t lg, uint64_t ends,
 /* --------------------------------------------------- host per one call */
 
 typedef struct host_case {
-    dcptopk_context *ctx;
-    void *stream;
+    bench_gpu g;
     dcptopk_merge_config c;
     dcptopk_group_workspace *gw;
     dcptopk_group_merge_args ga;
@@ -124,8 +89,8 @@ static dcptopk_result call_group(host_case *h)
 
 static dcptopk_result call_lower(host_case *h)
 {
-    dcptopk_result r = dcptopk_pack(h->ctx, &h->c, &h->pa);
-    return r ? r : dcptopk_select(h->ctx, &h->c, h->ws, &h->sa);
+    dcptopk_result r = dcptopk_pack(h->g.ctx, &h->c, &h->pa);
+    return r ? r : dcptopk_select(h->g.ctx, &h->c, h->ws, &h->sa);
 }
 
 /* Host time per call of `batch` calls issued back to back (the device runs
@@ -134,78 +99,71 @@ static dcptopk_result call_lower(host_case *h)
 static double host_per_call(host_case *h, dcptopk_result (*fn)(host_case *),
                             int batch)
 {
-    dcptopk_context *ctx = h->ctx;
+    dcptopk_context *ctx = h->g.ctx;
     double v[ITERS];
     for (int i = 0; i < WARMUP + ITERS; i++) {
-        if (dc_stream_sync(ctx, h->stream))
+        if (dc_stream_sync(ctx, h->g.stream))
             DIE("sync");
-        double t0 = now_us();
+        double t0 = bench_now_us();
         for (int j = 0; j < batch; j++)
             if (fn(h))
                 DIE("call");
-        double t1 = now_us();
+        double t1 = bench_now_us();
         if (i >= WARMUP)
             v[i - WARMUP] = (t1 - t0) / batch;
     }
-    if (dc_stream_sync(ctx, h->stream))
+    if (dc_stream_sync(ctx, h->g.stream))
         DIE("sync");
     return median(v, ITERS);
 }
 
-static double device_per_call(host_case *h, dcptopk_result (*fn)(host_case *))
+static dcptopk_result group_call(void *user, int iter)
 {
-    dcptopk_context *ctx = h->ctx;
-    void *e0, *e1;
+    (void)iter;
+    return call_group(user);
+}
+
+/* Device time of one group merge call (CUDA events), median. */
+static double device_per_call(host_case *h)
+{
     double v[ITERS];
-    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
-        DIE("events");
-    for (int i = 0; i < WARMUP + ITERS; i++) {
-        float ms = 0;
-        if (dc_event_record(ctx, e0, h->stream) || fn(h) ||
-            dc_event_record(ctx, e1, h->stream) ||
-            dc_stream_sync(ctx, h->stream) ||
-            dc_event_elapsed_ms(ctx, e0, e1, &ms))
-            DIE("timed call");
-        if (i >= WARMUP)
-            v[i - WARMUP] = 1000.0 * ms;
-    }
-    dc_event_destroy(ctx, e0);
-    dc_event_destroy(ctx, e1);
-    return median(v, ITERS);
+    bench_time_calls(&h->g, group_call, h, NULL, NULL, WARMUP, ITERS, v);
+    return v[ITERS / 2];
 }
 
 /* Host time of one replay of a graph holding one group merge call. */
 static double replay_host(host_case *h)
 {
-    dcptopk_context *ctx = h->ctx;
+    dcptopk_context *ctx = h->g.ctx;
     void *exec = NULL;
     double v[ITERS];
-    if (dc_graph_begin(ctx, h->stream) || call_group(h) ||
-        dc_graph_end(ctx, h->stream, &exec))
+    if (dc_graph_begin(ctx, h->g.stream) || call_group(h) ||
+        dc_graph_end(ctx, h->g.stream, &exec))
         DIE("capture");
     for (int i = 0; i < WARMUP + ITERS; i++) {
-        if (dc_stream_sync(ctx, h->stream))
+        if (dc_stream_sync(ctx, h->g.stream))
             DIE("sync");
-        double t0 = now_us();
-        if (dc_graph_launch(ctx, exec, h->stream))
+        double t0 = bench_now_us();
+        if (dc_graph_launch(ctx, exec, h->g.stream))
             DIE("replay");
-        double t1 = now_us();
+        double t1 = bench_now_us();
         if (i >= WARMUP)
             v[i - WARMUP] = t1 - t0;
     }
-    if (dc_stream_sync(ctx, h->stream))
+    if (dc_stream_sync(ctx, h->g.stream))
         DIE("sync");
     dc_graph_destroy(ctx, exec);
     return median(v, ITERS);
 }
 
-static void bench_host(dcptopk_context *ctx, void *stream, const char *how,
-                       int64_t T, int64_t len)
+static void bench_host(const bench_gpu *gpu, const char *how, int64_t T,
+                       int64_t len)
 {
+    dcptopk_context *ctx = gpu->ctx;
+    void *stream = gpu->stream;
     host_case h;
     memset(&h, 0, sizeof h);
-    h.ctx = ctx;
-    h.stream = stream;
+    h.g = *gpu;
     dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
     c.topk = 2048;
     c.local_topk = 384;
@@ -286,7 +244,7 @@ static void bench_host(dcptopk_context *ctx, void *stream, const char *how,
     const int batch = 20;
     const double host = host_per_call(&h, call_group, batch);
     const double lower = host_per_call(&h, call_lower, batch);
-    const double dev = device_per_call(&h, call_group);
+    const double dev = device_per_call(&h);
     const double replay = path == DCPTOPK_PATH_LOOPBACK || path == DCPTOPK_PATH_NCCL
                               ? replay_host(&h) : -1;
     if (dcptopk_group_check(g, stream))
@@ -467,24 +425,13 @@ static void bench_exchange(dcptopk_context *ctx, int64_t T)
 
 int main(void)
 {
-    if (dcptopk_device_count() == 0) {
-        printf("no CUDA device: nothing to measure\n");
+    bench_gpu g;
+    if (!bench_gpu_open(&g, NULL, "no CUDA device: nothing to measure"))
         return 0;
-    }
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx)) {
-        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
-        return 1;
-    }
-    void *stream = NULL;
-    if (dc_stream_create(ctx, &stream))
-        DIE("stream");
-    bench_host(ctx, stream, "loopback", 64, 16384);
-    bench_host(ctx, stream, "nccl", 64, 16384);
-    bench_exchange(ctx, 64);
-    bench_exchange(ctx, 6710);
-    dc_stream_destroy(ctx, stream);
-    dcptopk_context_destroy(ctx);
+    bench_host(&g, "loopback", 64, 16384);
+    bench_host(&g, "nccl", 64, 16384);
+    bench_exchange(g.ctx, 64);
+    bench_exchange(g.ctx, 6710);
+    bench_gpu_close(&g);
     return 0;
 }

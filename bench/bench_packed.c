@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "fixture.h"
 #include "packed.h"
 #include "runtime.h"
 
@@ -26,67 +27,20 @@
 #define ITERS 25
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* ~N(0,1) as bf16 bits (sum of 4 uniforms, scaled). */
-static uint16_t rnd_bf16(void)
-{
-    float s = 0;
-    for (int i = 0; i < 4; i++)
-        s += (float)(rnd() >> 40) / (float)(1ull << 24);
-    s = (s - 2.0f) * 1.7320508f;
-    uint32_t u;
-    memcpy(&u, &s, 4);
-    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
 
 static uint32_t ord16(uint16_t b)
 {
     return (b & 0x8000) ? (uint32_t)(~b & 0xFFFF) : (uint32_t)(b | 0x8000);
 }
 
-static int cmp_f(const void *a, const void *b)
+/* Median of ITERS event-timed calls, in microseconds; prep(prep_user, i)
+ * before call i, untimed, when given. */
+static double time_us(const bench_gpu *g, bench_fn fn, void *user,
+                      bench_fn prep, void *prep_user)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-#define DIE(...)                                                               \
-    do {                                                                       \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, ": %s\n", dcptopk_last_error(ctx));                    \
-        exit(1);                                                               \
-    } while (0)
-
-typedef dcptopk_result (*bench_fn)(void *user, int iter);
-
-/* Median of ITERS event-timed calls, in microseconds. */
-static double time_us(dcptopk_context *ctx, void *stream, bench_fn fn,
-                      void *user, void (*between)(void *user, int iter))
-{
-    void *e0, *e1;
-    float ms[ITERS];
-    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
-        DIE("events");
-    for (int i = 0; i < WARMUP + ITERS; i++) {
-        if (between)
-            between(user, i);
-        if (dc_event_record(ctx, e0, stream) || fn(user, i) ||
-            dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
-            DIE("call %d", i);
-        if (i >= WARMUP && dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]))
-            DIE("elapsed");
-    }
-    dc_event_destroy(ctx, e0);
-    dc_event_destroy(ctx, e1);
-    qsort(ms, ITERS, sizeof ms[0], cmp_f);
-    return 1000.0 * ms[ITERS / 2];
+    double us[ITERS];
+    bench_time_calls(g, fn, user, prep, prep_user, WARMUP, ITERS, us);
+    return us[ITERS / 2];
 }
 
 /* `batch` calls of fn as one timed unit (run_batch), or their CUDA graph
@@ -120,24 +74,23 @@ static dcptopk_result run_graph(void *p, int iter)
  * (no host gap between launches): the median over ITERS batches, in
  * microseconds. It hides the fixed event and launch overhead (about 3.7 us
  * here) that a single timed call carries. */
-static double piped_us(dcptopk_context *ctx, void *stream, bench_fn fn,
-                       void *user, int batch)
+static double piped_us(const bench_gpu *g, bench_fn fn, void *user, int batch)
 {
-    batch_of b = {fn, user, batch, ctx, stream, NULL};
-    return time_us(ctx, stream, run_batch, &b, NULL) / batch;
+    batch_of b = {fn, user, batch, g->ctx, g->stream, NULL};
+    return time_us(g, run_batch, &b, NULL, NULL) / batch;
 }
 
 /* The same `batch` calls captured once into a CUDA graph; the median over
  * ITERS graph launches, per call. What an engine that replays its decode
  * step as a graph pays per call. */
-static double graph_us(dcptopk_context *ctx, void *stream, bench_fn fn,
-                       void *user, int batch)
+static double graph_us(const bench_gpu *g, bench_fn fn, void *user, int batch)
 {
-    batch_of b = {fn, user, batch, ctx, stream, NULL};
-    if (dc_graph_begin(ctx, stream) || run_batch(&b, 0) ||
-        dc_graph_end(ctx, stream, &b.exec))
+    dcptopk_context *ctx = g->ctx;
+    batch_of b = {fn, user, batch, ctx, g->stream, NULL};
+    if (dc_graph_begin(ctx, g->stream) || run_batch(&b, 0) ||
+        dc_graph_end(ctx, g->stream, &b.exec))
         DIE("capture");
-    double us = time_us(ctx, stream, run_graph, &b, NULL) / batch;
+    double us = time_us(g, run_graph, &b, NULL, NULL) / batch;
     dc_graph_destroy(ctx, b.exec);
     return us;
 }
@@ -153,6 +106,21 @@ static void report(const char *name, const char *shape, double us,
            "\"floor_us\": %.2f}\n",
            name, shape, us, floor_us);
     fflush(stdout);
+}
+
+/* The packed-merge config of every timing here: W ranks, K out of their N
+ * each, ids out, whole rows (no block size). */
+static dcptopk_merge_config packed_config(int32_t w, int32_t k, int32_t n,
+                                          int32_t exact)
+{
+    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
+    c.topk = k;
+    c.local_topk = n;
+    c.world_size = w;
+    c.block_size = 0;
+    c.emit_ids = 1;
+    c.exact = exact;
+    return c;
 }
 
 /* ----------------------------------------------------------- select */
@@ -179,10 +147,10 @@ static dcptopk_result run_sel(void *user, int iter)
 }
 
 /* The median time of b's calls of `launch`. */
-static double time_launch(dcptopk_context *ctx, void *stream, sel_bench *b, sel_launch launch)
+static double time_launch(const bench_gpu *g, sel_bench *b, sel_launch launch)
 {
     b->launch = launch;
-    return time_us(ctx, stream, run_sel, b, NULL);
+    return time_us(g, run_sel, b, NULL, NULL);
 }
 
 /* Host packed rows of one rank segment: N distinct local ids, ascending,
@@ -195,8 +163,8 @@ static void fill_packed(int32_t *g, int64_t rows, int32_t n, int64_t len)
         memset(row, 0, (size_t)words * 4);
         int64_t step = len / n;
         for (int32_t j = 0; j < n; j++) {
-            int64_t l = j * step + (int64_t)(rnd() % (uint64_t)step);
-            uint16_t v = rnd_bf16();
+            int64_t l = j * step + (int64_t)(bench_rand(&rng_state) % (uint64_t)step);
+            uint16_t v = bench_normal_bf16(&rng_state);
             row[j] = (int32_t)((ord16(v) << 16) | (0xFFFFu - ((uint32_t)l & 0xFFFFu)));
             if ((l >> 16) & 1)
                 row[n + j / 32] |= (int32_t)(1u << (j % 32));
@@ -222,8 +190,27 @@ static int only_is(const char *what)
     return 0;
 }
 
-static void bench_select(dcptopk_context *ctx, void *stream)
+/* The workspace's seq words must be 0 before each rescue call, and the
+ * rescue does not reset them: they live right before the saturation words
+ * of the workspace's allocation. */
+typedef struct seq_reset {
+    dcptopk_context *ctx;
+    uint64_t seq;
+    size_t bytes;
+    void *stream;
+} seq_reset;
+
+static dcptopk_result reset_seq(void *user, int iter)
 {
+    const seq_reset *z = user;
+    (void)iter;
+    return dc_memset_async(z->ctx, z->seq, 0, z->bytes, z->stream);
+}
+
+static void bench_select(const bench_gpu *g)
+{
+    dcptopk_context *ctx = g->ctx;
+    void *stream = g->stream;
     const int32_t W = 8, K = 2048, N = 384;
     const int64_t T = 6710;
     const int32_t words = N + N / 32;
@@ -232,14 +219,7 @@ static void bench_select(dcptopk_context *ctx, void *stream)
     sel_bench b;
     memset(&b, 0, sizeof b);
     b.ctx = ctx;
-    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
-    c.topk = K;
-    c.local_topk = N;
-    c.world_size = W;
-    c.block_size = 0;
-    c.emit_ids = 1;
-    c.exact = 0;
-    b.c = c;
+    b.c = packed_config(W, K, N, 0);
     uint64_t dg[NBUF], dids[NBUF];
     for (int i = 0; i < NBUF; i++) {
         fill_packed(h, (int64_t)W * T, N, 16384);
@@ -259,7 +239,7 @@ static void bench_select(dcptopk_context *ctx, void *stream)
     /* floor: 85 MB read + 55 MB ids written at 4.3 TB/s */
     double floor_us = ((double)gbytes + (double)T * K * 4) / 4.3e6;
     if (sel) {
-        us = time_launch(ctx, stream, &b, dcptopk_select);
+        us = time_launch(g, &b, dcptopk_select);
         report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
     }
 
@@ -287,18 +267,18 @@ static void bench_select(dcptopk_context *ctx, void *stream)
         b.a[i].row_ends = (const int32_t *)(uintptr_t)re;
     }
     if (sel) {
-        us = time_launch(ctx, stream, &b, dcptopk_select);
+        us = time_launch(g, &b, dcptopk_select);
         report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
                floor_us);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
         /* Its parts alone (no row saturated): where the exact select's
          * time over the plain one goes. */
-        us = time_launch(ctx, stream, &b, dc_packed_select_launch);
+        us = time_launch(g, &b, dc_packed_select_launch);
         report("select exact: select kernel", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
-        us = time_launch(ctx, stream, &b, dc_packed_push_launch);
+        us = time_launch(g, &b, dc_packed_push_launch);
         report("select exact: push, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
-        us = time_launch(ctx, stream, &b, dc_packed_rescue_launch);
+        us = time_launch(g, &b, dc_packed_rescue_launch);
         report("select exact: rescue, no sat row", "W=8 K=2048 N=384 T=6710", us, 0);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
@@ -314,11 +294,11 @@ static void bench_select(dcptopk_context *ctx, void *stream)
     /* From here on every timed call is the rescue alone. */
     b.launch = dc_packed_rescue_launch;
     if (sel && res) {
-        us = time_us(ctx, stream, run_sel, &b, NULL);
+        us = time_us(g, run_sel, &b, NULL, NULL);
         report("rescue, no saturated row", "W=8 K=2048 N=384 T=64", us, 0);
-        us = piped_us(ctx, stream, run_sel, &b, 50);
+        us = piped_us(g, run_sel, &b, 50);
         report("rescue, no saturated row, piped", "W=8 K=2048 N=384 T=64 x50", us, 0);
-        us = graph_us(ctx, stream, run_sel, &b, 50);
+        us = graph_us(g, run_sel, &b, 50);
         report("rescue, no saturated row, graph", "W=8 K=2048 N=384 T=64 x50", us, 0);
     }
 
@@ -349,28 +329,9 @@ static void bench_select(dcptopk_context *ctx, void *stream)
                                             : 0u;
         if (dc_memcpy_htod(ctx, dcptopk_workspace_saturation(b.ws), sat, (size_t)T * 4))
             DIE("sat");
-        double us2 = 0;
-        /* seq must be 0 before each call: the workspace is recreated per
-         * measurement instead (seq words are its own allocation). */
-        void *e0, *e1;
-        float ms[ITERS];
-        dc_event_create(ctx, &e0);
-        dc_event_create(ctx, &e1);
-        for (int i = 0; i < WARMUP + ITERS; i++) {
-            /* seq lives right before sat in the workspace allocation. */
-            if (dc_memset_async(ctx, dcptopk_workspace_saturation(b.ws) - (uint64_t)T * 4,
-                                0, (size_t)T * 4, stream))
-                DIE("seq reset");
-            if (dc_event_record(ctx, e0, stream) || run_sel(&b, i) ||
-                dc_event_record(ctx, e1, stream) || dc_stream_sync(ctx, stream))
-                DIE("rescue %d%%", pct[p]);
-            if (i >= WARMUP)
-                dc_event_elapsed_ms(ctx, e0, e1, &ms[i - WARMUP]);
-        }
-        dc_event_destroy(ctx, e0);
-        dc_event_destroy(ctx, e1);
-        qsort(ms, ITERS, sizeof ms[0], cmp_f);
-        us2 = 1000.0 * ms[ITERS / 2];
+        seq_reset z = {ctx, dcptopk_workspace_saturation(b.ws) - (uint64_t)T * 4,
+                       (size_t)T * 4, stream};
+        const double us2 = time_us(g, run_sel, &b, reset_seq, &z);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("rescue status");
         char shape[64];
@@ -402,17 +363,12 @@ static dcptopk_result run_lb(void *user, int iter)
                                   b->rows, b->ids, NULL, b->stream);
 }
 
-static void bench_loopback(dcptopk_context *ctx, void *stream, int64_t T,
-                           int64_t S)
+static void bench_loopback(const bench_gpu *g, int64_t T, int64_t S)
 {
+    dcptopk_context *ctx = g->ctx;
+    void *stream = g->stream;
     const int32_t W = 8, K = 2048, N = 384;
-    dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
-    c.topk = K;
-    c.local_topk = N;
-    c.world_size = W;
-    c.block_size = 0;
-    c.emit_ids = 1;
-    c.exact = 1;
+    dcptopk_merge_config c = packed_config(W, K, N, 1);
     lb_bench b;
     memset(&b, 0, sizeof b);
     b.stride = S;
@@ -430,7 +386,7 @@ static void bench_loopback(dcptopk_context *ctx, void *stream, int64_t T,
     for (int i = 0; i < nb; i++)
         for (int r = 0; r < W; r++) {
             for (size_t e = 0; e < (size_t)T * S; e++)
-                h[e] = rnd_bf16();
+                h[e] = bench_normal_bf16(&rng_state);
             uint64_t d;
             if (dc_mem_alloc(ctx, lbytes, &d) || dc_memcpy_htod(ctx, d, h, lbytes))
                 DIE("logits");
@@ -445,7 +401,7 @@ static void bench_loopback(dcptopk_context *ctx, void *stream, int64_t T,
         b.ids[r] = (int32_t *)(uintptr_t)d;
         b.re[r] = (const int32_t *)(uintptr_t)e;
     }
-    double us = time_us(ctx, stream, run_lb, &b, NULL);
+    double us = time_us(g, run_lb, &b, NULL, NULL);
     if (dcptopk_loopback_check(b.lb, stream))
         DIE("loopback check");
     char shape[96];
@@ -461,26 +417,15 @@ int main(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    if (dcptopk_device_count() == 0) {
-        printf("no CUDA device: nothing to measure\n");
+    bench_gpu g;
+    if (!bench_gpu_open(&g, NULL, "no CUDA device: nothing to measure"))
         return 0;
-    }
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx)) {
-        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
-        return 1;
-    }
-    void *stream = NULL;
-    if (dc_stream_create(ctx, &stream))
-        DIE("stream");
     printf("%-34s %-36s %12s\n", "workload", "shape", "median");
-    bench_select(ctx, stream);
+    bench_select(&g);
     if (only_is("loopback")) {
-        bench_loopback(ctx, stream, 64, 16384);
-        bench_loopback(ctx, stream, 6710, 4096);
+        bench_loopback(&g, 64, 16384);
+        bench_loopback(&g, 6710, 4096);
     }
-    dc_stream_destroy(ctx, stream);
-    dcptopk_context_destroy(ctx);
+    bench_gpu_close(&g);
     return 0;
 }

@@ -16,31 +16,18 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "fixture.h"
 #include "runtime.h"
 
 #define FLUSH_BYTES (256u << 20)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static float rng_normal(void)
 {
-    double u1 = ((double)(rng_next() >> 11) + 1.0) / 9007199254740993.0;
-    double u2 = (double)(rng_next() >> 11) / 9007199254740992.0;
+    double u1 = ((double)(bench_rand(&rng_state) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (double)(bench_rand(&rng_state) >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
 }
 
 /* Fast N(0,1): linear interpolation between 2^16 sorted Box-Muller samples
@@ -53,60 +40,46 @@ static void quantiles_init(void)
 {
     for (int i = 0; i < QN; i++)
         quantiles[i] = rng_normal();
-    qsort(quantiles, QN, sizeof quantiles[0], cmp_float);
+    qsort(quantiles, QN, sizeof quantiles[0], bench_cmp_float);
 }
 
 static float fast_normal(void)
 {
-    uint64_t x = rng_next();
+    uint64_t x = bench_rand(&rng_state);
     uint32_t i = (uint32_t)(x % (QN - 1));
     float u = (float)(x >> 40) * (1.0f / 16777216.0f);
     float v = quantiles[i] + (quantiles[i + 1] - quantiles[i]) * u;
     return v != 0.0f ? v : 1e-7f; /* never zero */
 }
 
-#define DIE_IF(cond, ...)                                                      \
-    do {                                                                       \
-        if (cond) {                                                            \
-            fprintf(stderr, "bench_pair: " __VA_ARGS__);                      \
-            fprintf(stderr, " (%s)\n", dcptopk_last_error(ctx));               \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
 typedef struct bench_ctx {
-    dcptopk_context *ctx;
-    void *stream, *ev0, *ev1;
+    bench_gpu g;
     uint64_t flush;
     int runs;
 } bench_ctx;
 
-typedef dcptopk_result (*bench_fn)(void *user);
+/* Dirties the whole L2 before a timed call, so that each reads cold data
+ * (the warm-up calls too: they only need to run). */
+static dcptopk_result flush_l2(void *user, int iter)
+{
+    const bench_ctx *b = user;
+    return dc_memset_async(b->g.ctx, b->flush, (uint8_t)iter, FLUSH_BYTES,
+                           b->g.stream);
+}
 
 /* Median and min in microseconds of `runs` timed calls, each after an L2
  * flush. */
-static void time_it(bench_ctx *b, bench_fn fn, void *user, double *median,
+static void time_it(bench_ctx *b, bench_fn fn, void *job, double *median,
                     double *min)
 {
-    dcptopk_context *ctx = b->ctx;
-    float *ms = malloc(sizeof *ms * (size_t)b->runs);
-    DIE_IF(!ms, "out of memory");
-    for (int i = 0; i < 3; i++)
-        DIE_IF(fn(user), "warm-up call failed");
-    for (int i = 0; i < b->runs; i++) {
-        DIE_IF(dc_memset_async(ctx, b->flush, (uint8_t)i, FLUSH_BYTES, b->stream),
-               "flush");
-        DIE_IF(dc_event_record(ctx, b->ev0, b->stream), "event");
-        DIE_IF(fn(user), "timed call failed");
-        DIE_IF(dc_event_record(ctx, b->ev1, b->stream), "event");
-        DIE_IF(dc_stream_sync(ctx, b->stream), "sync");
-        DIE_IF(dc_event_elapsed_ms(ctx, b->ev0, b->ev1, &ms[i]), "elapsed");
-    }
-    qsort(ms, (size_t)b->runs, sizeof *ms, cmp_float);
-    *median = 1000.0 * (b->runs % 2 ? ms[b->runs / 2]
-                                     : 0.5 * (ms[b->runs / 2 - 1] + ms[b->runs / 2]));
-    *min = 1000.0 * ms[0];
-    free(ms);
+    dcptopk_context *ctx = b->g.ctx;
+    double *us = malloc(sizeof *us * (size_t)b->runs);
+    DIE_IF(!us, "out of memory");
+    bench_time_calls(&b->g, fn, job, flush_l2, b, 3, b->runs, us);
+    *median = b->runs % 2 ? us[b->runs / 2]
+                          : 0.5 * (us[b->runs / 2 - 1] + us[b->runs / 2]);
+    *min = us[0];
+    free(us);
 }
 
 /* The pair-merge config of a W x K shape (ids out, a block size for rows). */
@@ -130,8 +103,9 @@ typedef struct select_job {
     dcptopk_pair_select_args args;
 } select_job;
 
-static dcptopk_result run_select(void *user)
+static dcptopk_result run_select(void *user, int iter)
 {
+    (void)iter;
     select_job *j = user;
     return dcptopk_pair_select(j->ctx, &j->config, &j->args);
 }
@@ -142,8 +116,9 @@ typedef struct pack_job {
     dcptopk_pair_pack_args args;
 } pack_job;
 
-static dcptopk_result run_pack(void *user)
+static dcptopk_result run_pack(void *user, int iter)
 {
+    (void)iter;
     pack_job *j = user;
     return dcptopk_pair_pack(j->ctx, &j->config, &j->args);
 }
@@ -177,7 +152,7 @@ static void float_ids(dcptopk_context *ctx, uint64_t d, size_t n)
 
 static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 {
-    dcptopk_context *ctx = b->ctx;
+    dcptopk_context *ctx = b->g.ctx;
     int64_t wk = (int64_t)w * k;
     size_t n = (size_t)t * (size_t)wk * 2; /* int32 words */
     int32_t *rank_major = malloc(sizeof(int32_t) * n);
@@ -187,7 +162,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         for (int64_t row = 0; row < t; row++)
             for (int32_t j = 0; j < k; j++) {
                 float s = fast_normal();
-                int32_t l = j * 3 + (int32_t)(rng_next() % 3);
+                int32_t l = j * 3 + (int32_t)(bench_rand(&rng_state) % 3);
                 int32_t *p = rank_major + (((int64_t)r * t + row) * k + j) * 2;
                 memcpy(&p[0], &s, sizeof s);
                 p[1] = l * w + r;
@@ -217,7 +192,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         a.layout = layout;
         a.rows = t;
         a.ids_out = (int32_t *)(uintptr_t)d_ids;
-        a.stream = b->stream;
+        a.stream = b->g.stream;
         job.args = a;
         time_it(b, run_select, &job, &med[layout], &mn[layout]);
         report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
@@ -250,7 +225,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 static void bench_pack(bench_ctx *b, int32_t w, int32_t k, int64_t t,
                        int64_t local_len)
 {
-    dcptopk_context *ctx = b->ctx;
+    dcptopk_context *ctx = b->g.ctx;
     size_t nl = (size_t)t * (size_t)local_len, ni = (size_t)t * (size_t)k;
     float *logits = malloc(sizeof(float) * nl);
     int32_t *ids = malloc(sizeof(int32_t) * ni);
@@ -259,7 +234,7 @@ static void bench_pack(bench_ctx *b, int32_t w, int32_t k, int64_t t,
         logits[i] = fast_normal();
     for (int64_t row = 0; row < t; row++)
         for (int32_t j = 0; j < k; j++)
-            ids[row * k + j] = (int32_t)(rng_next() % (uint64_t)local_len);
+            ids[row * k + j] = (int32_t)(bench_rand(&rng_state) % (uint64_t)local_len);
     uint64_t d_logits = 0, d_ids = 0, d_out = 0;
     DIE_IF(dc_mem_alloc(ctx, sizeof(float) * nl, &d_logits), "alloc");
     DIE_IF(dc_mem_alloc(ctx, sizeof(int32_t) * ni, &d_ids), "alloc");
@@ -280,7 +255,7 @@ static void bench_pack(bench_ctx *b, int32_t w, int32_t k, int64_t t,
     a.rows = t;
     a.rank = 0;
     a.out = (int32_t *)(uintptr_t)d_out;
-    a.stream = b->stream;
+    a.stream = b->g.stream;
     job.args = a;
     double med, mn;
     time_it(b, run_pack, &job, &med, &mn);
@@ -299,18 +274,12 @@ int main(int argc, char **argv)
     if (b.runs < 1)
         b.runs = 30;
     quantiles_init();
-    if (dcptopk_device_count() == 0) {
-        printf("bench_pair: no CUDA device, nothing measured\n");
-        return 77;
-    }
     dcptopk_context_config cc = DCPTOPK_CONTEXT_CONFIG_INIT;
     cc.device = 0;
     cc.cache_mode = DCPTOPK_CACHE_OFF;
-    dcptopk_context *ctx = NULL;
-    DIE_IF(dcptopk_context_create(&cc, &ctx), "context");
-    b.ctx = ctx;
-    DIE_IF(dc_stream_create(ctx, &b.stream), "stream");
-    DIE_IF(dc_event_create(ctx, &b.ev0) || dc_event_create(ctx, &b.ev1), "event");
+    if (!bench_gpu_open(&b.g, &cc, "bench_pair: no CUDA device, nothing measured"))
+        return 77;
+    dcptopk_context *ctx = b.g.ctx;
     DIE_IF(dc_mem_alloc(ctx, FLUSH_BYTES, &b.flush), "flush buffer");
 
     printf("pair merge on %s, median of %d runs, L2 flushed before each\n",
@@ -333,9 +302,6 @@ int main(int argc, char **argv)
         bench_pack(&b, 8, 2048, 6710, 16384);
 
     dc_mem_free(ctx, b.flush);
-    dc_event_destroy(ctx, b.ev0);
-    dc_event_destroy(ctx, b.ev1);
-    dc_stream_destroy(ctx, b.stream);
-    dcptopk_context_destroy(ctx);
+    bench_gpu_close(&b.g);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "fixture.h"
 #include "runtime.h"
 #include "topn.h"
 #include "topn_abi.h"
@@ -27,33 +28,15 @@ static const char *fam_names[FAM_COUNT] = {"normal", "normal+100",
                                            "integer0..3", "-inf-masked"};
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_uniform(void)
-{
-    return (double)(rng_next() >> 11) * (1.0 / 9007199254740992.0);
-}
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* One row of a family; never all zeros. */
 static void gen_row(int fam, uint16_t *row, int64_t s)
 {
     int64_t cut = s;
     if (fam == FAM_NEG_INF_MASK) /* causal-style: a random tail is -inf */
-        cut = s / 4 + (int64_t)(rng_uniform() * (double)(s - s / 4));
+        cut = s / 4 + (int64_t)(bench_uniform(&rng_state) * (double)(s - s / 4));
     for (int64_t i = 0; i < s; i += 2) {
-        double u1 = rng_uniform(), u2 = rng_uniform();
+        double u1 = bench_uniform(&rng_state), u2 = bench_uniform(&rng_state);
         double r = sqrt(-2.0 * log(u1 + 1e-300));
         double z[2] = {r * cos(6.283185307179586 * u2),
                        r * sin(6.283185307179586 * u2)};
@@ -61,26 +44,37 @@ static void gen_row(int fam, uint16_t *row, int64_t s)
             float v;
             switch (fam) {
             case FAM_NORMAL_100: v = (float)(z[k] + 100.0); break;
-            case FAM_INTEGER: v = (float)(rng_next() & 3u); break;
+            case FAM_INTEGER: v = (float)(bench_rand(&rng_state) & 3u); break;
             default: v = (float)z[k]; break;
             }
-            row[i + k] = i + k >= cut ? (uint16_t)0xFF80u : f32_to_bf16(v);
+            row[i + k] = i + k >= cut ? (uint16_t)0xFF80u : bench_bf16(v);
         }
     }
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
+/* One launch, or `batch` of them back to back (no host gap between them,
+ * as in a CUDA graph), of the variant under test; the inputs rotate over
+ * nbuf device copies. */
+typedef struct launch {
+    dcptopk_context *ctx;
+    const dcptopk_merge_config *c;
+    dcptopk_pack_args a;
+    const uint64_t *d_in;
+    int nbuf, batch;
+    int32_t variant;
+} launch;
 
-#define DIE(...)                                                               \
-    do {                                                                       \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        exit(1);                                                               \
-    } while (0)
+static dcptopk_result run_launches(void *user, int iter)
+{
+    launch *l = user;
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    for (int i = 0; i < l->batch && !r; i++) {
+        l->a.logits =
+            (const uint16_t *)(uintptr_t)l->d_in[(iter * l->batch + i) % l->nbuf];
+        r = dc_topn_pack_launch_variant(l->ctx, l->c, &l->a, l->variant);
+    }
+    return r;
+}
 
 int main(int argc, char **argv)
 {
@@ -88,14 +82,10 @@ int main(int argc, char **argv)
     const char *filter = argc > 2 ? argv[2] : NULL;
     if (iters < 20)
         iters = 20;
-    if (dcptopk_device_count() == 0) {
-        printf("no CUDA device: nothing to measure\n");
+    bench_gpu g;
+    if (!bench_gpu_open(&g, NULL, "no CUDA device: nothing to measure"))
         return 0;
-    }
-    dcptopk_context_config cc = DCPTOPK_CONTEXT_CONFIG_INIT;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cc, &ctx))
-        DIE("context: %s", dcptopk_last_error(NULL));
+    dcptopk_context *ctx = g.ctx;
     const int32_t sms = dc_ctx_sm_count(ctx);
     static const struct {
         int64_t t, s;
@@ -105,11 +95,7 @@ int main(int argc, char **argv)
                   {8, 131072, 384, "-"},
                   {64, 16384, 384, "-"},
                   {6710, 16384, 384, "<= 150 us (torch 959 us)"}};
-    void *stream = NULL, *ev0 = NULL, *ev1 = NULL;
-    if (dc_stream_create(ctx, &stream) || dc_event_create(ctx, &ev0) ||
-        dc_event_create(ctx, &ev1))
-        DIE("stream/events: %s", dcptopk_last_error(ctx));
-    float *times = malloc(sizeof *times * (size_t)iters);
+    double *times = malloc(sizeof *times * (size_t)iters);
     printf("%-6s %-7s %-5s %-12s %-7s %10s %10s %10s %10s %8s  goal\n", "T",
            "S", "N", "family", "variant", "median_us", "min_us", "piped_us",
            "floor_us", "TB/s");
@@ -138,11 +124,11 @@ int main(int argc, char **argv)
             ends[t] = (int32_t)S;
         for (int b = 0; b < nbuf; b++)
             if (dc_mem_alloc(ctx, in_bytes, &d_in[b]))
-                DIE("alloc: %s", dcptopk_last_error(ctx));
+                DIE("alloc");
         if (dc_mem_alloc(ctx, out_bytes, &d_out) ||
             dc_mem_alloc(ctx, sizeof *ends * (size_t)T, &d_ends) ||
             dc_memcpy_htod(ctx, d_ends, ends, sizeof *ends * (size_t)T))
-            DIE("alloc: %s", dcptopk_last_error(ctx));
+            DIE("alloc");
         dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
         c.local_topk = n;
         const int32_t auto_v = dc_topn_variant(T, S, sms);
@@ -155,7 +141,7 @@ int main(int argc, char **argv)
                 gen_row(fam, host + t * S, S);
             for (int b = 0; b < nbuf; b++)
                 if (dc_memcpy_htod(ctx, d_in[b], host, in_bytes))
-                    DIE("upload: %s", dcptopk_last_error(ctx));
+                    DIE("upload");
             /* The automatic variant, and for the decode shapes the others
              * that the row fits (a forced variant below the capacity one
              * would run as that one, under the wrong label). */
@@ -170,59 +156,26 @@ int main(int argc, char **argv)
                     if (v != auto_v)
                         variants[nv++] = v;
             for (int vi = 0; vi < nv; vi++) {
-                dcptopk_pack_args a = DCPTOPK_PACK_ARGS_INIT;
-                a.logits_stride = S;
-                a.max_local_len = S;
-                a.row_ends = (const int32_t *)(uintptr_t)d_ends;
-                a.rows = T;
-                a.out = (int32_t *)(uintptr_t)d_out;
-                a.stream = stream;
-                for (int i = 0; i < 5 + iters; i++) {
-                    a.logits = (const uint16_t *)(uintptr_t)d_in[i % nbuf];
-                    dcptopk_result r = dc_event_record(ctx, ev0, stream);
-                    if (!r)
-                        r = dc_topn_pack_launch_variant(ctx, &c, &a,
-                                                        variants[vi]);
-                    if (!r)
-                        r = dc_event_record(ctx, ev1, stream);
-                    if (!r)
-                        r = dc_stream_sync(ctx, stream);
-                    float ms = 0;
-                    if (!r)
-                        r = dc_event_elapsed_ms(ctx, ev0, ev1, &ms);
-                    if (r)
-                        DIE("launch: %s", dcptopk_last_error(ctx));
-                    if (i >= 5)
-                        times[i - 5] = ms * 1000.0f;
-                }
-                qsort(times, (size_t)iters, sizeof *times, cmp_float);
+                launch l = {ctx, &c, DCPTOPK_PACK_ARGS_INIT, d_in, nbuf, 1,
+                            variants[vi]};
+                l.a.logits_stride = S;
+                l.a.max_local_len = S;
+                l.a.row_ends = (const int32_t *)(uintptr_t)d_ends;
+                l.a.rows = T;
+                l.a.out = (int32_t *)(uintptr_t)d_out;
+                l.a.stream = g.stream;
+                bench_time_calls(&g, run_launches, &l, NULL, NULL, 5, iters, times);
                 const double med = times[iters / 2], mn = times[0];
                 /* Pipelined: `batch` launches between two events (what a
                  * CUDA graph or a busy stream sees: no host gap); the median
                  * over `batches` such batches (one batch alone varied by
                  * 0.4 us at 64 x 131072). */
                 enum { batch = 20, batches = 9 };
-                float piped_runs[batches];
-                for (int bi = 0; bi < batches; bi++) {
-                    float ms = 0;
-                    dcptopk_result r = dc_event_record(ctx, ev0, stream);
-                    for (int i = 0; i < batch && !r; i++) {
-                        a.logits = (const uint16_t *)(uintptr_t)d_in[(bi * batch + i) % nbuf];
-                        r = dc_topn_pack_launch_variant(ctx, &c, &a,
-                                                        variants[vi]);
-                    }
-                    if (!r)
-                        r = dc_event_record(ctx, ev1, stream);
-                    if (!r)
-                        r = dc_stream_sync(ctx, stream);
-                    if (!r)
-                        r = dc_event_elapsed_ms(ctx, ev0, ev1, &ms);
-                    if (r)
-                        DIE("launch: %s", dcptopk_last_error(ctx));
-                    piped_runs[bi] = ms * 1000.0f / (float)batch;
-                }
-                qsort(piped_runs, (size_t)batches, sizeof *piped_runs, cmp_float);
-                const double piped = piped_runs[batches / 2];
+                double piped_runs[batches];
+                l.batch = batch;
+                bench_time_calls(&g, run_launches, &l, NULL, NULL, 0, batches,
+                                 piped_runs);
+                const double piped = piped_runs[batches / 2] / batch;
                 const double floor_us = (double)(in_bytes + out_bytes) / 4.3e6;
                 const int32_t v = variants[vi] < 0 ? auto_v : variants[vi];
                 const double tbs = (double)in_bytes / (med * 1e6);
@@ -251,9 +204,6 @@ int main(int argc, char **argv)
         free(ends);
     }
     free(times);
-    dc_event_destroy(ctx, ev0);
-    dc_event_destroy(ctx, ev1);
-    dc_stream_destroy(ctx, stream);
-    dcptopk_context_destroy(ctx);
+    bench_gpu_close(&g);
     return 0;
 }

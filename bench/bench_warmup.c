@@ -10,24 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dcptopk.h"
+#include "fixture.h"
 
 #define NPROC 8
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    return bench_now_us() / 1e3;
 }
 
 static void rm_dir(const char *dir)
@@ -198,7 +190,7 @@ int main(int argc, char **argv)
         }
     }
     dcptopk_context_destroy(holder);
-    qsort(runs, (size_t)nruns, sizeof runs[0], cmp_double);
+    qsort(runs, (size_t)nruns, sizeof runs[0], bench_cmp_double);
     double warm_med = runs[nruns / 2], warm_min = runs[0];
     fails += !(warm_med < 10.0);
 

@@ -1,0 +1,121 @@
+/* fixture.c - the benchmark programs' shared pieces (see fixture.h). */
+#include "fixture.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime.h"
+
+void bench_die(dcptopk_context *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s\n", dcptopk_last_error(ctx));
+    exit(1);
+}
+
+uint64_t bench_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double bench_uniform(uint64_t *state)
+{
+    return (double)(bench_rand(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+uint16_t bench_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+uint16_t bench_normal_bf16(uint64_t *state)
+{
+    /* Irwin-Hall: 4 uniforms have mean 2 and variance 1/3. */
+    float s = 0;
+    for (int i = 0; i < 4; i++)
+        s += (float)(bench_rand(state) >> 40) / (float)(1ull << 24);
+    return bench_bf16((s - 2.0f) * 1.7320508f);
+}
+
+int bench_cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+int bench_gpu_open(bench_gpu *g, const dcptopk_context_config *cfg,
+                   const char *no_device)
+{
+    memset(g, 0, sizeof *g);
+    if (dcptopk_device_count() == 0) {
+        printf("%s\n", no_device);
+        return 0;
+    }
+    dcptopk_context_config defaults = DCPTOPK_CONTEXT_CONFIG_INIT;
+    dcptopk_context *ctx = NULL;
+    if (dcptopk_context_create(cfg ? cfg : &defaults, &ctx))
+        DIE("context");
+    if (dc_stream_create(ctx, &g->stream))
+        DIE("stream");
+    g->ctx = ctx;
+    return 1;
+}
+
+void bench_gpu_close(bench_gpu *g)
+{
+    if (g->ctx) {
+        dc_stream_destroy(g->ctx, g->stream);
+        dcptopk_context_destroy(g->ctx);
+    }
+    memset(g, 0, sizeof *g);
+}
+
+void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,
+                      bench_fn prep, void *prep_user, int warmup, int n,
+                      double *us)
+{
+    dcptopk_context *ctx = g->ctx;
+    void *e0 = NULL, *e1 = NULL;
+    if (dc_event_create(ctx, &e0) || dc_event_create(ctx, &e1))
+        DIE("events");
+    for (int i = 0; i < warmup + n; i++) {
+        float ms = 0;
+        if (prep && prep(prep_user, i))
+            DIE("before call %d", i);
+        if (dc_event_record(ctx, e0, g->stream) || fn(user, i) ||
+            dc_event_record(ctx, e1, g->stream) ||
+            dc_stream_sync(ctx, g->stream) ||
+            dc_event_elapsed_ms(ctx, e0, e1, &ms))
+            DIE("call %d", i);
+        if (i >= warmup)
+            us[i - warmup] = 1000.0 * (double)ms;
+    }
+    dc_event_destroy(ctx, e0);
+    dc_event_destroy(ctx, e1);
+    qsort(us, (size_t)n, sizeof *us, bench_cmp_double);
+}
