@@ -25,7 +25,7 @@ int dc_misaligned(const void *p, size_t align)
 
 /* A required pointer: not NULL, aligned for its element type. */
 dcptopk_result dc_check_ptr(const dcptopk_context *ctx, const char *name,
-                                const void *p, size_t align)
+                            const void *p, size_t align)
 {
     if (!p)
         return DC_INVALID("%s is NULL", name);
@@ -36,8 +36,8 @@ dcptopk_result dc_check_ptr(const dcptopk_context *ctx, const char *name,
 
 /* An optional pointer: aligned when given. */
 dcptopk_result dc_check_opt_ptr(const dcptopk_context *ctx,
-                                    const char *name, const void *p,
-                                    size_t align)
+                                const char *name, const void *p,
+                                size_t align)
 {
     if (p && dc_misaligned(p, align))
         return DC_INVALID("%s = %p: must be %zu-byte aligned", name, p, align);
@@ -45,7 +45,7 @@ dcptopk_result dc_check_opt_ptr(const dcptopk_context *ctx,
 }
 
 dcptopk_result dc_check_rows(const dcptopk_context *ctx, const char *name,
-                                 int64_t rows)
+                             int64_t rows)
 {
     if (rows < 0 || rows > DC_MAX_ROWS)
         return DC_INVALID("%s = %lld: must be in 0..%d", name, (long long)rows,
@@ -55,8 +55,8 @@ dcptopk_result dc_check_rows(const dcptopk_context *ctx, const char *name,
 
 /* A row stride where 0 means `width`; otherwise it must be >= width. */
 dcptopk_result dc_check_stride(const dcptopk_context *ctx,
-                                   const char *name, int64_t stride,
-                                   int64_t width, const char *width_name)
+                               const char *name, int64_t stride,
+                               int64_t width, const char *width_name)
 {
     if (stride != 0 && stride < width)
         return DC_INVALID("%s = %lld: must be 0 (= %s = %lld) or >= %s = %lld",
@@ -71,9 +71,9 @@ dcptopk_result dc_check_stride(const dcptopk_context *ctx,
 /* A buffer of `rows` rows `stride` elements apart (the effective stride, the
  * default already applied) spans at most 2^50 bytes. */
 dcptopk_result dc_check_extent(const dcptopk_context *ctx,
-                                   const char *rows_name, int64_t rows,
-                                   const char *stride_name, int64_t stride,
-                                   int64_t elem_bytes)
+                               const char *rows_name, int64_t rows,
+                               const char *stride_name, int64_t stride,
+                               int64_t elem_bytes)
 {
     const int64_t max = INT64_C(1) << DC_MAX_EXTENT_LOG2;
     if (rows > 0 && stride > 0 && rows > max / (elem_bytes * stride))
@@ -87,7 +87,7 @@ dcptopk_result dc_check_extent(const dcptopk_context *ctx,
 
 
 dcptopk_result dc_check_rank(const dcptopk_context *ctx, int32_t rank,
-                                 const dcptopk_merge_config *c)
+                             const dcptopk_merge_config *c)
 {
     if (rank < 0 || rank >= c->world_size)
         return DC_INVALID("args->rank = %d: must be in [0, world_size = %d)",
@@ -154,8 +154,8 @@ dcptopk_result dc_check_config(const dcptopk_context *ctx,
 /* A valid config of the one merge kind a call implements; `kind_name` is the
  * kind as the message names it ("packed", "pair"). */
 dcptopk_result dc_check_config_kind(const dcptopk_context *ctx,
-                                        const dcptopk_merge_config *c,
-                                        int32_t kind, const char *kind_name)
+                                    const dcptopk_merge_config *c,
+                                    int32_t kind, const char *kind_name)
 {
     dcptopk_result r = dc_check_config(ctx, c);
     if (r)
@@ -190,7 +190,7 @@ dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
     if ((r = dc_check_ptr(ctx, "args->rows_map.rows_out", m->rows_out, 4)))
         return r;
     if ((r = dc_check_stride(ctx, "args->rows_map.rows_out_stride",
-                          m->rows_out_stride, c->topk, "topk")))
+                             m->rows_out_stride, c->topk, "topk")))
         return r;
     if ((r = dc_check_ptr(ctx, "args->rows_map.counts_out", m->counts_out, 4)))
         return r;
@@ -211,11 +211,12 @@ dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
                           "unreasonably large (> 2^40)",
                           (long long)m->block_table_stride);
     if ((r = dc_check_extent(ctx, "args->rows_map.num_reqs", m->num_reqs,
-                          "args->rows_map.block_table_stride",
-                          m->block_table_stride, 4)))
+                             "args->rows_map.block_table_stride",
+                             m->block_table_stride, 4)))
         return r;
     if (m->num_reqs > 0 && m->block_table_cols > 0 &&
-        (r = dc_check_ptr(ctx, "args->rows_map.block_table", m->block_table, 4)))
+        (r = dc_check_ptr(ctx, "args->rows_map.block_table", m->block_table,
+                          4)))
         return r;
     if (m->stride_rows < 0)
         return DC_INVALID("args->rows_map.stride_rows = %d: must be >= 0",
@@ -225,22 +226,23 @@ dcptopk_result dc_check_rows_map(const dcptopk_context *ctx,
 
 /* The rows output of a valid rows map spans at most 2^50 bytes. */
 dcptopk_result dc_check_rows_out_extent(const dcptopk_context *ctx,
-                                            const dcptopk_merge_config *c,
-                                            const dcptopk_rows_map *m,
-                                            int64_t rows)
+                                        const dcptopk_merge_config *c,
+                                        const dcptopk_rows_map *m,
+                                        int64_t rows)
 {
     if (!m->rows_out)
         return DCPTOPK_SUCCESS;
     return dc_check_extent(ctx, "args->rows", rows,
-                        "args->rows_map.rows_out_stride",
-                        m->rows_out_stride ? m->rows_out_stride : c->topk, 4);
+                           "args->rows_map.rows_out_stride",
+                           m->rows_out_stride ? m->rows_out_stride : c->topk,
+                           4);
 }
 
 /* Ids output: optional, only with config->emit_ids. */
 dcptopk_result dc_check_ids_out(const dcptopk_context *ctx,
-                                    const dcptopk_merge_config *c,
-                                    const int32_t *ids_out,
-                                    int64_t ids_out_stride, int64_t rows)
+                                const dcptopk_merge_config *c,
+                                const int32_t *ids_out,
+                                int64_t ids_out_stride, int64_t rows)
 {
     dcptopk_result r;
     if (!ids_out)
@@ -250,19 +252,19 @@ dcptopk_result dc_check_ids_out(const dcptopk_context *ctx,
     if ((r = dc_check_opt_ptr(ctx, "args->ids_out", ids_out, 4)))
         return r;
     if ((r = dc_check_stride(ctx, "args->ids_out_stride", ids_out_stride,
-                          c->topk, "topk")))
+                             c->topk, "topk")))
         return r;
     return dc_check_extent(ctx, "args->rows", rows, "args->ids_out_stride",
-                        ids_out_stride ? ids_out_stride : c->topk, 4);
+                           ids_out_stride ? ids_out_stride : c->topk, 4);
 }
 
 
 /* indptr_out [T + 1]: the prefix sum of the owned rows' counts, so the
  * counts must be written, and T * K (its largest value) must fit int32. */
 dcptopk_result dc_check_indptr(const dcptopk_context *ctx,
-                                   const dcptopk_merge_config *c,
-                                   const int32_t *indptr,
-                                   const dcptopk_rows_map *m, int64_t rows)
+                               const dcptopk_merge_config *c,
+                               const int32_t *indptr,
+                               const dcptopk_rows_map *m, int64_t rows)
 {
     if (!indptr)
         return DCPTOPK_SUCCESS;
@@ -277,5 +279,21 @@ dcptopk_result dc_check_indptr(const dcptopk_context *ctx,
         return DC_INVALID("args->rows = %lld: args->indptr_out is int32 and "
                           "rows * topk (%d) must stay below 2^31",
                           (long long)rows, c->topk);
+    return DCPTOPK_SUCCESS;
+}
+
+dcptopk_result dc_check_select_outputs(const dcptopk_context *ctx,
+                                       const dcptopk_merge_config *c,
+                                       const int32_t *ids_out,
+                                       int64_t ids_out_stride,
+                                       const dcptopk_rows_map *m,
+                                       const int32_t *indptr, int64_t rows)
+{
+    dcptopk_result r;
+    if ((r = dc_check_ids_out(ctx, c, ids_out, ids_out_stride, rows)) ||
+        (r = dc_check_rows_map(ctx, c, m)) ||
+        (r = dc_check_rows_out_extent(ctx, c, m, rows)) ||
+        (r = dc_check_indptr(ctx, c, indptr, m, rows)))
+        return r;
     return DCPTOPK_SUCCESS;
 }

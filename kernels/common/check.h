@@ -78,6 +78,15 @@ DC_HIDDEN dcptopk_result dc_check_indptr(const dcptopk_context *ctx,
                                          const int32_t *indptr,
                                          const dcptopk_rows_map *m,
                                          int64_t rows);
+/* A select's outputs (packed or pair): the ids, the rows map, the rows
+ * output's extent and the CSR offsets. */
+DC_HIDDEN dcptopk_result dc_check_select_outputs(const dcptopk_context *ctx,
+                                                 const dcptopk_merge_config *c,
+                                                 const int32_t *ids_out,
+                                                 int64_t ids_out_stride,
+                                                 const dcptopk_rows_map *m,
+                                                 const int32_t *indptr,
+                                                 int64_t rows);
 
 /* The rows map's pointers, as entries of a dc_named_ptr list (runtime.h):
  * the GPU entry points check them with dc_check_device_ptrs. */

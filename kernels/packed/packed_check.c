@@ -56,7 +56,7 @@ static dcptopk_result check_bf16_logits(const dcptopk_context *ctx,
                           "args->max_local_len = %lld",
                           (long long)logits_stride, (long long)max_local_len);
     if ((r = dc_check_extent(ctx, "args->rows", rows, "args->logits_stride",
-                          logits_stride, 2)))
+                             logits_stride, 2)))
         return r;
     if (rows > 0) {
         if ((r = dc_check_ptr(ctx, "args->logits", logits, 16)))
@@ -91,14 +91,14 @@ dcptopk_result dc_check_pack_args(const dcptopk_context *ctx,
             (r = dc_check_ptr(ctx, "args->local_ids", a->local_ids, 4)))
             return r;
         if ((r = dc_check_stride(ctx, "args->local_ids_stride",
-                              a->local_ids_stride, c->local_topk,
-                              "local_topk")))
+                                 a->local_ids_stride, c->local_topk,
+                                 "local_topk")))
             return r;
         if ((r = dc_check_extent(ctx, "args->rows", a->rows,
-                              "args->local_ids_stride",
-                              a->local_ids_stride ? a->local_ids_stride
-                                                  : c->local_topk,
-                              4)))
+                                 "args->local_ids_stride",
+                                 a->local_ids_stride ? a->local_ids_stride
+                                                     : c->local_topk,
+                                 4)))
             return r;
     } else if (a->local_ids) {
         return DC_INVALID("args->local_ids = %p: must be NULL for the fused "
@@ -123,18 +123,15 @@ dcptopk_result dc_check_select_args(const dcptopk_context *ctx,
     if ((r = dc_check_rows(ctx, "args->rows", a->rows)))
         return r;
     if ((r = dc_check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
-                          a->rows, "rows")))
+                             a->rows, "rows")))
         return r;
     if ((r = dc_check_rank(ctx, a->rank, c)))
         return r;
-    if (a->rows > 0 && (r = dc_check_ptr(ctx, "args->gathered", a->gathered, 4)))
+    if (a->rows > 0 &&
+        (r = dc_check_ptr(ctx, "args->gathered", a->gathered, 4)))
         return r;
-    if ((r = dc_check_ids_out(ctx, c, a->ids_out, a->ids_out_stride,
-                             a->rows)))
-        return r;
-    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
-        (r = dc_check_rows_out_extent(ctx, c, &a->rows_map, a->rows)) ||
-        (r = dc_check_indptr(ctx, c, a->indptr_out, &a->rows_map, a->rows)))
+    if ((r = dc_check_select_outputs(ctx, c, a->ids_out, a->ids_out_stride,
+                                     &a->rows_map, a->indptr_out, a->rows)))
         return r;
     /* Exact mode: a saturated rank re-reads its own row for the push. */
     if (c->exact &&
@@ -158,9 +155,9 @@ dcptopk_result dc_check_node_pairs_args(const dcptopk_context *ctx,
     DC_ARGS_READ(a);
     if ((r = dc_check_rows(ctx, "args->rows", a->rows)) ||
         (r = dc_check_stride(ctx, "args->rank_stride_rows", a->rank_stride_rows,
-                          a->rows, "rows")) ||
+                             a->rows, "rows")) ||
         (r = dc_check_stride(ctx, "args->ids_stride", a->ids_stride, c->topk,
-                          "topk")))
+                             "topk")))
         return r;
     if (a->sorted != 0 && a->sorted != 1)
         return DC_INVALID("args->sorted = %d: must be 0 or 1", a->sorted);
@@ -181,7 +178,7 @@ dcptopk_result dc_check_node_pairs_args(const dcptopk_context *ctx,
          (r = dc_check_ptr(ctx, "args->pairs_out", a->pairs_out, 8))))
         return r;
     return dc_check_extent(ctx, "args->rows", a->rows, "args->ids_stride",
-                        a->ids_stride ? a->ids_stride : c->topk, 4);
+                           a->ids_stride ? a->ids_stride : c->topk, 4);
 }
 
 /* The two configs of the hierarchical merge of `c` over `nodes` nodes: the

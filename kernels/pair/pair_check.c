@@ -29,7 +29,7 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
         return r;
     if ((a->layout & 1) == 0) { /* rank-major */
         if ((r = dc_check_stride(ctx, "args->rank_stride_rows",
-                              a->rank_stride_rows, a->rows, "rows")))
+                                 a->rank_stride_rows, a->rows, "rows")))
             return r;
     } else if (a->rank_stride_rows != 0) {
         return DC_INVALID("args->rank_stride_rows = %lld: must be 0 with the "
@@ -41,12 +41,8 @@ dcptopk_result dc_check_pair_select_args(const dcptopk_context *ctx,
     if (a->rows > 0 &&
         (r = dc_check_ptr(ctx, "args->candidates", a->candidates, 8)))
         return r;
-    if ((r = dc_check_ids_out(ctx, c, a->ids_out, a->ids_out_stride,
-                             a->rows)))
-        return r;
-    if ((r = dc_check_rows_map(ctx, c, &a->rows_map)) ||
-        (r = dc_check_rows_out_extent(ctx, c, &a->rows_map, a->rows)) ||
-        (r = dc_check_indptr(ctx, c, a->indptr_out, &a->rows_map, a->rows)))
+    if ((r = dc_check_select_outputs(ctx, c, a->ids_out, a->ids_out_stride,
+                                     &a->rows_map, a->indptr_out, a->rows)))
         return r;
     if (!a->ids_out && !a->rows_map.rows_out)
         return DC_INVALID("args->ids_out and args->rows_map.rows_out are both "
@@ -72,14 +68,15 @@ dcptopk_result dc_check_pair_pack_args(const dcptopk_context *ctx,
         return DC_INVALID("args->logits_stride = %lld: must be in 1..2^40",
                           (long long)a->logits_stride);
     if ((r = dc_check_stride(ctx, "args->local_ids_stride", a->local_ids_stride,
-                          c->topk, "topk")))
+                             c->topk, "topk")))
         return r;
     if ((r = dc_check_extent(ctx, "args->rows", a->rows, "args->logits_stride",
-                          a->logits_stride, 4)) ||
+                             a->logits_stride, 4)) ||
         (r = dc_check_extent(ctx, "args->rows", a->rows,
-                          "args->local_ids_stride",
-                          a->local_ids_stride ? a->local_ids_stride : c->topk,
-                          4)))
+                             "args->local_ids_stride",
+                             a->local_ids_stride ? a->local_ids_stride
+                                                 : c->topk,
+                             4)))
         return r;
     if (a->rows > 0) {
         if ((r = dc_check_ptr(ctx, "args->logits", a->logits, 4)))
