@@ -542,9 +542,8 @@ TEST(host_pointers_refused_before_launch)
     p.logits_stride = 1024;
     p.max_local_len = 1024;
     p.row_ends = di;
-    p.local_ids = di;
     p.rows = 4;
-    p.out = dw;
+    p.out = dw; /* local_ids stays NULL: the fused top-N refuses one */
     dcptopk_pack_args q = p;
     q.logits = h;
     refused_host(ctx, dcptopk_pack(ctx, &c, &q), "args->logits");
@@ -557,6 +556,9 @@ TEST(host_pointers_refused_before_launch)
     q = p;
     q.local_ids = h;
     refused_host(ctx, dcptopk_pack_indices(ctx, &c, &q), "args->local_ids");
+    q.local_ids = di;
+    q.logits = h;
+    refused_host(ctx, dcptopk_pack_indices(ctx, &c, &q), "args->logits");
 
     dcptopk_select_args s = DCPTOPK_SELECT_ARGS_INIT;
     s.gathered = di;
@@ -572,6 +574,7 @@ TEST(host_pointers_refused_before_launch)
     t.rows_map.req_id = di;
     t.rows_map.block_table = di;
     t.rows_map.block_table_cols = 1;
+    t.rows_map.block_table_stride = 1;
     t.rows_map.num_reqs = 1;
     t.rows_map.stride_rows = 1;
     t.rows_map.rows_out = dw;

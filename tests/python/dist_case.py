@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 K, N, T, S, B, CALLS = 512, 96, 24, 3000, 16, 20
+N_PRODUCER = 320
 
 
 def inputs(W, call):
@@ -102,6 +103,10 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
     reverse_slots (contiguous and strided by turns), checked by
     assert_packed_merge_contract first."""
     sys.path.insert(0, harness.HERE)
+    # With W * N < K every full rank saturates (its unsent tokens may beat
+    # the K-th), so every rescued row keeps the pushed order and reversed
+    # slots would change nothing: the producer run sends more a rank.
+    n = N_PRODUCER if producer else N
     os.environ["DCPTOPK_DIST_BACKEND"] = backend
     dev_index = rank if device is None else device
     torch.cuda.set_device(dev_index)
@@ -114,8 +119,8 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
     from dcptopk import merge as M
     try:
         group = dist.group.WORLD
-        M.register_dcp_topk_merge_warmup(K, N, W, block_size=B, emit_ids=True)
-        M.init_dcp_topk_rescue_workspace(T, K, N, group=group)
+        M.register_dcp_topk_merge_warmup(K, n, W, block_size=B, emit_ids=True)
+        M.init_dcp_topk_rescue_workspace(T, K, n, group=group)
         if expect is not None:
             rt = _dist.runtime(group, dev_index)
             path, why = rt.path()
@@ -123,7 +128,7 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
                 f"rank {rank}: bootstrap {rt.bootstrap}, path {path} ({why}); expected {expect}"
         if probe:
             bad_arguments(rank, W, dev, M)
-        cfg = dcptopk.make_config("packed", topk=K, local_topk=N, world_size=W, block_size=B)
+        cfg = dcptopk.make_config("packed", topk=K, local_topk=n, world_size=W, block_size=B)
         bt = torch.randint(0, 1000, (T, S // B + 1), generator=torch.Generator().manual_seed(5),
                            dtype=torch.int32)
         req = torch.arange(T, dtype=torch.int32)
@@ -137,8 +142,8 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
             want_rows_ids = want[rank]
             packed = None
             if producer:
-                packed = reverse_slots(M.dcp_topk_pack(lg[rank].to(dev), re[rank].to(dev), N), N)
-                M.assert_packed_merge_contract(packed, lg[rank].to(dev), re[rank].to(dev), N)
+                packed = reverse_slots(M.dcp_topk_pack(lg[rank].to(dev), re[rank].to(dev), n), n)
+                M.assert_packed_merge_contract(packed, lg[rank].to(dev), re[rank].to(dev), n)
                 if call % 2:
                     buf = torch.full((T, packed.shape[1] + 8), 0x7F7F0001, dtype=torch.int32,
                                      device=dev)
@@ -149,18 +154,18 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
                 assert not torch.equal(want_rows_ids, want[rank]), \
                     f"call {call}: the reversed rows must change the expected order"
             ids = torch.full((T, K), -7, dtype=torch.int32, device=dev)
-            M.dcp_topk_merge(lg[rank].to(dev), re[rank].to(dev), ids, N)
+            M.dcp_topk_merge(lg[rank].to(dev), re[rank].to(dev), ids, n)
             rows_out = torch.full((T, K), -7, dtype=torch.int32, device=dev)
             valid = torch.full((T,), -7, dtype=torch.int32, device=dev)
             ids2 = torch.full((T, K), -7, dtype=torch.int32, device=dev)
             indptr = torch.full((T + 1,), -7, dtype=torch.int32, device=dev)
             M.dcp_topk_merge_rows(logits=lg[rank].to(dev), row_ends=re[rank].to(dev),
-                                  local_topk=N, topk=K, req_id=req.to(dev),
+                                  local_topk=n, topk=K, req_id=req.to(dev),
                                   block_table=bt.to(dev), block_size=B, stride_rows=B,
                                   dcp_rank=rank, rows_out=rows_out, valid_out=valid,
                                   ids_out=ids2, group=group, packed=packed,
                                   indptr_out=indptr)
-            M.get_dcp_topk_rescue_workspace(K, N).check()
+            M.get_dcp_topk_rescue_workspace(K, n).check()
             assert torch.equal(ids.cpu(), want[rank]), f"rank {rank} call {call}: ids"
             assert torch.equal(ids2.cpu(), want_rows_ids), f"rank {rank} call {call}: ids (rows)"
             assert torch.equal(rows_out.cpu(), want_rows), \
@@ -176,7 +181,7 @@ def worker(rank, W, init_file, failures, backend, pg_backend="nccl", device=None
         # leaves that undefined) before every rank's last step finished.
         torch.cuda.synchronize()
         dist.barrier()
-        M.get_dcp_topk_rescue_workspace(K, N).close()
+        M.get_dcp_topk_rescue_workspace(K, n).close()
     except Exception as e:
         import traceback
         traceback.print_exc()
