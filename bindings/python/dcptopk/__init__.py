@@ -55,6 +55,25 @@ __all__ = ["DcptopkError", "MergeConfig", "Context", "Workspace", "LoopbackWorld
            "ref_decode", "path_name", "launch_env", "Group", "Cache"]
 
 
+def _moved_call(name):
+    """Context.NAME(cfg, ...) as it was: dcptopk.ops.NAME(cfg, ..., ctx=self),
+    deprecated. The call imports ops (and torch) only when made."""
+    def call(self, *args, **kwargs):
+        import warnings
+        warnings.warn(f"Context.{name} is deprecated: call dcptopk.ops.{name}(..., ctx=ctx)",
+                      DeprecationWarning, stacklevel=2)
+        from . import ops
+        return getattr(ops, name)(*args, ctx=self, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"Deprecated: dcptopk.ops.{name}(..., ctx=ctx)."
+    return call
+
+
+# The calls on tensors were Context's methods; they live in dcptopk.ops
+# (torch), which the context module cannot import (ops imports it).
+for _name in ("pack", "pack_indices", "select", "pair_pack", "pair_select"):
+    setattr(Context, _name, _moved_call(_name))
+
 # The library is loaded, version-checked and its log routed at import when it
 # can be found; otherwise the first call says how to point at it.
 try:

@@ -359,19 +359,6 @@ class Context(Handle):
         """A loopback world: world_size virtual ranks on this GPU (tests, benchmarks)."""
         return LoopbackWorld(self, as_config(cfg), max_rows, max_local_len)
 
-    def __getattr__(self, name):
-        # Reached only for what a Context lacks: say where a moved call went.
-        if name in MOVED_CALLS:
-            raise AttributeError(f"Context.{name}: the calls on tensors are dcptopk.ops.{name}"
-                                 f"(..., ctx=ctx); import dcptopk.ops (which also gives "
-                                 f"Context.{name} back to old callers, deprecated)")
-        raise AttributeError(f"'Context' object has no attribute {name!r}")
-
-
-# The calls on tensors that were Context's methods. They live in dcptopk.ops
-# (torch), which this module must not import: ops imports it.
-MOVED_CALLS = ("pack", "pack_indices", "select", "pair_pack", "pair_select")
-
 
 _default_ctx = {}
 _default_opts = {"arch": None, "cache_path": None, "strict": False, "cache_mode": 0}

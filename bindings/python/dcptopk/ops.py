@@ -39,7 +39,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _checks, _registry
 from ._config import as_config, config_check, packed_row_words
-from ._context import MOVED_CALLS, Context, Workspace, current_stream, default_context
+from ._context import Context, Workspace, current_stream, default_context
 from ._group import GroupWorkspace
 from ._lib import (GroupMergeArgs, MergeConfig, PackArgs, PairPackArgs, PairSelectArgs,
                    SelectArgs, check, library, new, _vp)
@@ -652,27 +652,6 @@ def group_merge(logits, row_ends, *, workspace, ids_out=None, rows=None, local_i
 
 
 OPS = ("pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge")
-
-
-# ------------------------------------------------------ Context's old calls
-# They were Context's methods; Context cannot reach this module (it needs no
-# torch, and this module imports it), so the old names are added here.
-
-def _context_call(name):
-    """Context.NAME(cfg, ...) as it was: NAME(cfg, ..., ctx=self), deprecated."""
-    fn = globals()[name]
-
-    def call(self, *args, **kwargs):
-        warnings.warn(f"Context.{name} is deprecated: call dcptopk.ops.{name}(..., ctx=ctx)",
-                      DeprecationWarning, stacklevel=2)
-        return fn(*args, ctx=self, **kwargs)
-    call.__name__ = call.__qualname__ = name
-    call.__doc__ = f"Deprecated: dcptopk.ops.{name}(..., ctx=ctx). {fn.__doc__}"
-    return call
-
-
-for _name in MOVED_CALLS:
-    setattr(Context, _name, _context_call(_name))
 
 
 __all__ = ["pack", "pack_indices", "select", "pair_pack", "pair_select", "group_merge",
