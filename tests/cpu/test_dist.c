@@ -16,20 +16,6 @@
 #include "gpu_util.h"
 #include "harness.h"
 
-static dcptopk_context *host_ctx(void)
-{
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    cfg.device = -1;
-    cfg.arch = "sm_90a";
-    cfg.cache_mode = DCPTOPK_CACHE_OFF;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS) {
-        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
-        return NULL;
-    }
-    return ctx;
-}
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -68,7 +54,7 @@ static int run_children(int w, child_fn fn, const char *arg, int *codes)
 
 TEST(group_config_errors)
 {
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group *g = (dcptopk_group *)1;
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
@@ -147,7 +133,7 @@ TEST(group_config_errors)
  * refused by name. Workspace arguments are named too. */
 TEST(single_rank_group)
 {
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
     c.rank = 0;
@@ -198,7 +184,7 @@ TEST(single_rank_group)
  * by hand on a one-rank host group (the checks read only its config). */
 TEST(group_merge_packed_arg_errors)
 {
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group_config gcfg = DCPTOPK_GROUP_CONFIG_INIT;
     gcfg.rank = 0;
@@ -276,7 +262,7 @@ TEST(nccl_absent)
     CHECK_EQ(dcptopk_group_unique_id(id), DCPTOPK_NCCL_ERROR);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "/nonexistent/libnccl.so.2");
     CHECK_CONTAINS(dcptopk_last_error(NULL), "dlopen");
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
     c.rank = 0;
@@ -330,7 +316,7 @@ TEST(nccl_present)
              DCPTOPK_NCCL_ERROR);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "ncclFoo(x) failed: NCCL error 5");
     CHECK_CONTAINS(dcptopk_last_error(NULL), nc->ncclGetErrorString(ncclInvalidUsage));
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
     c.rank = 0;
@@ -460,7 +446,7 @@ TEST(store_forked_peer_dies)
 
 static int child_group(int rank, int w, const char *dir)
 {
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     if (!ctx)
         return 10;
     dcptopk_group_config c = DCPTOPK_GROUP_CONFIG_INIT;
@@ -750,7 +736,7 @@ TEST(launch_env_variables)
     CHECK_EQ(dcptopk_launch_env_get(&e), DCPTOPK_INVALID_ARGUMENT);
     clear_launcher_env();
     /* create_from_env without variables: the error says so. */
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx);
     dcptopk_group *g = NULL;
     CHECK_EQ(dcptopk_group_create_from_env(ctx, "/tmp", NULL, &g),
@@ -769,7 +755,7 @@ static int child_env(int rank, int w, const char *dir)
     snprintf(v, sizeof v, "%d", w);
     setenv("WORLD_SIZE", v, 1);
     setenv("DCPTOPK_STORE_DIR", dir, 1);
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     dcptopk_group *g = NULL;
     if (!ctx || dcptopk_group_create_from_env(ctx, NULL, NULL, &g)) {
         fprintf(stderr, "rank %d: %s\n", rank, dcptopk_last_error(ctx));

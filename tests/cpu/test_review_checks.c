@@ -9,19 +9,8 @@
 #include <string.h>
 
 #include "dcptopk.h"
+#include "gpu_util.h"
 #include "harness.h"
-
-static dcptopk_context *cpu_ctx(void)
-{
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    cfg.device = -1;
-    cfg.arch = "sm_90a";
-    cfg.cache_mode = DCPTOPK_CACHE_OFF;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS)
-        return NULL;
-    return ctx;
-}
 
 /* Aligned dummy device addresses: never dereferenced (the calls fail first). */
 #define FAKE(type, addr) ((type)(uintptr_t)(addr))
@@ -37,7 +26,7 @@ static dcptopk_context *cpu_ctx(void)
  * now span at most 2^50 bytes. */
 TEST(strided_buffers_fit_2_pow_50_bytes)
 {
-    dcptopk_context *ctx = cpu_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     if (!ctx)
         SKIP("no CPU context: %s", dcptopk_last_error(NULL));
     dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT; /* K 2048, N 384 */
@@ -151,7 +140,7 @@ TEST(stride_above_2_pow_40_is_named_as_such)
  * reference refuses the same inputs (same checks). */
 TEST(push_grid_is_checked_before_any_launch)
 {
-    dcptopk_context *ctx = cpu_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     if (!ctx)
         SKIP("no CPU context: %s", dcptopk_last_error(NULL));
     dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
@@ -204,7 +193,7 @@ TEST(pair_select_without_output_is_refused_by_the_reference_too)
     EXPECT_CODE(NULL, dcptopk_ref_pair_select(&pc, &a),
                 DCPTOPK_INVALID_ARGUMENT,
                 "args->ids_out and args->rows_map.rows_out are both NULL");
-    dcptopk_context *ctx = cpu_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     if (!ctx)
         SKIP("no CPU context: %s", dcptopk_last_error(NULL));
     EXPECT_CODE(ctx, dcptopk_pair_select(ctx, &pc, &a),

@@ -23,18 +23,6 @@
 
 #define NOBODY 65534
 
-static dcptopk_context *host_ctx(void)
-{
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    cfg.device = -1;
-    cfg.arch = "sm_90a";
-    cfg.cache_mode = DCPTOPK_CACHE_OFF;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS)
-        return NULL;
-    return ctx;
-}
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -172,7 +160,7 @@ TEST(store_folder_must_be_private)
     CHECK_EQ(dc_store_open(NULL, &s, deep, "t", 0, 1, 100), DCPTOPK_IO_ERROR);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "above it is writable by");
     /* The group API names the argument too. */
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx != NULL);
     dcptopk_group *g = NULL;
     CHECK_EQ(group_of(ctx, sub, NULL, 0, 2, 100, &g), DCPTOPK_IO_ERROR);
@@ -246,7 +234,7 @@ TEST(store_forged_rank_not_accepted)
     CHECK_EQ(as_nobody(plant_forgeries, dir), 0);
     /* One real rank of two: the forged rank 1 is never accepted; the
      * creation fails within the bound. */
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx != NULL);
     dcptopk_group *g = NULL;
     alarm(20);
@@ -376,7 +364,7 @@ static int child_attempt(int rank, int w, const char *arg)
     gen = atoi(bar + 1);
     if (gen == 2 && rank == 1)
         usleep(300 * 1000);
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     dcptopk_group *g = NULL;
     if (!ctx || group_of(ctx, dir, "job", rank, w, 3000, &g)) {
         fprintf(stderr, "gen %d rank %d: %s\n", gen, rank,
@@ -418,7 +406,7 @@ TEST(store_old_attempt_not_read)
 
 static int child_clean(int rank, int w, const char *dir)
 {
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     dcptopk_group *g = NULL;
     if (!ctx || group_of(ctx, dir, "clean", rank, w, 3000, &g))
         return 10;
@@ -440,7 +428,7 @@ TEST(store_files_removed_after_destroy_and_failure)
     CHECK_EQ(run_children(3, child_clean, dir), 3);
     CHECK_EQ(count_files(dir), 0);
     /* A creation that fails: rank 1 of 2 without a rank 0. */
-    dcptopk_context *ctx = host_ctx();
+    dcptopk_context *ctx = host_ctx_create();
     CHECK(ctx != NULL);
     dcptopk_group *g = NULL;
     CHECK_EQ(group_of(ctx, dir, "clean", 1, 2, 200, &g),

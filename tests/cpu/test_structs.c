@@ -11,6 +11,7 @@
 
 #include "dcptopk.h"
 #include "group_int.h"
+#include "gpu_util.h"
 #include "harness.h"
 #include "structs.h"
 
@@ -284,20 +285,6 @@ static void check_versions(const vcase *v)
         }                                                                      \
     } while (0)
 
-static dcptopk_context *host_ctx(void)
-{
-    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
-    cfg.device = -1;
-    cfg.arch = "sm_90a";
-    cfg.cache_mode = DCPTOPK_CACHE_OFF;
-    dcptopk_context *ctx = NULL;
-    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS) {
-        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
-        return NULL;
-    }
-    return ctx;
-}
-
 /* What a call needs besides its struct. */
 typedef struct env {
     dcptopk_context *ctx;
@@ -372,7 +359,7 @@ static dcptopk_result call_context_stats(void *s, void *e)
  * config, and rows = 0 returns before any launch. */
 static int host_group(env *x)
 {
-    if (!(x->ctx = host_ctx()))
+    if (!(x->ctx = host_ctx_create()))
         return 0;
     dcptopk_group_config gc = DCPTOPK_GROUP_CONFIG_INIT;
     gc.rank = 0;
@@ -413,7 +400,7 @@ TEST(versions_warmup_stats)
 
 TEST(versions_context_stats)
 {
-    env x = {.ctx = host_ctx()};
+    env x = {.ctx = host_ctx_create()};
     CHECK(x.ctx);
     const dcptopk_context_stats init = DCPTOPK_CONTEXT_STATS_INIT;
     VERSIONS("out", &init, sizeof init, END(dcptopk_context_stats, modules),
@@ -591,7 +578,7 @@ static dcptopk_result call_ref_pack_indices(void *s, void *e)
 
 TEST(versions_pack_args)
 {
-    env x = {.ctx = host_ctx()};
+    env x = {.ctx = host_ctx_create()};
     CHECK(x.ctx);
     x.c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
     dcptopk_pack_args init = DCPTOPK_PACK_ARGS_INIT;
@@ -630,7 +617,7 @@ static dcptopk_result call_ref_rescue_row(void *s, void *e)
 
 TEST(versions_select_args)
 {
-    env x = {.ctx = host_ctx()};
+    env x = {.ctx = host_ctx_create()};
     CHECK(x.ctx);
     x.c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
     x.c.exact = 0;
@@ -657,7 +644,7 @@ static dcptopk_result call_node_pairs(void *s, void *e)
 
 TEST(versions_node_pairs_args)
 {
-    env x = {.ctx = host_ctx()};
+    env x = {.ctx = host_ctx_create()};
     CHECK(x.ctx);
     x.c = (dcptopk_merge_config)DCPTOPK_MERGE_CONFIG_INIT;
     x.c.world_size = 4;
@@ -704,7 +691,7 @@ static dcptopk_result call_ref_pair_pack(void *s, void *e)
 
 static int pair_env(env *x)
 {
-    x->ctx = host_ctx();
+    x->ctx = host_ctx_create();
     return x->ctx &&
            !dcptopk_merge_config_named("deepseek-v3.2-dcp8-pair", &x->c);
 }
@@ -762,7 +749,7 @@ static dcptopk_result call_group_from_env(void *s, void *e)
 TEST(versions_group_config)
 {
     clear_launcher_env();
-    env x = {.ctx = host_ctx()};
+    env x = {.ctx = host_ctx_create()};
     CHECK(x.ctx);
     dcptopk_group_config init = DCPTOPK_GROUP_CONFIG_INIT;
     init.rank = 0;

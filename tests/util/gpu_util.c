@@ -7,6 +7,20 @@
 #include <string.h>
 #include <unistd.h>
 
+dcptopk_context *host_ctx_create(void)
+{
+    dcptopk_context_config cfg = DCPTOPK_CONTEXT_CONFIG_INIT;
+    cfg.device = -1;
+    cfg.arch = "sm_90a";
+    cfg.cache_mode = DCPTOPK_CACHE_OFF;
+    dcptopk_context *ctx = NULL;
+    if (dcptopk_context_create(&cfg, &ctx) != DCPTOPK_SUCCESS) {
+        fprintf(stderr, "context: %s\n", dcptopk_last_error(NULL));
+        return NULL;
+    }
+    return ctx;
+}
+
 dcptopk_context *gpu_ctx_create(const char **why, int *is_skip)
 {
     *is_skip = 0;

@@ -14,6 +14,11 @@
 #include "harness.h"
 #include "runtime.h"
 
+/* A compile-only context (device -1, sm_90a, no cache): the argument
+ * checks and every host path, without a GPU. NULL on failure, with the
+ * error on stderr. */
+dcptopk_context *host_ctx_create(void);
+
 /* A context on device 0 with the cache in memory, or NULL when there is no
  * device (*why says so). On a creation failure: NULL and *why = the error. */
 dcptopk_context *gpu_ctx_create(const char **why, int *is_skip);
