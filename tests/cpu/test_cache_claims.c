@@ -22,60 +22,53 @@
 
 #define NKEYS 4
 
+static const char *const claim_tags[NKEYS] = {"k0", "k1", "k2", "k3"};
+
+/* The race's paths: the cache file, its folder and the compile log. */
+typedef struct race_paths {
+    const char *path, *dir, *log;
+} race_paths;
+
+/* One process of the race: warms every key in a rotated order and writes
+ * each key's cubin hash to child<p>.txt; 0 only if every hit has the right
+ * bytes. */
+static int warm_every_key(int p, void *arg)
+{
+    const race_paths *rp = arg;
+    dc_cache *c = cf_open(rp->path, DC_CACHE_RW);
+    if (!c || dc_cache_is_memory(c) || dc_cache_is_readonly(c))
+        return 11;
+    char out[512];
+    snprintf(out, sizeof out, "%s/child%d.txt", rp->dir, p);
+    FILE *f = fopen(out, "w");
+    for (int i = 0; i < NKEYS; i++) {
+        const char *tag = claim_tags[(i + p) % NKEYS];
+        cf_job j = cf_job_of(tag);
+        j.sleep_ms = 100;
+        j.log = rp->log;
+        dc_cache_hit hit;
+        int compiled;
+        if (cf_get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS)
+            return 12;
+        if (!cf_hit_is(&hit, tag, 0))
+            return 13;
+        fprintf(f, "%s %016llx\n", tag,
+                (unsigned long long)XXH3_64bits(hit.cubin, hit.cubin_size));
+        dc_cache_hit_free(&hit);
+    }
+    fclose(f);
+    dc_cache_close(c);
+    return 0;
+}
+
 TEST(eight_processes_compile_each_key_once)
 {
     char path[512], log[512];
     const char *dir = cf_fresh(path, sizeof path);
     cf_path(log, sizeof log, dir, "compiles.log");
-    static const char *const tags[NKEYS] = {"k0", "k1", "k2", "k3"};
-    int go[2];
-    CHECK_EQ(pipe(go), 0);
-    pid_t kids[CF_NPROC];
-    for (int p = 0; p < CF_NPROC; p++) {
-        kids[p] = fork();
-        CHECK(kids[p] >= 0);
-        if (kids[p] == 0) {
-            /* Child: wait for the start signal, then warm every key in a
-             * rotated order; exit 0 only if every hit has the right bytes. */
-            close(go[1]);
-            char b;
-            if (read(go[0], &b, 1) != 0)
-                _exit(10);
-            dc_cache *c = cf_open(path, DC_CACHE_RW);
-            if (!c || dc_cache_is_memory(c) || dc_cache_is_readonly(c))
-                _exit(11);
-            char out[512];
-            snprintf(out, sizeof out, "%s/child%d.txt", dir, p);
-            FILE *f = fopen(out, "w");
-            for (int i = 0; i < NKEYS; i++) {
-                const char *tag = tags[(i + p) % NKEYS];
-                cf_job j = cf_job_of(tag);
-                j.sleep_ms = 100;
-                j.log = log;
-                dc_cache_hit hit;
-                int compiled;
-                if (cf_get(c, &j, &hit, &compiled) != DCPTOPK_SUCCESS)
-                    _exit(12);
-                if (!cf_hit_is(&hit, tag, 0))
-                    _exit(13);
-                fprintf(f, "%s %016llx\n", tag,
-                        (unsigned long long)XXH3_64bits(hit.cubin,
-                                                        hit.cubin_size));
-                dc_cache_hit_free(&hit);
-            }
-            fclose(f);
-            dc_cache_close(c);
-            _exit(0);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* every child starts now */
-    for (int p = 0; p < CF_NPROC; p++) {
-        int status = 0;
-        CHECK_EQ(waitpid(kids[p], &status, 0), kids[p]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "child %d: status 0x%x", p, status);
-    }
+    const char *const *tags = claim_tags;
+    race_paths rp = {path, dir, log};
+    CHECK_EQ(cf_race(CF_NPROC, warm_every_key, &rp), 0);
     /* Exactly one compile per key, over all processes. */
     for (int i = 0; i < NKEYS; i++) {
         char needle[16];

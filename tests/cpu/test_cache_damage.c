@@ -343,6 +343,27 @@ TEST(recovery_keeps_the_file_a_peer_rebuilt)
     CHECK_EQ(cf_rows_of(path, "entries", hex), 1);
 }
 
+/* One of the processes that open a damaged file at once: each fetches a
+ * key of its own (p<p>), which compiles and stores it. */
+static int fetch_own_key(int p, void *arg)
+{
+    const char *path = arg;
+    if (getenv("DC_TEST_LOUD") == NULL)
+        setenv("DCPTOPK_LOG", "quiet", 1);
+    dc_cache *c = cf_open(path, DC_CACHE_RW);
+    if (!c || dc_cache_is_memory(c)) {
+        fprintf(stderr, "child %d: %s\n", p, c ? dc_cache_why(c) : "no handle");
+        return 11;
+    }
+    char tag[16];
+    snprintf(tag, sizeof tag, "p%d", p);
+    cf_got g;
+    if (cf_fetch(c, tag, 0, &g) != DCPTOPK_SUCCESS)
+        return 12;
+    dc_cache_close(c);
+    return 0;
+}
+
 TEST(processes_recovering_one_damaged_file_keep_every_entry)
 {
     /* 8 processes open one damaged file at once; each then stores its own
@@ -356,41 +377,7 @@ TEST(processes_recovering_one_damaged_file_keep_every_entry)
     for (int i = 0; i < 4096; i++)
         fputc(i * 7, f);
     fclose(f);
-    int go[2];
-    CHECK_EQ(pipe(go), 0);
-    pid_t kids[CF_NPROC];
-    for (int p = 0; p < CF_NPROC; p++) {
-        kids[p] = fork();
-        CHECK(kids[p] >= 0);
-        if (kids[p] == 0) {
-            close(go[1]);
-            char b;
-            if (read(go[0], &b, 1) != 0)
-                _exit(10);
-            if (getenv("DC_TEST_LOUD") == NULL) setenv("DCPTOPK_LOG", "quiet", 1);
-            dc_cache *c = cf_open(path, DC_CACHE_RW);
-            if (!c || dc_cache_is_memory(c)) {
-                fprintf(stderr, "child %d: %s\n", p,
-                        c ? dc_cache_why(c) : "no handle");
-                _exit(11);
-            }
-            char tag[16];
-            snprintf(tag, sizeof tag, "p%d", p);
-            cf_got g;
-            if (cf_fetch(c, tag, 0, &g) != DCPTOPK_SUCCESS)
-                _exit(12);
-            dc_cache_close(c);
-            _exit(0);
-        }
-    }
-    close(go[0]);
-    close(go[1]);
-    for (int p = 0; p < CF_NPROC; p++) {
-        int status = 0;
-        CHECK_EQ(waitpid(kids[p], &status, 0), kids[p]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "child %d: status 0x%x", p, status);
-    }
+    CHECK_EQ(cf_race(CF_NPROC, fetch_own_key, path), 0);
     CHECK_EQ(cf_count_files(dir, ".corrupt-"), 1);
     CHECK_EQ(cf_sql(path, "SELECT count(*) FROM entries"), CF_NPROC);
 }

@@ -110,6 +110,11 @@ int cf_capture_end(char *text, size_t size);
 
 /* Lines of `file` holding `needle` (0 if there is no file). */
 int cf_count_lines(const char *file, const char *needle);
+/* Forks n processes that wait on one pipe, so they start together, then
+ * each exits with child(p, arg) (p = 0..n-1; 0 is success). Returns how
+ * many did not exit 0 (each named on stderr with its status), or n when a
+ * fork or the pipe failed. */
+int cf_race(int n, int (*child)(int p, void *arg), void *arg);
 /* Names in `dir` holding `needle`. */
 int cf_count_files(const char *dir, const char *needle);
 
