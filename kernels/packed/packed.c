@@ -112,14 +112,14 @@ static dcptopk_result read_config(dcptopk_context *ctx,
 /* Host memory or another device's is an error here, not a fault in the
  * kernel (runtime.h, dc_check_device_ptr). */
 static dcptopk_result check_pack_ptrs(dcptopk_context *ctx,
-                                      const dcptopk_pack_args *a, int indices)
+                                      const dcptopk_pack_args *a)
 {
-    /* dcptopk_pack does not read local_ids: a stale value there is not an
-     * error. */
+    /* local_ids is NULL for dcptopk_pack (its argument check refuses one),
+     * and a NULL pointer passes. */
     const dc_named_ptr ptrs[] = {{"args->logits", a->logits},
                                  {"args->row_ends", a->row_ends},
-                                 {"args->out", a->out},
-                                 {"args->local_ids", indices ? a->local_ids : NULL}};
+                                 {"args->local_ids", a->local_ids},
+                                 {"args->out", a->out}};
     return dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0]);
 }
 
@@ -136,7 +136,7 @@ dcptopk_result dcptopk_pack(dcptopk_context *ctx,
     args = &a;
     if (args->rows == 0)
         return DCPTOPK_SUCCESS;
-    if ((r = check_pack_ptrs(ctx, args, 0)))
+    if ((r = check_pack_ptrs(ctx, args)))
         return r;
     return dc_topn_pack_launch(ctx, &c, args);
 }
@@ -152,7 +152,7 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
         (r = dc_check_pack_args(ctx, &c, &a, 1)))
         return r;
     args = &a;
-    if (args->rows > 0 && (r = check_pack_ptrs(ctx, args, 1)))
+    if (args->rows > 0 && (r = check_pack_ptrs(ctx, args)))
         return r;
     dcptopk_key key;
     pack_indices_key(&key, &c, ctx->arch);
