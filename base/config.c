@@ -364,16 +364,36 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
                        "key->layout = %d: must be 0 (rank-major), 1 "
                        "(row-major), 2 or 3 (the same with float ids)",
                        key->layout);
-    if ((k->fields & DC_F_VARIANT) && (key->variant < 0 || key->variant > 64))
+    if (key->kernel == DCPTOPK_KERNEL_PAIR_SELECT) {
+        /* The pair select's variant: segments | log2(CTAs a row) << 5
+         * (DC_PAIR_VARIANT in kernels/pair/pair_abi.h, whose limits these
+         * are: at most 4 CTAs, rows of at most 32768 candidates, at least
+         * 2048 a CTA). */
+        const int32_t seg = key->variant & 31, split = key->variant >> 5;
+        const int64_t cands =
+            (int64_t)(seg ? seg : key->world_size) * key->topk;
+        if (key->variant < 0 || split > 2)
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key->variant = %d: a pair select's is segments "
+                           "+ 32 * log2(CTAs a row), with 1, 2 or 4 CTAs",
+                           key->variant);
+        if (seg != 0 && (seg > key->world_size || key->world_size % seg))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key->variant = %d: a pair select's segment count "
+                           "(variant %% 32 = %d) must divide world_size = %d "
+                           "(0 = world_size)",
+                           key->variant, seg, key->world_size);
+        if (split > 0 && (cands > 32768 || (cands >> split) < 2048))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key->variant = %d: a row of %lld candidates does "
+                           "not split over %d CTAs (at most 32768 a row, at "
+                           "least 2048 a CTA)",
+                           key->variant, (long long)cands, 1 << split);
+    } else if ((k->fields & DC_F_VARIANT) &&
+               (key->variant < 0 || key->variant > 64)) {
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                        "key->variant = %d: must be in 0..64", key->variant);
-    /* The pair select's variant is its segment count (0 = world_size). */
-    if (key->kernel == DCPTOPK_KERNEL_PAIR_SELECT && key->variant != 0 &&
-        (key->variant > key->world_size || key->world_size % key->variant))
-        return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "key->variant = %d: a pair select's segment count must "
-                       "divide world_size = %d (0 = world_size)",
-                       key->variant, key->world_size);
+    }
     dc_clear(NULL);
     return DCPTOPK_SUCCESS;
 }

@@ -17,6 +17,7 @@
 
 #include "dcptopk.h"
 #include "fixture.h"
+#include "pair.h"
 #include "runtime.h"
 
 #define FLUSH_BYTES (256u << 20)
@@ -101,13 +102,17 @@ typedef struct select_job {
     dcptopk_context *ctx;
     dcptopk_merge_config config;
     dcptopk_pair_select_args args;
+    int32_t split; /* log2 of the CTAs a row; -1: the launcher's choice */
 } select_job;
 
 static dcptopk_result run_select(void *user, int iter)
 {
     (void)iter;
     select_job *j = user;
-    return dcptopk_pair_select(j->ctx, &j->config, &j->args);
+    return j->split < 0
+               ? dcptopk_pair_select(j->ctx, &j->config, &j->args)
+               : dc_pair_select_split(j->ctx, &j->config, 0, j->split,
+                                      &j->args);
 }
 
 typedef struct pack_job {
@@ -150,6 +155,39 @@ static void float_ids(dcptopk_context *ctx, uint64_t d, size_t n)
     free(h);
 }
 
+/* Few rows: the row on 1, 2 and 4 CTAs (each split its shape allows), rank
+ * major, ids compared with one CTA's bit for bit. */
+static void bench_splits(bench_ctx *b, select_job *job, int64_t t,
+                         double bytes)
+{
+    dcptopk_context *ctx = job->ctx;
+    const int32_t w = job->config.world_size, k = job->config.topk;
+    const size_t ids = (size_t)t * (size_t)k;
+    int32_t *want = malloc(sizeof(int32_t) * ids);
+    int32_t *got = malloc(sizeof(int32_t) * ids);
+    DIE_IF(!want || !got, "out of host memory");
+    for (int32_t split = 0; split <= 2; split++) {
+        job->split = split;
+        if (run_select(job, 0) != DCPTOPK_SUCCESS)
+            break; /* the shape allows no larger split */
+        DIE_IF(dc_stream_sync(ctx, job->args.stream), "sync");
+        DIE_IF(dc_memcpy_dtoh(ctx, split ? got : want,
+                              (uint64_t)(uintptr_t)job->args.ids_out,
+                              sizeof(int32_t) * ids),
+               "copy");
+        DIE_IF(split && memcmp(got, want, sizeof(int32_t) * ids) != 0,
+               "the split changed the ids");
+        double med, mn;
+        time_it(b, run_select, job, &med, &mn);
+        char layout[32];
+        snprintf(layout, sizeof layout, "rank-major-ctas%d", 1 << split);
+        report("pair_select_split", layout, w, k, t, bytes, med, mn);
+    }
+    job->split = -1;
+    free(want);
+    free(got);
+}
+
 static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 {
     dcptopk_context *ctx = b->g.ctx;
@@ -184,6 +222,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.config = pair_config(w, k);
+    job.split = -1;
     double bytes = (double)n * 4 + (double)t * k * 4; /* read + ids written */
     double med[2], mn[2];
     for (int layout = 0; layout < 2; layout++) {
@@ -197,6 +236,8 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         time_it(b, run_select, &job, &med[layout], &mn[layout]);
         report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
                bytes, med[layout], mn[layout]);
+        if (layout == 0 && t < 132)
+            bench_splits(b, &job, t, bytes);
     }
     printf("JSON {\"bench\":\"pair_select_ratio\",\"W\":%d,\"K\":%d,\"T\":%lld,"
            "\"rank_major_over_row_major\":%.3f}\n",

@@ -150,6 +150,67 @@ __device__ __forceinline__ uint32_t warp_id()
     return threadIdx.x >> 5;
 }
 
+// ------------------------------------------------- thread-block clusters
+// For templates that split a row over a cluster (sm_90+). Used only where
+// the launcher sets a cluster dimension.
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_ctarank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// The arriving half of a cluster barrier that releases every thread's
+// earlier writes: a CTA barrier, then one release fence (cumulative over
+// what that barrier ordered) and a relaxed arrive. A release arrive in each
+// thread would put a GPU-scope fence in every one of them.
+__device__ __forceinline__ void cluster_arrive()
+{
+    __syncthreads();
+    if (threadIdx.x == 0)
+        asm volatile("fence.release.cluster;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+// The waiting half: acquires what the peers released when they arrived.
+__device__ __forceinline__ void cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The shared::cluster address of `p` (of this CTA's layout) in CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_map(const void *p, uint32_t rank)
+{
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
+    return a;
+}
+
+// Four words (16-byte aligned) at `p` of CTA `rank`'s shared memory.
+__device__ __forceinline__ uint4 cluster_ld4(const uint32_t *p, uint32_t rank)
+{
+    uint4 v;
+    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(cluster_map(p, rank))
+                 : "memory");
+    return v;
+}
+
+// One word to `p` of CTA `rank`'s shared memory by an asynchronous store
+// that completes 4 bytes of the current phase of that CTA's mbarrier `bar`:
+// the receiver sees the word once it observes the phase complete
+// (mbar_wait<true>), with no fence on either side.
+__device__ __forceinline__ void cluster_push1(uint32_t *p, uint64_t *bar, uint32_t rank, uint32_t v)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(
+                     cluster_map(p, rank)),
+                 "r"(v), "r"(cluster_map(bar, rank))
+                 : "memory");
+}
+
 // Programmatic dependent launch (sm_90+; no-ops before): pdl_trigger lets
 // the next kernel on the stream, when launched with the attribute, be
 // scheduled once every CTA of this one has triggered or exited; pdl_wait,

@@ -25,6 +25,49 @@ static void pair_key(dcptopk_key *k, int32_t kernel,
     }
 }
 
+/* log2 of the CTAs a row of `cands` candidates splits over when rows are
+ * few: the largest split (up to DC_PAIR_CLUSTER_MAX) that leaves every CTA
+ * DC_PAIR_CLUSTER_MIN_CANDS candidates; 0 for rows past
+ * DC_PAIR_CLUSTER_MAX_ROW. One split a shape, so that warmup compiles two
+ * selects a layout, not three. */
+static int32_t pair_split_log2(int64_t cands)
+{
+    int32_t v = 0;
+    if (cands > DC_PAIR_CLUSTER_MAX_ROW)
+        return 0;
+    while ((2 << v) <= DC_PAIR_CLUSTER_MAX &&
+           cands / (2 << v) >= DC_PAIR_CLUSTER_MIN_CANDS)
+        v++;
+    return v;
+}
+
+/* The split of one launch: the shape's when `rows` leave SMs idle with one
+ * CTA a row, that is when the split grid stays within two CTAs an SM (a
+ * split CTA holds a quarter or half of the row: two fit an SM). */
+static int32_t pair_split_choose(int64_t rows, int64_t cands, int32_t sms)
+{
+    const int32_t v = pair_split_log2(cands);
+    if (sms <= 0)
+        sms = 132;
+    return v > 0 && rows < sms && rows * ((int64_t)1 << v) <= 2 * (int64_t)sms
+               ? v
+               : 0;
+}
+
+void dc_pair_select_nodes_keys(dc_key_list *l, const dcptopk_merge_config *c,
+                               int32_t nodes, int32_t layout, const char *arch)
+{
+    const int32_t segments = nodes ? nodes : c->world_size;
+    const int32_t split = pair_split_log2((int64_t)segments * c->topk);
+    for (int32_t v = 0; v <= split; v += split ? split : 1) {
+        dcptopk_key *k = dc_key_next(l);
+        pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
+        k->layout = layout;
+        k->variant =
+            DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, v);
+    }
+}
+
 void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
                   dc_key_list *l)
 {
@@ -32,12 +75,9 @@ void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
     /* Every layout: engines gather rank-major; the row-major route is kept
      * for engines that already reorder; the float-id ones read vLLM's pair
      * candidates in place. Which one a step uses is the caller's argument,
-     * so warmup loads them all. */
-    for (int32_t layout = 0; layout < 4; layout++) {
-        dcptopk_key *k = dc_key_next(l);
-        pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
-        k->layout = layout;
-    }
+     * so warmup loads them all, with and without the split of few rows. */
+    for (int32_t layout = 0; layout < 4; layout++)
+        dc_pair_select_nodes_keys(l, c, 0, layout, arch);
 }
 
 int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
@@ -50,20 +90,10 @@ int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
     return f >= 0.0f && f < 2147483648.0f ? (int32_t)f : -1;
 }
 
-void dc_pair_select_nodes_key(dcptopk_key *k, const dcptopk_merge_config *c,
-                              int32_t nodes, int32_t layout, const char *arch)
-{
-    pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
-    k->layout = layout;
-    k->variant = nodes == c->world_size ? 0 : nodes;
-}
-
-/* The select over `nodes` segments of K candidates a row; 0 = the config's
- * world_size (the flat merge). */
-static dcptopk_result pair_select_run(dcptopk_context *ctx,
-                                      const dcptopk_merge_config *config,
-                                      int32_t nodes,
-                                      const dcptopk_pair_select_args *args)
+dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
+                                    const dcptopk_merge_config *config,
+                                    int32_t nodes, int32_t split,
+                                    const dcptopk_pair_select_args *args)
 {
     dcptopk_merge_config c;
     dcptopk_result r;
@@ -92,8 +122,23 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     if ((r = dc_check_device_ptrs(ctx, ptrs, sizeof ptrs / sizeof ptrs[0])))
         return r;
 
+    const int64_t cands = (int64_t)segments * c.topk;
+    if (split < 0)
+        split = pair_split_choose(args->rows, cands, dc_ctx_sm_count(ctx));
+    else if (split > pair_split_log2(cands))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "split = %d: a row of %lld candidates splits over at "
+                       "most 2^%d CTAs",
+                       split, (long long)cands, pair_split_log2(cands));
+    const uint32_t ctas = 1u << split;
+    if (args->rows * ctas > 0x7FFFFFFFll)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "args->rows = %lld: %lld CTAs exceed the grid limit",
+                       (long long)args->rows, (long long)(args->rows * ctas));
     dcptopk_key key;
-    dc_pair_select_nodes_key(&key, &c, segments, args->layout, ctx->arch);
+    pair_key(&key, DCPTOPK_KERNEL_PAIR_SELECT, &c, ctx->arch);
+    key.layout = args->layout;
+    key.variant = DC_PAIR_VARIANT(segments == c.world_size ? 0 : segments, split);
 
     const dcptopk_rows_map *m = &args->rows_map;
     dc_pair_select_args k = {
@@ -119,9 +164,10 @@ static dcptopk_result pair_select_run(dcptopk_context *ctx,
     };
 
     dc_launch_cfg cfg = {
-        .grid = {(uint32_t)args->rows, 1, 1}, /* <= INT32_MAX (checked) */
-        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk), 1, 1},
-        .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk),
+        .grid = {(uint32_t)(args->rows * ctas), 1, 1}, /* checked above */
+        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas), 1, 1},
+        .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk, ctas),
+        .cluster_x = ctas,
         .stream = args->stream};
     dc_abi_argv argv = dc_pair_select_args_argv(&k);
     if ((r = dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p)) ||
@@ -145,7 +191,7 @@ dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,
                                    const dcptopk_merge_config *config,
                                    const dcptopk_pair_select_args *args)
 {
-    return pair_select_run(ctx, config, 0, args);
+    return dc_pair_select_split(ctx, config, 0, -1, args);
 }
 
 dcptopk_result dcptopk_pair_select_nodes(dcptopk_context *ctx,
@@ -158,7 +204,7 @@ dcptopk_result dcptopk_pair_select_nodes(dcptopk_context *ctx,
                        "nodes = %d: must be at least 1 and divide "
                        "config->world_size",
                        nodes);
-    return pair_select_run(ctx, config, nodes, args);
+    return dc_pair_select_split(ctx, config, nodes, -1, args);
 }
 
 

@@ -22,11 +22,20 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
 DC_HIDDEN void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
                             dc_key_list *l);
 
-/* *k = the key of dcptopk_pair_select_nodes for `nodes` segments (0 in the
- * key's variant when nodes = world_size). */
-DC_HIDDEN void dc_pair_select_nodes_key(dcptopk_key *k,
-                                        const dcptopk_merge_config *c,
-                                        int32_t nodes, int32_t layout,
-                                        const char *arch);
+/* Appends the keys dcptopk_pair_select_nodes may launch for `nodes`
+ * segments (0 = world_size) and `layout`: one CTA a row, and the row split
+ * over a cluster that few rows get. */
+DC_HIDDEN void dc_pair_select_nodes_keys(dc_key_list *l,
+                                         const dcptopk_merge_config *c,
+                                         int32_t nodes, int32_t layout,
+                                         const char *arch);
+
+/* dcptopk_pair_select_nodes (nodes = 0: the flat merge) with the row split
+ * over 2^split CTAs; split = -1 lets the launcher choose (the entry points
+ * do), a larger one than the shape allows is refused. For benchmarks that
+ * compare splits. */
+DC_HIDDEN dcptopk_result dc_pair_select_split(
+    dcptopk_context *ctx, const dcptopk_merge_config *config, int32_t nodes,
+    int32_t split, const dcptopk_pair_select_args *args);
 
 #endif /* DCPTOPK_PAIR_H */

@@ -27,29 +27,44 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 
 /* -------------------------------------------------------------- pair_select */
 
-/* Segments of K candidates a row of the select: W, or the pair_select key's
- * variant when it is not 0 (the node count of the hierarchical merge). */
-#define DC_PAIR_SEGMENTS(w, variant) ((variant) > 0 ? (variant) : (w))
+/* The select key's variant packs two choices: bits 0-4 the segments of K
+ * candidates a row (0 = W, the flat merge; else the node count of the
+ * hierarchical merge), bits 5-6 log2 of the CTAs a row (a thread-block
+ * cluster when more than one; base/config.c checks the same fields). */
+#define DC_PAIR_VARIANT(nodes, log2_cluster) ((nodes) | ((log2_cluster) << 5))
+#define DC_PAIR_SEGMENTS(w, variant) (((variant) & 31) > 0 ? ((variant) & 31) : (w))
+#define DC_PAIR_CLUSTER(variant) (1 << (((variant) >> 5) & 3))
+/* Largest row split: 4 CTAs. A split row keeps at least this many
+ * candidates a CTA, and at most 32768 a row (the cluster's histograms pack
+ * two 16-bit counts a bin). */
+#define DC_PAIR_CLUSTER_MAX 4
+#define DC_PAIR_CLUSTER_MIN_CANDS 2048
+#define DC_PAIR_CLUSTER_MAX_ROW 32768
 
-/* Threads of the select for W * K candidates: about 16 candidates a thread,
- * whole warps, 32..512 (one CTA of 1024 threads was slower at W*K = 16384:
- * a thread's emit items stay <= 16, which the template asserts). */
-#define DC_PAIR_SELECT_THREADS(w, k)                                           \
-    ((long long)(w) * (k) / 16 <= 32                                           \
+/* Threads of a select CTA holding n candidates: about 16 candidates a
+ * thread, whole warps, 32..512 (one CTA of 1024 threads was slower at n =
+ * 16384: a thread's emit items stay <= 16, which the template asserts). */
+#define DC_PAIR_SELECT_THREADS_N(n)                                            \
+    ((long long)(n) / 16 <= 32                                                 \
          ? 32                                                                  \
-         : (((long long)(w) * (k) / 16 + 31) / 32 * 32 > 512                   \
+         : (((long long)(n) / 16 + 31) / 32 * 32 > 512                         \
                 ? 512                                                          \
-                : (int)(((long long)(w) * (k) / 16 + 31) / 32 * 32)))
+                : (int)(((long long)(n) / 16 + 31) / 32 * 32)))
+/* ... for a row of w * k candidates split over c CTAs. */
+#define DC_PAIR_SELECT_THREADS(w, k, c) DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c))
 
 /* Dynamic shared memory: the working area (the template's Shared, reserved
- * at DC_PAIR_SELECT_SHARED_BYTES), then the row's primary keys when W * K * 4
- * bytes fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the template re-reads
- * them from global memory). */
-#define DC_PAIR_SELECT_SHARED_BYTES 8448
+ * at DC_PAIR_SELECT_SHARED_BYTES(c); a cluster's CTAs add two local
+ * histograms and the owned-row counts they send each other), then the CTA's
+ * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
+ * template re-reads them from global memory). */
+#define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
-#define DC_PAIR_SELECT_SMEM_KEYS(w, k) ((long long)(w) * (k) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
-#define DC_PAIR_SELECT_SMEM_BYTES(w, k)                                        \
-    (DC_PAIR_SELECT_SHARED_BYTES + (DC_PAIR_SELECT_SMEM_KEYS(w, k) ? (w) * (k) * 4 : 0))
+#define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
+    ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
+#define DC_PAIR_SELECT_SMEM_BYTES(w, k, c)                                     \
+    (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
+     (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0))
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

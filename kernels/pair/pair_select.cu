@@ -14,7 +14,17 @@
 // position; ids -1 padded to K. Owned rows: the selected gids of this rank,
 // mapped through the block table, compacted in the same order.
 //
-// One CTA per row. Loads: thread `tid` reads the 16-byte vectors v = i * THREADS +
+// One CTA per row, or, when rows are few, C = 2 or 4 CTAs per row (a
+// thread-block cluster; the key's variant, pair_abi.h): CTA c holds the
+// row's positions [c * WK / C, (c + 1) * WK / C). Each CTA builds its own
+// histogram of every pass; a cluster barrier and reads of the peers'
+// shared memory sum them (gather_hist), with the counts of the CTAs before
+// this one beside the row's, so that every CTA takes the same decisions
+// and knows where its selected candidates go in the row. The owned-row
+// counts travel by asynchronous stores into the later CTAs. Positions below
+// are the CTA's own.
+//
+// Loads: thread `tid` reads the 16-byte vectors v = i * THREADS +
 // tid (two candidates, positions 2v and 2v + 1), i = 0 .. ITERS-1: a warp reads
 // 512 contiguous bytes, and a vector never straddles two ranks (K is even).
 // 1. Load: primary keys ord32 (0 = invalid) go to shared memory (or are
@@ -37,7 +47,8 @@
 //    keeps both access patterns free of bank conflicts.
 #include "pair_abi.h"
 #define DCPTOPK_THREADS                                                        \
-    DC_PAIR_SELECT_THREADS(DC_PAIR_SEGMENTS(DCPTOPK_WORLD_SIZE, DCPTOPK_VARIANT), DCPTOPK_TOPK)
+    DC_PAIR_SELECT_THREADS(DC_PAIR_SEGMENTS(DCPTOPK_WORLD_SIZE, DCPTOPK_VARIANT), DCPTOPK_TOPK, \
+                           DC_PAIR_CLUSTER(DCPTOPK_VARIANT))
 #include "common.cuh"
 
 namespace ps {
@@ -55,8 +66,13 @@ constexpr bool kRowMajor = (DCPTOPK_LAYOUT & 1) != 0;
 constexpr bool kFloatIds = (DCPTOPK_LAYOUT & 2) != 0;
 constexpr bool kEmitIds = DCPTOPK_EMIT_IDS != 0;
 
-constexpr int kCands = kSeg * kK;            // candidates per row
-constexpr int kVecs = kCands / 2;            // 16-byte vectors per row
+// CTAs a row (a cluster when more than one): CTA c of a row holds its
+// positions [c * kCands, (c + 1) * kCands).
+constexpr int kClu = DC_PAIR_CLUSTER(DCPTOPK_VARIANT);
+constexpr bool kGroup = kClu > 1;
+constexpr int kRowCands = kSeg * kK;         // candidates per row
+constexpr int kCands = kRowCands / kClu;     // candidates per CTA
+constexpr int kVecs = kCands / 2;            // 16-byte vectors per CTA
 constexpr int kWarps = kThreads / 32;
 constexpr int kIters = (kVecs + kThreads - 1) / kThreads;
 constexpr bool kFullIters = kVecs % kThreads == 0;
@@ -66,14 +82,14 @@ constexpr int kBins = 2048;                  // 11-bit digits
 constexpr int kChunk = ((kCands + kThreads - 1) / kThreads + 3) / 4 * 4;
 // Keys live in shared memory when they fit DC_PAIR_SELECT_KEY_BYTES_MAX (the
 // launcher sizes the dynamic shared memory by the same rule).
-constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kSeg, kK);
+constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kSeg, kK, kClu);
 // At most 32 positions a thread and keys in shared memory: the radix passes
 // and the emit keep per-key flags as bit masks in registers (bit j =
 // position tid * kChunk + j).
 constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
-constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES;
+constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // CTAs per SM: as many as shared memory allows, but few enough rows in
 // flight that the L2 still holds a row's pairs when its emit re-reads the
 // gids of the selected candidates (else each gid costs a DRAM sector). At
@@ -100,6 +116,9 @@ static_assert(kS >= 1, "interleave >= 1");
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
 static_assert(kCands % 4 == 0, "whole 16-byte key groups");
+static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
+static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemKeys && kMask),
+              "a split row: two 16-bit counts a bin, keys and flags on chip");
 
 // Selection modes, decided by the radix passes.
 enum : uint32_t {
@@ -116,13 +135,32 @@ struct Decision {
     uint32_t mode, mask, pre, prim, mask2, pre2, need;
 };
 
+// hist is the histogram find_bin reads. In a cluster each bin holds two
+// 16-bit counts, the row's (low half) and the CTAs' before this one (high
+// half); the *_before fields and sel_before are the high halves' answers.
 struct Shared {
     uint32_t hist[kBins];
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
     Decision dec;
+    uint32_t above_before, cnt_before, total_before;
+    uint32_t sel_before; // selected candidates in the CTAs before this one
+    uint32_t sel_all;    // selected candidates of the row
+    uint32_t dup_before; // duplicates mode: tied candidates before this CTA
 };
-static_assert(sizeof(Shared) <= kSharedBytes, "Shared fits its reservation");
+
+// A cluster's extra shared memory, after Shared: each CTA's own histograms
+// (two, alternating by pass, which its peers read), and the owned-row
+// counts the CTAs before this one send it.
+struct ClusterShared {
+    uint32_t local[2][kBins];
+    uint64_t own_bar;
+    uint32_t own_in[DC_PAIR_CLUSTER_MAX];
+};
+static_assert(sizeof(Shared) <= DC_PAIR_SELECT_SHARED_BYTES(1), "Shared fits its reservation");
+static_assert(!kGroup || DC_PAIR_SELECT_SHARED_BYTES(1) + sizeof(ClusterShared) <= kSharedBytes,
+              "ClusterShared fits its reservation");
+static_assert(DC_PAIR_SELECT_SHARED_BYTES(1) % 16 == 0, "ClusterShared 16-byte aligned");
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
 // Read-only loads through the intrinsics, not inline asm: the compiler may
@@ -213,9 +251,15 @@ __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t 
     return x + before;
 }
 
+// The row's count of a histogram word (in a cluster, its low half).
+__device__ __forceinline__ uint32_t row_count(uint32_t w) { return kGroup ? w & 0xFFFFu : w; }
+
 // Finds the bin of the `need`-th largest element in sh.hist: sh.bin, sh.above
-// (elements in higher bins), sh.cnt (elements in the bin), sh.total. When
+// (elements in higher bins), sh.cnt (elements in the bin), sh.total; in a
+// cluster also their counts in the CTAs before this one (*_before). When
 // total < need, no bin is found (sh.bin = 0xFFFFFFFF). Ends with a barrier.
+// A cluster's packed words add without carries: each half sums to at most
+// kRowCands < 65536.
 __device__ void find_bin(Shared &sh, uint32_t need)
 {
     constexpr int kPer = (kBins + kThreads - 1) / kThreads;
@@ -229,20 +273,26 @@ __device__ void find_bin(Shared &sh, uint32_t need)
     uint32_t total;
     const uint32_t incl = block_scan(sh, mine, &total);
     if (tid == 0) {
-        sh.total = total;
+        sh.total = row_count(total);
+        if (kGroup)
+            sh.total_before = total >> 16;
         sh.bin = 0xFFFFFFFFu;
     }
     __syncthreads();
     uint32_t above = total - incl; // elements in bins past this thread's range
-    if (above < need && above + mine >= need) {
+    if (row_count(above) < need && row_count(above + mine) >= need) {
         for (int c = kPer - 1; c >= 0; c--) {
             if (lo + c >= kBins)
                 continue;
             const uint32_t h = sh.hist[lo + c];
-            if (above + h >= need) {
+            if (row_count(above + h) >= need) {
                 sh.bin = (uint32_t)(lo + c);
-                sh.above = above;
-                sh.cnt = h;
+                sh.above = row_count(above);
+                sh.cnt = row_count(h);
+                if (kGroup) {
+                    sh.above_before = above >> 16;
+                    sh.cnt_before = h >> 16;
+                }
                 break;
             }
             above += h;
@@ -251,19 +301,62 @@ __device__ void find_bin(Shared &sh, uint32_t need)
     __syncthreads();
 }
 
-__device__ __forceinline__ void clear_hist(Shared &sh)
+__device__ __forceinline__ void clear_hist(uint32_t *hist)
 {
     for (int c = threadIdx.x; c < kBins; c += kThreads)
-        sh.hist[c] = 0u;
+        hist[c] = 0u;
     __syncthreads();
 }
 
-// Per-row context.
+// Per-row context. Positions below are the CTA's own (0 .. kCands - 1);
+// the row's position of p is pos0 + p.
 struct Row {
     const int32_t *base;   // row base: candidates + t * K * 2 (rank-major) or t * W*K*2
     long long rank_stride; // int32 words between two ranks (rank-major)
     const uint32_t *keys;  // shared keys, or nullptr
+    uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
 };
+
+__device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
+{
+    return kGroup ? row.pos0 + p : p;
+}
+
+// A cluster's histogram of one pass: every CTA's local one (its buffer
+// `local`, complete), summed into sh.hist as (row count) | (count in the
+// CTAs before this one) << 16. The cluster barrier first makes the peers'
+// buffers visible; a buffer is written again two passes later, after the
+// next pass's barrier, by which every CTA has read it.
+__device__ void gather_hist(Shared &sh, const uint32_t *local)
+{
+    dc::cluster_arrive();
+    dc::cluster_wait();
+    const uint32_t me = dc::cluster_ctarank();
+    for (int g = threadIdx.x; g < kBins / 4; g += kThreads) {
+        uint4 v[kClu];
+#pragma unroll
+        for (int r = 0; r < kClu; r++)
+            v[r] = dc::cluster_ld4(local + 4 * g, (uint32_t)r);
+        uint4 tot = make_uint4(0u, 0u, 0u, 0u), bef = tot;
+#pragma unroll
+        for (int r = 0; r < kClu; r++) {
+            tot.x += v[r].x;
+            tot.y += v[r].y;
+            tot.z += v[r].z;
+            tot.w += v[r].w;
+            if ((uint32_t)r < me) {
+                bef.x += v[r].x;
+                bef.y += v[r].y;
+                bef.z += v[r].z;
+                bef.w += v[r].w;
+            }
+        }
+        *reinterpret_cast<uint4 *>(sh.hist + 4 * g) =
+            make_uint4(tot.x | bef.x << 16, tot.y | bef.y << 16, tot.z | bef.z << 16,
+                       tot.w | bef.w << 16);
+    }
+    __syncthreads();
+}
 
 // Shared key of position p lives at word key_index(p): rows of 32 words (128
 // bytes), whose 16-byte chunks are XOR-swizzled by the row number, so that
@@ -286,10 +379,11 @@ __device__ __forceinline__ uint4 key4(const Row &row, uint32_t p)
         // Keys not kept: re-read the pairs (8-byte loads: the buffer is only
         // known to be 8-byte aligned).
         int32_t s0, g0, s1, g1, s2, g2, s3, g3;
-        ld_nc_v2(row.base + pair_offset(p, row.rank_stride), s0, g0);
-        ld_nc_v2(row.base + pair_offset(p + 1, row.rank_stride), s1, g1);
-        ld_nc_v2(row.base + pair_offset(p + 2, row.rank_stride), s2, g2);
-        ld_nc_v2(row.base + pair_offset(p + 3, row.rank_stride), s3, g3);
+        const uint32_t rp = row_pos(row, p);
+        ld_nc_v2(row.base + pair_offset(rp, row.rank_stride), s0, g0);
+        ld_nc_v2(row.base + pair_offset(rp + 1, row.rank_stride), s1, g1);
+        ld_nc_v2(row.base + pair_offset(rp + 2, row.rank_stride), s2, g2);
+        ld_nc_v2(row.base + pair_offset(rp + 3, row.rank_stride), s3, g3);
         q = make_uint4(primary_key(s0, g0), primary_key(s1, g1), primary_key(s2, g2),
                        primary_key(s3, g3));
     }
@@ -303,7 +397,7 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
-    return gid_of(ld_nc(row.base + pair_offset(p, row.rank_stride) + 1));
+    return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
 
 // Calls f(k, j) with the primary key k of each of this thread's positions
@@ -325,9 +419,9 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 }
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
-// to shared memory (when kept there), their top 11 bits to the histogram.
+// to shared memory (when kept there), their top 11 bits to `hist`.
 // dst = skeys + key_index(2 * v).
-__device__ __forceinline__ void take_vector(Shared &sh, uint32_t *dst, int32_t s0, int32_t g0,
+__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
                                             int32_t s1, int32_t g1)
 {
     const uint32_t k0 = primary_key(s0, g0);
@@ -335,8 +429,8 @@ __device__ __forceinline__ void take_vector(Shared &sh, uint32_t *dst, int32_t s
     if (kSmemKeys)
         *reinterpret_cast<uint2 *>(dst) = make_uint2(k0, k1);
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
-    atomicAdd(&sh.hist[k0 >> 21], 1u);
-    atomicAdd(&sh.hist[k1 >> 21], 1u);
+    atomicAdd(&hist[k0 >> 21], 1u);
+    atomicAdd(&hist[k1 >> 21], 1u);
 }
 
 // Load phase: keys to shared memory (when kept there) and the histogram of
@@ -345,7 +439,7 @@ __device__ __forceinline__ void take_vector(Shared &sh, uint32_t *dst, int32_t s
 // Rows of at most 16 iterations are unrolled whole: every iteration's rank
 // and offset in the rank fold into constants.
 template <bool V16>
-__device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t *skeys)
+__device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
     const uint32_t key0 = key_index(2 * tid);
@@ -360,14 +454,16 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
             s1[b] = 0;
             g1[b] = -1;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
-                // A whole iteration in one rank (2 * kThreads divides K):
-                // its rank and first position are known without tid.
-                constexpr bool kOneRank = !kRowMajor && kK % (2 * kThreads) == 0;
-                const uint32_t p0 = (uint32_t)(i0 + b) * (2 * kThreads);
+                // A whole iteration in one rank (2 * kThreads divides K
+                // and the CTA's share): its rank and first position are
+                // known without tid.
+                constexpr bool kOneRank =
+                    !kRowMajor && kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
+                const uint32_t p0 = row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads));
                 const int32_t *p =
                     kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
                                    (long long)((p0 % kK + 2 * tid) * 2)
-                             : row.base + pair_offset(2 * v, row.rank_stride);
+                             : row.base + pair_offset(row_pos(row, 2 * v), row.rank_stride);
                 if (V16) {
                     ld_nc_v4(p, s0[b], g0[b], s1[b], g1[b]);
                 } else {
@@ -386,7 +482,7 @@ __device__ __forceinline__ void load_phase(Shared &sh, const Row &row, uint32_t 
                 skeys + (kThreads % 128 == 0 ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
                                              : key_index(2 * v));
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(sh, dst, s0[b], g0[b], s1[b], g1[b]);
+                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b]);
         }
     }
 }
@@ -397,19 +493,19 @@ __device__ __forceinline__ uint32_t digit_mask(int q) { return q == 2 ? 0x3FFu :
 
 // Histogram of digit q of the primary keys k with k != 0 and
 // (k & mask) == pre.
-__device__ void hist_primary(Shared &sh, const Row &row, int q, uint32_t mask, uint32_t pre)
+__device__ void hist_primary(uint32_t *hist, const Row &row, int q, uint32_t mask, uint32_t pre)
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
     for_my_keys<4>(row, [&](uint32_t k, uint32_t) {
         if (k && (k & mask) == pre)
-            atomicAdd(&sh.hist[(k >> shift) & dm], 1u);
+            atomicAdd(&hist[(k >> shift) & dm], 1u);
     });
     __syncthreads();
 }
 
 // Histogram of digit q of the secondary keys ~gid of the candidates with
 // primary key P and (sec & mask) == pre.
-__device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
+__device__ void hist_secondary(uint32_t *hist, const Row &row, int q, uint32_t prim,
                                uint32_t mask, uint32_t pre)
 {
     const uint32_t shift = digit_shift(q), dm = digit_mask(q);
@@ -419,7 +515,7 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
             return;
         const uint32_t sk = ~(uint32_t)gid_at(row, p0 + j);
         if ((sk & mask) == pre)
-            atomicAdd(&sh.hist[(sk >> shift) & dm], 1u);
+            atomicAdd(&hist[(sk >> shift) & dm], 1u);
     });
     __syncthreads();
 }
@@ -427,7 +523,7 @@ __device__ void hist_secondary(Shared &sh, const Row &row, int q, uint32_t prim,
 // Pass 1 with masks (kMask): the histogram of digit 1 of the keys in the
 // pass-0 boundary bin b0, and this thread's flags: *above = keys whose top
 // 11 bits exceed b0, *inbin = valid keys in b0.
-__device__ void hist_pass1(Shared &sh, const Row &row, uint32_t b0, uint32_t &above,
+__device__ void hist_pass1(uint32_t *hist, const Row &row, uint32_t b0, uint32_t &above,
                            uint32_t &inbin)
 {
     // The flags come from compares only (an atomic under a condition costs
@@ -446,46 +542,72 @@ __device__ void hist_pass1(Shared &sh, const Row &row, uint32_t b0, uint32_t &ab
     const uint32_t p0 = threadIdx.x * kChunk;
     for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
         const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
-        atomicAdd(&sh.hist[(k >> 10) & 0x7FFu], 1u);
+        atomicAdd(&hist[(k >> 10) & 0x7FFu], 1u);
     }
     __syncthreads();
 }
 
 // Pass 2 with masks: the histogram of digit 2 of the keys flagged in inbin
 // with (k & mask) == pre.
-__device__ void hist_pass2(Shared &sh, const Row &row, uint32_t inbin, uint32_t mask,
+__device__ void hist_pass2(uint32_t *hist, const Row &row, uint32_t inbin, uint32_t mask,
                            uint32_t pre)
 {
     const uint32_t p0 = threadIdx.x * kChunk;
     for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
         const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
         if ((k & mask) == pre)
-            atomicAdd(&sh.hist[k & 0x3FFu], 1u);
+            atomicAdd(&hist[k & 0x3FFu], 1u);
     }
     __syncthreads();
 }
 
-// Radix select; leaves the decision in sh.dec. The first
-// histogram is already in sh.hist.
+// Radix select; leaves the decision in sh.dec, and sh.sel_all / sel_before.
+// The first histogram is built (sh.hist, or in a cluster cl->local[0]).
 // With kMask, *masked says whether pass 1 ran and left this thread's flags
 // in above / inbin (see hist_pass1).
-__device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
-                             uint32_t &inbin_mask, bool &masked)
+//
+// In a cluster every CTA builds its own histogram of each pass and reads
+// the row's from gather_hist; all of them then take the same decisions, so
+// they pass the same cluster barriers. What the CTAs before this one
+// select follows from the same counts: their part of each pass's higher
+// bins, plus their part of the boundary bin that is taken whole (or, for
+// duplicates, of the tied full key, in position order).
+__device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
+                             uint32_t &above_mask, uint32_t &inbin_mask, bool &masked)
 {
     uint32_t need = kK, mask = 0, pre = 0;
+    uint32_t before = 0; // cluster: taken so far in the CTAs before this one
+    int e = 0;           // histograms so far
+    // The buffer pass e builds; its row histogram into sh.hist.
+    auto pass_hist = [&]() -> uint32_t * { return kGroup ? cl->local[e & 1] : sh.hist; };
+    auto settle = [&]() {
+        if (kGroup)
+            gather_hist(sh, cl->local[e & 1]);
+        e++;
+    };
+    // The decision's last step (thread 0): what the CTAs before this one
+    // and the whole row select.
+    auto taken = [&](uint32_t sel_before, uint32_t sel_all) {
+        if (kGroup) {
+            sh.sel_before = sel_before;
+            sh.sel_all = sel_all;
+        }
+    };
     masked = false;
     for (int q = 0; q < 3; q++) {
         if (q > 0) {
-            clear_hist(sh);
+            uint32_t *h = pass_hist();
+            clear_hist(h);
             if (kMask && q == 1) {
-                hist_pass1(sh, row, pre >> 21, above_mask, inbin_mask);
+                hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
                 masked = true;
             } else if (kMask && q == 2) {
-                hist_pass2(sh, row, inbin_mask, mask, pre);
+                hist_pass2(h, row, inbin_mask, mask, pre);
             } else {
-                hist_primary(sh, row, q, mask, pre);
+                hist_primary(h, row, q, mask, pre);
             }
         }
+        settle();
         // Bin 0 of the first histogram holds the invalid keys: thread 0,
         // the only reader of bins [0, kPer) in find_bin, drops it.
         if (q == 0 && threadIdx.x == 0)
@@ -493,12 +615,16 @@ __device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
         find_bin(sh, need);
         if (q == 0 && sh.total <= need) {
             // Fewer than K + 1 valid candidates: every valid one.
-            if (threadIdx.x == 0)
+            if (threadIdx.x == 0) {
                 sh.dec.mode = kModeAllValid;
+                taken(sh.total_before, sh.total);
+            }
             __syncthreads();
             return;
         }
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
+        if (kGroup)
+            before += sh.above_before;
         need -= above;
         pre |= bin << digit_shift(q);
         mask |= digit_mask(q) << digit_shift(q);
@@ -507,6 +633,7 @@ __device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
                 sh.dec.mode = kModePrimary;
                 sh.dec.mask = mask;
                 sh.dec.pre = pre;
+                taken(before + sh.cnt_before, kK);
             }
             __syncthreads();
             return;
@@ -517,10 +644,14 @@ __device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
     const uint32_t prim = pre;
     uint32_t mask2 = 0, pre2 = 0;
     for (int q = 0; q < 3; q++) {
-        clear_hist(sh);
-        hist_secondary(sh, row, q, prim, mask2, pre2);
+        uint32_t *h = pass_hist();
+        clear_hist(h);
+        hist_secondary(h, row, q, prim, mask2, pre2);
+        settle();
         find_bin(sh, need);
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
+        if (kGroup)
+            before += sh.above_before;
         need -= above;
         pre2 |= bin << digit_shift(q);
         mask2 |= digit_mask(q) << digit_shift(q);
@@ -530,17 +661,23 @@ __device__ void radix_select(Shared &sh, const Row &row, uint32_t &above_mask,
                 sh.dec.prim = prim;
                 sh.dec.mask2 = mask2;
                 sh.dec.pre2 = pre2;
+                taken(before + sh.cnt_before, kK);
             }
             __syncthreads();
             return;
         }
     }
+    // Duplicates: the first `need` of the cnt candidates with the full key
+    // (P, pre2), in position order; cnt_before of them precede this CTA.
     if (threadIdx.x == 0) {
         sh.dec.mode = kModeDuplicates;
         sh.dec.prim = prim;
         sh.dec.mask2 = mask2;
         sh.dec.pre2 = pre2;
         sh.dec.need = need;
+        if (kGroup)
+            sh.dup_before = sh.cnt_before;
+        taken(before + (sh.cnt_before < need ? sh.cnt_before : need), kK);
     }
     __syncthreads();
 }
@@ -632,13 +769,20 @@ struct Out {
 };
 
 // Selects row t (its keys and first histogram in place) and writes its
-// outputs. The caller puts a barrier before Shared is reused.
-__device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long long t, const Out &o)
+// outputs. The caller puts a barrier before Shared is reused. In a cluster
+// each CTA writes its own selected candidates at the row offset of the
+// ones before it; the last CTA writes the padding and the owned count.
+__device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const Row &row,
+                                            long long t, const Out &o)
 {
     const uint32_t tid = threadIdx.x;
     uint32_t above_mask = 0, inbin_mask = 0;
     bool masked = false;
-    radix_select(sh, row, above_mask, inbin_mask, masked);
+    radix_select(sh, cl, row, above_mask, inbin_mask, masked);
+    // The peers' histograms are read: the arriving half of the barrier that
+    // keeps this CTA's shared memory alive for theirs (waited at exit).
+    if (kGroup)
+        dc::cluster_arrive();
 
     const Decision &d = sh.dec;
     __syncthreads();
@@ -683,7 +827,7 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
             n += e ? 1u : 0u;
         });
         uint32_t total;
-        eq_base = block_scan(sh, n, &total) - n;
+        eq_base = block_scan(sh, n, &total) - n + (kGroup ? sh.dup_before : 0u);
     }
 
     // Selection flag of the key k at position p (eq: duplicates seen so far).
@@ -741,9 +885,12 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
     }
     __syncthreads();
 
-    // (C) ids and owned rows. Item r = it * kThreads + tid.
-    constexpr int kItems = (kK + kThreads - 1) / kThreads;
+    // (C) ids and owned rows. Item r = it * kThreads + tid, at row offset
+    // sel_before + r (a cluster's CTAs write their parts of the row).
+    constexpr int kItems = ((kK < kCands ? kK : kCands) + kThreads - 1) / kThreads;
     const uint32_t lane = tid & 31u, warp = tid >> 5;
+    const uint32_t sel_before = kGroup ? sh.sel_before : 0u;
+    const bool last = !kGroup || dc::cluster_ctarank() == (uint32_t)(kClu - 1);
     int32_t g[kItems];
 #pragma unroll
     for (int it = 0; it < kItems; it++) {
@@ -752,14 +899,48 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
     }
     if (want_ids) {
         int32_t *ids = o.ids + t * o.ids_stride;
+        if (!kGroup) {
 #pragma unroll
-        for (int it = 0; it < kItems; it++) {
-            const uint32_t r = (uint32_t)it * kThreads + tid;
-            if (r < (uint32_t)kK)
-                ids[r] = r < nsel_all ? g[it] : -1;
+            for (int it = 0; it < kItems; it++) {
+                const uint32_t r = (uint32_t)it * kThreads + tid;
+                if (r < (uint32_t)kK)
+                    ids[r] = r < nsel_all ? g[it] : -1;
+            }
+        } else {
+#pragma unroll
+            for (int it = 0; it < kItems; it++) {
+                const uint32_t r = (uint32_t)it * kThreads + tid;
+                if (r < nsel_all)
+                    ids[sel_before + r] = g[it];
+            }
+            if (last)
+                for (uint32_t c = sh.sel_all + tid; c < (uint32_t)kK; c += kThreads)
+                    ids[c] = -1;
         }
     }
     uint32_t nown_all = 0;
+    if (want_rows && kGroup) {
+        // The owned ones of the CTAs before this one: each CTA counts its
+        // own and sends the count to every later CTA of the row.
+        uint32_t n = 0;
+#pragma unroll
+        for (int it = 0; it < kItems; it++) {
+            const uint32_t r = (uint32_t)it * kThreads + tid;
+            uint32_t l = 0;
+            n += r < nsel_all && owned(m, g[it], l) ? 1u : 0u;
+        }
+        uint32_t mine;
+        block_scan(sh, n, &mine);
+        const uint32_t me = dc::cluster_ctarank();
+        if (tid > me && tid < (uint32_t)kClu)
+            dc::cluster_push1(&cl->own_in[me], &cl->own_bar, tid, mine);
+        if (me > 0) {
+            dc::mbar_wait<true>(&cl->own_bar, 0u);
+#pragma unroll
+            for (int r = 0; r < kClu - 1; r++)
+                nown_all += (uint32_t)r < me ? cl->own_in[r] : 0u;
+        }
+    }
     if (want_rows) {
         // Owned ones compacted in item order: a ballot per warp, the warps'
         // counts through shared memory (warp_sums), one round per item
@@ -788,7 +969,7 @@ __device__ __forceinline__ void select_emit(Shared &sh, const Row &row, long lon
         }
     }
     // Padding: -1 after the owned rows; the owned count.
-    if (want_rows) {
+    if (want_rows && last) {
         int32_t *out = o.rows_out + t * o.rows_stride;
         for (uint32_t c = nown_all + tid; c < (uint32_t)kK; c += kThreads)
             out[c] = -1;
@@ -829,24 +1010,42 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     Row row;
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
-    const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kCands * 2;
+    const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kRowCands * 2;
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
     // are multiples of 16 bytes since K is a multiple of 32).
     const bool v16 = ((unsigned long long)candidates & 15ull) == 0ull;
 
-    const long long t = blockIdx.x;
+    // A row's CTAs are consecutive blocks: one cluster.
+    const long long t = blockIdx.x / kClu;
     if (t >= rows)
         return;
     row.base = candidates + t * row_words;
+    ClusterShared *cl = nullptr;
+    uint32_t *hist0 = sh.hist;
+    if (kGroup) {
+        cl = reinterpret_cast<ClusterShared *>(dyn_smem + DC_PAIR_SELECT_SHARED_BYTES(1) / 4);
+        const uint32_t me = dc::cluster_ctarank();
+        row.pos0 = me * (uint32_t)kCands;
+        hist0 = cl->local[0];
+        if (tid == 0) {
+            // One arrival and the counts of the CTAs before this one; the
+            // first histogram's cluster barrier publishes it to them.
+            dc::mbar_init(&cl->own_bar);
+            dc::mbar_expect_tx(&cl->own_bar, 4u * me);
+            dc::mbar_init_fence();
+        }
+    }
     for (int c = tid; c < kBins; c += kThreads)
-        sh.hist[c] = 0u;
+        hist0[c] = 0u;
     __syncthreads();
     if (v16)
-        load_phase<true>(sh, row, dyn_keys);
+        load_phase<true>(hist0, row, dyn_keys);
     else
-        load_phase<false>(sh, row, dyn_keys);
+        load_phase<false>(hist0, row, dyn_keys);
     __syncthreads();
-    select_emit(sh, row, t, o);
+    select_emit(sh, cl, row, t, o);
+    if (kGroup)
+        dc::cluster_wait();
 }
 
 // The owned rows' CSR offsets after the counts (kernel_abi.h).

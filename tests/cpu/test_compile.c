@@ -186,13 +186,27 @@ TEST(hierarchical_keys_compile)
                 size_t m = 0;
                 CHECK_OK(dcptopk_config_keys_nodes(&c, d, archs[a], list, 64, &m));
                 CHECK(m >= 2 && m <= 64);
-                /* The last two are node_pairs and the pair select. */
-                CHECK_EQ(list[m - 2].kernel, DCPTOPK_KERNEL_NODE_PAIRS);
-                CHECK_EQ(list[m - 2].world_size, c.world_size / d);
-                CHECK_EQ(list[m - 1].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
-                CHECK_EQ(list[m - 1].variant, d == c.world_size ? 0 : d);
-                CHECK_EQ(list[m - 1].world_size, c.world_size);
-                for (size_t j = m - 2; j < m; j++) {
+                /* node_pairs, then the pair select over the d nodes: one
+                 * CTA a row, and, when d * K candidates allow (at most
+                 * 32768, at least 2048 a CTA, up to 4 CTAs), the split
+                 * that few rows get. */
+                const int32_t seg = d == c.world_size ? 0 : d;
+                const int64_t cands = (int64_t)d * c.topk;
+                int32_t split = 0;
+                if (cands <= 32768)
+                    while (split < 2 && cands / (2 << split) >= 2048)
+                        split++;
+                const size_t first = m - (split ? 3 : 2);
+                CHECK_EQ(list[first].kernel, DCPTOPK_KERNEL_NODE_PAIRS);
+                CHECK_EQ(list[first].world_size, c.world_size / d);
+                for (size_t j = first + 1; j < m; j++) {
+                    CHECK_EQ(list[j].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
+                    CHECK_EQ(list[j].world_size, c.world_size);
+                }
+                CHECK_EQ(list[first + 1].variant, seg);
+                if (split)
+                    CHECK_EQ(list[m - 1].variant, seg + 32 * split);
+                for (size_t j = first; j < m; j++) {
                     int seen = 0;
                     for (size_t q = 0; q < n && !seen; q++)
                         seen = memcmp(&keys[q], &list[j], sizeof list[j]) == 0;
@@ -236,4 +250,29 @@ TEST(hierarchical_keys_refuse_bad_node_counts)
                                &k),
              DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "key->variant = 3");
+    /* Its split over a cluster: 2 or 4 CTAs (32 * log2), rows of at most
+     * 32768 candidates, at least 2048 a CTA. */
+    static const struct { const char *spec; int ok; } splits[] = {
+        {"topk=2048,world_size=8,variant=64", 1},  /* 4 x 4096 */
+        {"topk=2048,world_size=8,variant=34", 1},  /* 2 nodes: 2 x 2048 */
+        {"topk=2048,world_size=8,variant=66", 0},  /* 2 nodes, 4 x 1024 */
+        {"topk=2048,world_size=8,variant=65", 0},  /* 1 segment: 2048 */
+        {"topk=2048,world_size=8,variant=96", 0},  /* 8 CTAs */
+        {"topk=4096,world_size=16,variant=32", 0}, /* 65536 a row */
+        {"topk=512,world_size=8,variant=64", 0},   /* 1024 a CTA */
+        {"topk=512,world_size=8,variant=32", 1},
+    };
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text,
+                 "pair_select(%s,block_size=64,interleave=1,emit_ids=1,"
+                 "layout=0)@sm_90a",
+                 splits[i].spec);
+        const dcptopk_result r = dcptopk_key_parse(text, &k);
+        CHECK_MSG(splits[i].ok ? r == DCPTOPK_SUCCESS
+                               : r == DCPTOPK_INVALID_ARGUMENT,
+                  "%s: %s", text, dcptopk_last_error(NULL));
+        if (!splits[i].ok)
+            CHECK_CONTAINS(dcptopk_last_error(NULL), "key->variant = ");
+    }
 }

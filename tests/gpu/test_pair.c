@@ -5,7 +5,8 @@
  * +-inf/NaN/+-0, heavy ties, duplicated candidates), both layouts (identical
  * outputs), padded rank strides, 8-byte aligned buffers, CUDA graph replay,
  * the pack with and without row starts for interleave 1, 2, 4, and argument
- * errors. */
+ * errors. Few rows split over a cluster of 2 or 4 CTAs (the launcher's
+ * choice); select_every_split runs every split of each shape. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "gen.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "pair.h"
 #include "runtime.h"
 
 #define SENTINEL 0x5A5A5A5A
@@ -26,6 +28,7 @@ typedef struct pair_case {
     int misalign;       /* candidates 8-byte (not 16-byte) aligned       */
     int32_t rank;
     int64_t ref_rows;   /* rows checked against the reference (at both ends) */
+    int32_t split;      /* log2 of the CTAs a row; -1: the launcher's choice */
 } pair_case;
 
 static dcptopk_merge_config pair_config(int32_t w, int32_t k, int32_t s,
@@ -358,9 +361,10 @@ static int run_case(dcptopk_context *ctx, const pair_case *pc)
     }
     for (int layout = 0; layout < 2; layout++) {
         dcptopk_pair_select_args a = gpu_args(pc, &in, &m, &d, layout, stride);
-        if (dcptopk_pair_select(ctx, &c, &a)) {
-            fprintf(stderr, "dcptopk_pair_select(layout %d): %s\n", layout,
-                    dcptopk_last_error(ctx));
+        if (pc->split < 0 ? dcptopk_pair_select(ctx, &c, &a)
+                          : dc_pair_select_split(ctx, &c, 0, pc->split, &a)) {
+            fprintf(stderr, "dcptopk_pair_select(layout %d, split %d): %s\n",
+                    layout, pc->split, dcptopk_last_error(ctx));
             goto out;
         }
         if (download(ctx, &d, layout, &got[layout], pc->t, stride))
@@ -401,6 +405,7 @@ static pair_case small_case(int32_t w, int32_t k, int64_t t, int family,
     pc.misalign = 0;
     pc.rank = (int32_t)(seed % (uint64_t)w);
     pc.ref_rows = t;
+    pc.split = -1;
     return pc;
 }
 
@@ -422,6 +427,41 @@ TEST(select_all_shapes_all_families)
                 pc.b = ki % 2 ? 64 : 16;
                 CHECK(run_case(ctx, &pc) == 0);
             }
+    dcptopk_context_destroy(ctx);
+}
+
+/* Every split of a row over 1, 2 and 4 CTAs that its shape allows (at most
+ * 32768 candidates a row, 2048 a CTA), every family, with owned rows, both
+ * layouts; one shape that allows none is refused a split. */
+TEST(select_every_split)
+{
+    GPU_CTX(ctx);
+    static const struct { int32_t w, k, max_split; } shapes[] = {
+        {2, 2048, 1}, {4, 2048, 2}, {8, 2048, 2}, {16, 2048, 2},
+        {3, 4096, 2}, {1, 4096, 1}, {8, 512, 1},  {16, 1024, 2},
+    };
+    uint64_t seed = 900;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int32_t split = 0; split <= shapes[i].max_split; split++)
+            for (int f = -1; f < DC_PFAM_COUNT; f++) {
+                pair_case pc = small_case(shapes[i].w, shapes[i].k,
+                                          1 + (int64_t)(seed % 5), f, seed);
+                seed++;
+                pc.s = 1 << (i % 3);
+                pc.b = i % 2 ? 64 : 16;
+                if (f < 0)
+                    pc.rank = 0;
+                pc.split = split;
+                if (run_case(ctx, &pc) != 0) {
+                    fprintf(stderr, "failed: W=%d K=%d split %d family %d\n",
+                            pc.w, pc.k, split, f);
+                    CHECK(0);
+                }
+            }
+    /* W * K = 65536: no split (run_case prints the refusal). */
+    pair_case pc = small_case(16, 4096, 2, DC_PFAM_NORMAL, 999);
+    pc.split = 1;
+    CHECK(run_case(ctx, &pc) != 0);
     dcptopk_context_destroy(ctx);
 }
 
