@@ -155,8 +155,8 @@ static void float_ids(dcptopk_context *ctx, uint64_t d, size_t n)
     free(h);
 }
 
-/* Few rows: the row on 1, 2 and 4 CTAs (each split its shape allows), rank
- * major, ids compared with one CTA's bit for bit. */
+/* The row on 1, 2 and 4 CTAs (each split its shape allows; the launcher
+ * picks one by rows), rank-major, ids compared with one CTA's bit for bit. */
 static void bench_splits(bench_ctx *b, select_job *job, int64_t t,
                          double bytes)
 {
@@ -236,7 +236,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         time_it(b, run_select, &job, &med[layout], &mn[layout]);
         report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
                bytes, med[layout], mn[layout]);
-        if (layout == 0 && t < 132)
+        if (layout == 0)
             bench_splits(b, &job, t, bytes);
     }
     printf("JSON {\"bench\":\"pair_select_ratio\",\"W\":%d,\"K\":%d,\"T\":%lld,"

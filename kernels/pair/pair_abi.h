@@ -57,14 +57,16 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * at DC_PAIR_SELECT_SHARED_BYTES(c); a cluster's CTAs add two local
  * histograms and the owned-row counts they send each other), then the CTA's
  * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
- * template re-reads them from global memory). */
+ * template re-reads them from global memory); a cluster's CTAs then keep
+ * their gids (4 bytes a candidate), which one CTA re-reads instead. */
 #define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
     ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
 #define DC_PAIR_SELECT_SMEM_BYTES(w, k, c)                                     \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
-     (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0))
+     (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
+     ((c) > 1 ? (w) * (k) / (c) * 4 : 0))
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

@@ -100,13 +100,16 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // keep three. Rows past 64 KiB of keys run one CTA. Slower with three CTAs'
 // footprint (docs/TUNING.md): streaming every row through a cp.async ring,
 // and a persistent grid prefetching the next row into L2.
+// A split row's CTA keeps its gids on chip too (no re-read): its shared
+// memory allows two CTAs an SM at 512 threads, three at fewer.
 constexpr int kMinBlocks =
-    kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
+    kGroup ? (kThreads >= 512 ? 2 : 3)
+           : kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8 when
 // no register bound holds them back (faster than 4 on the large rows, and
 // 16 gains nothing over 8 at two CTAs an SM); under the three-CTA bound 6
-// or 8 gain nothing over 4.
-constexpr int kLoadBatch = kMinBlocks == 3 ? 4 : 8;
+// or 8 gain nothing over 4. A split row's CTA has at most 8 a thread.
+constexpr int kLoadBatch = kMinBlocks == 3 && !kGroup ? 4 : 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
@@ -315,6 +318,7 @@ struct Row {
     long long rank_stride; // int32 words between two ranks (rank-major)
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
+    const int32_t *gids;   // a split row's: the gids, beside the keys in shared memory
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -397,6 +401,8 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
+    if (kGroup)
+        return row.gids[key_index(p)];
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
 
@@ -419,7 +425,8 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 }
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
-// to shared memory (when kept there), their top 11 bits to `hist`.
+// to shared memory (when kept there; a split row's gids too, kCands words
+// past the keys), their top 11 bits to `hist`.
 // dst = skeys + key_index(2 * v).
 __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
                                             int32_t s1, int32_t g1)
@@ -428,6 +435,9 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
         *reinterpret_cast<uint2 *>(dst) = make_uint2(k0, k1);
+    if (kGroup)
+        *reinterpret_cast<uint2 *>(dst + kCands) =
+            make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
     atomicAdd(&hist[k0 >> 21], 1u);
     atomicAdd(&hist[k1 >> 21], 1u);
@@ -1010,6 +1020,7 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     Row row;
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
+    row.gids = reinterpret_cast<const int32_t *>(dyn_keys + kCands);
     const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kRowCands * 2;
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
     // are multiples of 16 bytes since K is a multiple of 32).
