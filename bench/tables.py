@@ -240,6 +240,31 @@ def pair_table(runs):
     return t
 
 
+def pair_split_table(runs):
+    t = Table("Pair select: a row on 1, 2 or 4 CTAs",
+              "`bench/bench_pair`, rank-major, L2 flushed before each call: the same rows with "
+              "each row on one CTA and split over a cluster of 2 or 4 (the shape's largest "
+              "split keeps 2048 candidates a CTA); the ids of every split equal one CTA's bit for "
+              "bit. \"launcher\" is the split the library picks for that row count. Times in us.",
+              ["W K T", "1 CTA", "2 CTAs", "4 CTAs", "launcher", "torch.topk",
+               "x faster than topk (launcher)"])
+    for w, k, tt in PAIR_SHAPES:
+        run, rec = newest(runs, is_("pair_select_split", layout="rank-major-ctas1", W=w, K=k,
+                                    T=tt))
+        if not rec:
+            continue
+        cells = []
+        for c in (1, 2, 4):
+            r = run.find(is_("pair_select_split", layout=f"rank-major-ctas{c}", W=w, K=k, T=tt))
+            cells.append(num(median(r)) if r else "-")
+        lr = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
+        topk = run.find(is_("torch_pair_topk", W=w, K=k, T=tt))
+        lm = median(lr) if lr else None
+        tk = median(topk) if topk else None
+        t.add(run, [f"{w} {k} {tt}"] + cells + [f"**{num(lm)}**", num(tk), ratio(tk, lm)])
+    return t
+
+
 def float_ids_table(runs):
     t = Table("Pair select on float-valued ids (vLLM's layout)",
               "`bench/bench_pair` + `bench/torch_pair.py`, W = 8, K = 2048: the same candidates "
@@ -413,7 +438,8 @@ def render(runs):
     runs = sorted(runs, key=Run.sort_key)
     for i, run in enumerate(runs):
         run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
-    tables = [warmup_table(runs), pair_table(runs), float_ids_table(runs), topn_table(runs),
+    tables = [warmup_table(runs), pair_table(runs), pair_split_table(runs), float_ids_table(runs),
+              topn_table(runs),
               packed_table(runs), host_table(runs), dist_table(runs)]
     body = "\n".join(x for x in (tb.render() for tb in tables) if x)
     used = [r for r in runs if any(r in tb.runs for tb in tables)]
