@@ -16,8 +16,8 @@ import sys
 
 # (slot, anchor, after?) in the order of the row's phases
 STAMPS = [
-    (2, "#endif\n        }\n    }\n    __syncthreads();\n", True),
-    (7, "        to_keys(nfull, raw);\n    }\n", True),
+    (2, "    clear_counts(sh);\n    __syncthreads();\n", True),
+    (7, "        to_keys(kv, list, hist_max, counting, nfull, raw);\n    }\n", True),
     (8, "    // ---- the lower bound lb", False),
     (9, "        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;\n    }\n", True),
     (10, "            list[at++] = (uint16_t)(first + __ffs(flags) - 1);\n        __syncthreads();\n    }\n", True),

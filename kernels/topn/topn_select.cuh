@@ -476,6 +476,150 @@ __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, u
 
 // --------------------------------------------------------- the selection
 
+// The helpers of topn_row below take topn_row's variables by reference,
+// as the lambdas they replace captured them: that passing keeps the machine
+// code of every variant as it was (bench/sass_compare.sh; taking them by
+// value reordered the code of the cluster variants).
+
+#if DC_TOPN_CLUSTER > 1
+// Pushes: every thread sends its scan bins (those of group_bins) to each
+// peer, which adds them up from its own shared memory.
+static_assert(DC_TOPN_BPT == 2 || DC_TOPN_BPT % 4 == 0,
+              "a thread's bins go out in 8- or 16-byte pushes");
+
+// own[j]: this CTA's count of bin bfirst + j (bfirst: the first of this
+// thread's scan bins), read from `local`, pushed to slot d - 1 of the CTA d
+// ranks after this one.
+__device__ __forceinline__ void push_bins(const uint32_t *local, uint32_t (*rx)[DC_TOPN_BINS],
+                                          uint64_t *bar, uint32_t (&own)[DC_TOPN_BPT],
+                                          const uint32_t &crank, const uint32_t &bfirst)
+{
+    constexpr int BPT = DC_TOPN_BPT;
+#pragma unroll
+    for (int j = 0; j < BPT; j++)
+        own[j] = local[bfirst + j];
+#pragma unroll
+    for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++) {
+        const uint32_t to = (crank + d) % DC_TOPN_CLUSTER;
+        if constexpr (BPT == 2) {
+            push2(&rx[d - 1][bfirst], bar, to, own[0], own[1]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < BPT; j += 4)
+                push4(&rx[d - 1][bfirst + j], bar, to,
+                      u32x4{own[j], own[j + 1], own[j + 2], own[j + 3]});
+        }
+    }
+}
+
+// Whether slot k's pusher comes before this CTA (its counts are in b).
+__device__ __forceinline__ bool slot_before(uint32_t k, const uint32_t &crank)
+{
+    return (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank;
+}
+
+// The group's counts of this thread's bins, h (and b: the CTAs before this
+// one), in group_bins' order: bin bfirst + j is h[BPT - 1 - j].
+__device__ __forceinline__ void sum_bins(const uint32_t (&own)[DC_TOPN_BPT],
+                                         uint32_t (*rx)[DC_TOPN_BINS], uint32_t (&h)[DC_TOPN_BPT],
+                                         uint32_t (&b)[DC_TOPN_BPT], const uint32_t &crank,
+                                         const uint32_t &bfirst)
+{
+    constexpr int BPT = DC_TOPN_BPT;
+#pragma unroll
+    for (int j = 0; j < BPT; j++) {
+        h[BPT - 1 - j] = own[j];
+        b[BPT - 1 - j] = 0u;
+    }
+#pragma unroll
+    for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
+        const bool before = slot_before(k, crank);
+#pragma unroll
+        for (int j = 0; j < BPT; j++) {
+            const uint32_t q = rx[k][bfirst + j];
+            h[BPT - 1 - j] += q;
+            b[BPT - 1 - j] += before ? q : 0u;
+        }
+    }
+}
+
+#endif
+
+// The fine counts and the histograms at zero (the set-up, while the bulk
+// copies land).
+__device__ __forceinline__ void clear_counts(TopnShared &sh)
+{
+    const uint32_t tid = threadIdx.x;
+    if (tid < 32u)
+        sh.fine[tid] = 0u;
+    // 16-byte stores, unrolled: one a thread and histogram at 512 threads
+    // (every warp of every row paid the plain loop's bookkeeping).
+    constexpr uint32_t Q = DC_TOPN_BINS / 4;
+#pragma unroll
+    for (uint32_t j = 0; j < (Q + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS; j++) {
+        const uint32_t i = tid + j * DCPTOPK_THREADS;
+        if (Q % DCPTOPK_THREADS == 0 || i < Q) {
+            ((u32x4 *)sh.hist_local)[i] = u32x4{0u, 0u, 0u, 0u};
+#if DC_TOPN_CLUSTER > 1
+            ((u32x4 *)sh.hist_max_local)[i] = u32x4{0u, 0u, 0u, 0u};
+#endif
+        }
+    }
+}
+
+// Vector v's keys in place (raw: its logits), its maximum to list entry v
+// and, while counting, to the maxima's histogram.
+__device__ __forceinline__ void to_keys(u32x4 *const &kv, uint16_t *const &list,
+                                        uint32_t *const &hist_max, const bool &counting, int32_t v,
+                                        const u32x4 &raw)
+{
+    u32x4 k;
+    k.x = key16x2(raw.x);
+    k.y = key16x2(raw.y);
+    k.z = key16x2(raw.z);
+    k.w = key16x2(raw.w);
+    kv[v] = k;
+    const uint32_t m = max_key8(k);
+    list[v] = (uint16_t)m;
+    if (DC_TOPN_CLUSTER == 1 || counting)
+        atomicAdd(&hist_max[m >> 5], 1u);
+}
+
+// f(bit, maximum) over the maxima of this thread's vectors [first, first
+// + g), bit = the vector's offset from first.
+template <class F>
+__device__ __forceinline__ void each_max(const int32_t &first, const int32_t &g,
+                                         const int32_t &nvec, uint16_t *const &list, F &&f)
+{
+    auto four = [&](int32_t j) {
+        const int32_t v = first + j;
+        if (v + 4 <= nvec) {
+            const u32x2 q = *(const u32x2 *)&list[v];
+            f(j, q.x & 0xFFFFu);
+            f(j + 1, q.x >> 16);
+            f(j + 2, q.y & 0xFFFFu);
+            f(j + 3, q.y >> 16);
+        } else {
+            for (int32_t e = 0; v + e < nvec; e++)
+                f(j + e, (uint32_t)list[v + e]);
+        }
+    };
+    if constexpr (DC_TOPN_CLUSTER > 1) {
+        // A cluster's chunks are long (g = 16 at 512 threads): unrolled
+        // to the largest g, so that the loads go out together and the
+        // flag bits are constants.
+        constexpr int32_t GMAX =
+            ((DC_TOPN_CHUNK_MAX / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+#pragma unroll
+        for (int32_t j = 0; j < GMAX; j += 4)
+            if (j < g)
+                four(j);
+    } else {
+        for (int32_t j = 0; j < g; j += 4)
+            four(j);
+    }
+}
+
 // The plane words: slots [j0, count) have bit 16 set, j0 = the selected
 // ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
 // waiting for its peers: its first slot plus its own selected ids below
@@ -573,79 +717,19 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         mbar_expect_tx(&sh.rx_bar[1], (DC_TOPN_CLUSTER - 1) * (DC_TOPN_BINS * 4u + 4u));
 #endif
     }
-    if (tid < 32u)
-        sh.fine[tid] = 0u;
-    // 16-byte stores, unrolled: one a thread and histogram at 512 threads
-    // (every warp of every row paid the plain loop's bookkeeping).
-    constexpr uint32_t Q = DC_TOPN_BINS / 4;
-#pragma unroll
-    for (uint32_t j = 0; j < (Q + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS; j++) {
-        const uint32_t i = tid + j * DCPTOPK_THREADS;
-        if (Q % DCPTOPK_THREADS == 0 || i < Q) {
-            ((u32x4 *)sh.hist_local)[i] = u32x4{0u, 0u, 0u, 0u};
-#if DC_TOPN_CLUSTER > 1
-            ((u32x4 *)sh.hist_max_local)[i] = u32x4{0u, 0u, 0u, 0u};
-#endif
-        }
-    }
+    clear_counts(sh);
     __syncthreads();
 #if DC_TOPN_CLUSTER > 1
-    // Pushes: every thread sends its scan bins (those of group_bins) to each
-    // peer, which adds them up from its own shared memory. A peer's
-    // mbarriers must be initialised (fenced above) before the first push to
-    // it: this relaxed arrive, and the wait just before that push.
+    // A peer's mbarriers must be initialised (fenced above) before the
+    // first push to it: this relaxed arrive, and the wait just before that
+    // push.
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    static_assert(BPT == 2 || BPT % 4 == 0, "a thread's bins go out in 8- or 16-byte pushes");
     const uint32_t bfirst = DC_TOPN_BINS - (tid + 1u) * BPT;
-    // own[j]: this CTA's count of bin bfirst + j, read from `local`, pushed
-    // to slot d - 1 of the CTA d ranks after this one.
-    auto push_bins = [&](const uint32_t *local, uint32_t(*rx)[DC_TOPN_BINS], uint64_t *bar,
-                         uint32_t(&own)[BPT]) {
-#pragma unroll
-        for (int j = 0; j < BPT; j++)
-            own[j] = local[bfirst + j];
-#pragma unroll
-        for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++) {
-            const uint32_t to = (crank + d) % DC_TOPN_CLUSTER;
-            if constexpr (BPT == 2) {
-                push2(&rx[d - 1][bfirst], bar, to, own[0], own[1]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < BPT; j += 4)
-                    push4(&rx[d - 1][bfirst + j], bar, to,
-                          u32x4{own[j], own[j + 1], own[j + 2], own[j + 3]});
-            }
-        }
-    };
-    // Whether slot k's pusher comes before this CTA (its counts are in b).
-    auto slot_before = [&](uint32_t k) {
-        return (crank + DC_TOPN_CLUSTER - 1u - k) % DC_TOPN_CLUSTER < crank;
-    };
-    // The group's counts of this thread's bins, h (and b: the CTAs before
-    // this one), in group_bins' order: bin bfirst + j is h[BPT - 1 - j].
-    auto sum_bins = [&](const uint32_t(&own)[BPT], uint32_t(*rx)[DC_TOPN_BINS], uint32_t(&h)[BPT],
-                        uint32_t(&b)[BPT]) {
-#pragma unroll
-        for (int j = 0; j < BPT; j++) {
-            h[BPT - 1 - j] = own[j];
-            b[BPT - 1 - j] = 0u;
-        }
-#pragma unroll
-        for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
-            const bool before = slot_before(k);
-#pragma unroll
-            for (int j = 0; j < BPT; j++) {
-                const uint32_t q = rx[k][bfirst + j];
-                h[BPT - 1 - j] += q;
-                b[BPT - 1 - j] += before ? q : 0u;
-            }
-        }
-    };
     uint32_t own_max[BPT], own_win[BPT];
     auto push_max = [&]() {
         __syncthreads(); // the counted maxima are in
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-        push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max);
+        push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max, crank, bfirst);
     };
 #endif
 
@@ -656,18 +740,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // floor lb may take (lb >= DC_KEY_MIN), so no branch keeps it out.
     uint16_t *list = keys + chunk; // chunk / 8 entries (the launcher's extra space)
     bool counting = true; // maxima still go to the histogram (uniform)
-    auto to_keys = [&](int32_t v, const u32x4 &raw) {
-        u32x4 k;
-        k.x = key16x2(raw.x);
-        k.y = key16x2(raw.y);
-        k.z = key16x2(raw.z);
-        k.w = key16x2(raw.w);
-        kv[v] = k;
-        const uint32_t m = max_key8(k);
-        list[v] = (uint16_t)m;
-        if (DC_TOPN_CLUSTER == 1 || counting)
-            atomicAdd(&hist_max[m >> 5], 1u);
-    };
     if constexpr (DC_TOPN_CLUSTER > 1) {
         // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
         // before converting them: its few warps need the loads in flight side
@@ -703,16 +775,17 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                     raw[j] = kv[(r + j) * DCPTOPK_THREADS + (int32_t)tid];
 #pragma unroll
                 for (int j = 0; j < B; j++)
-                    to_keys((r + j) * DCPTOPK_THREADS + (int32_t)tid, raw[j]);
+                    to_keys(kv, list, hist_max, counting, (r + j) * DCPTOPK_THREADS + (int32_t)tid,
+                            raw[j]);
             }
             for (; r < r1; r++) {
                 const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
-                to_keys(v, kv[v]);
+                to_keys(kv, list, hist_max, counting, v, kv[v]);
             }
             if (r0 + rpp >= rounds) {
                 const int32_t v = (rounds - 1) * DCPTOPK_THREADS + (int32_t)tid;
                 if (v < nfull)
-                    to_keys(v, kv[v]);
+                    to_keys(kv, list, hist_max, counting, v, kv[v]);
             }
         }
     } else {
@@ -728,7 +801,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             }
             const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
             if (v < nfull)
-                to_keys(v, kv[v]);
+                to_keys(kv, list, hist_max, counting, v, kv[v]);
         }
     }
     if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
@@ -745,7 +818,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         raw.y = h[2] | (h[3] << 16);
         raw.z = h[4] | (h[5] << 16);
         raw.w = h[6] | (h[7] << 16);
-        to_keys(nfull, raw);
+        to_keys(kv, list, hist_max, counting, nfull, raw);
     }
 #if DC_TOPN_CLUSTER > 1
     if (counting) // short rows: every piece was counted
@@ -765,7 +838,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         uint32_t h[BPT], b[BPT];
 #if DC_TOPN_CLUSTER > 1
         mbar_wait<true>(&sh.rx_bar[0], 0u);
-        sum_bins(own_max, sh.rx_max, h, b);
+        sum_bins(own_max, sh.rx_max, h, b, crank, bfirst);
 #else
         group_bins<false>(hist_max, crank, true, h, b);
 #endif
@@ -783,34 +856,6 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     // vectors, >= 256 threads): one flag bit a vector.
     const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
     const int32_t first = (int32_t)tid * g;
-    auto each_max = [&](auto &&f) { // f(bit, maximum) over this thread's vectors
-        auto four = [&](int32_t j) {
-            const int32_t v = first + j;
-            if (v + 4 <= nvec) {
-                const u32x2 q = *(const u32x2 *)&list[v];
-                f(j, q.x & 0xFFFFu);
-                f(j + 1, q.x >> 16);
-                f(j + 2, q.y & 0xFFFFu);
-                f(j + 3, q.y >> 16);
-            } else {
-                for (int32_t e = 0; v + e < nvec; e++)
-                    f(j + e, (uint32_t)list[v + e]);
-            }
-        };
-        if constexpr (DC_TOPN_CLUSTER > 1) {
-            // A cluster's chunks are long (g = 16 at 512 threads): unrolled
-            // to the largest g, so that the loads go out together and the
-            // flag bits are constants.
-            constexpr int32_t GMAX = ((DC_TOPN_CHUNK_MAX / 8 + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
-#pragma unroll
-            for (int32_t j = 0; j < GMAX; j += 4)
-                if (j < g)
-                    four(j);
-        } else {
-            for (int32_t j = 0; j < g; j += 4)
-                four(j);
-        }
-    };
     if ((DC_TOPN_CLUSTER == 1 || crowded) && lb == (mbin << 5)) {
         // lb to the exact N-th largest maximum (uniform): the maxima of lb's
         // bin by value; need_fine of them (>= 1, <= the bin's count) are the
@@ -823,7 +868,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         // take every maximum of the bin, the first bound only those of the
         // counted pieces: N vectors still hold a maximum >= the new lb.
         if constexpr (DC_TOPN_CLUSTER == 1) {
-            each_max([&](int32_t, uint32_t m) {
+            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
                 if ((m >> 5) == mbin)
                     atomicAdd(&sh.fine[m & 31u], 1u);
             });
@@ -832,7 +877,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             // atomics on one address serialise. A thread counts a run of
             // equal maxima by one atomic.
             uint32_t fm = 0, fn = 0;
-            each_max([&](int32_t, uint32_t m) {
+            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
                 if ((m >> 5) == mbin) {
                     if (m != fm) {
                         if (fn)
@@ -864,7 +909,8 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
     uint32_t nlist;
     {
         uint32_t flags = 0;
-        each_max([&](int32_t bit, uint32_t m) { flags |= (m >= lb ? 1u : 0u) << bit; });
+        each_max(first, g, nvec, list,
+                 [&](int32_t bit, uint32_t m) { flags |= (m >= lb ? 1u : 0u) << bit; });
         uint32_t unused0, unused1;
         uint32_t at = block_scan<false>((uint32_t)__popc(flags), 0u, sh.ws[WS_LIST], nullptr,
                                         &nlist, &unused0, &unused1);
@@ -897,7 +943,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         pushed_win = first_pass;
         if (first_pass) {
             __syncthreads(); // this CTA's window is in
-            push_bins(sh.hist_local, sh.rx_win, &sh.rx_bar[1], own_win);
+            push_bins(sh.hist_local, sh.rx_win, &sh.rx_bar[1], own_win, crank, bfirst);
             const uint32_t mine = sh.ovf_local;
             if (tid == 0)
 #pragma unroll
@@ -910,7 +956,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
             for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
                 const uint32_t oc = sh.rx_ovf[k];
                 ovf += oc;
-                ovf_before += slot_before(k) ? oc : 0u;
+                ovf_before += slot_before(k, crank) ? oc : 0u;
             }
             return;
         }
@@ -964,7 +1010,7 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
         uint32_t h[BPT], b[BPT];
 #if DC_TOPN_CLUSTER > 1
         if (pushed_win)
-            sum_bins(own_win, sh.rx_win, h, b);
+            sum_bins(own_win, sh.rx_win, h, b, crank, bfirst);
         else
 #endif
             group_bins<GROUP>(sh.hist_local, crank, false, h, b);
