@@ -25,11 +25,9 @@ static void pair_key(dcptopk_key *k, int32_t kernel,
     }
 }
 
-/* log2 of the CTAs a row of `cands` candidates splits over when rows are
- * few: the largest split (up to DC_PAIR_CLUSTER_MAX) that leaves every CTA
- * DC_PAIR_CLUSTER_MIN_CANDS candidates; 0 for rows past
- * DC_PAIR_CLUSTER_MAX_ROW. One split a shape, so that warmup compiles two
- * selects a layout, not three. */
+/* log2 of the most CTAs a row of `cands` candidates may split over: up to
+ * DC_PAIR_CLUSTER_MAX while every CTA keeps DC_PAIR_CLUSTER_MIN_CANDS
+ * candidates; 0 for rows past DC_PAIR_CLUSTER_MAX_ROW. */
 static int32_t pair_split_log2(int64_t cands)
 {
     int32_t v = 0;
@@ -41,31 +39,17 @@ static int32_t pair_split_log2(int64_t cands)
     return v;
 }
 
-/* The split of one launch: the shape's when `rows` leave SMs idle with one
- * CTA a row, that is when the split grid stays within two CTAs an SM (a
- * split CTA holds a quarter or half of the row: two fit an SM). */
-static int32_t pair_split_choose(int64_t rows, int64_t cands, int32_t sms)
-{
-    const int32_t v = pair_split_log2(cands);
-    if (sms <= 0)
-        sms = 132;
-    return v > 0 && rows < sms && rows * ((int64_t)1 << v) <= 2 * (int64_t)sms
-               ? v
-               : 0;
-}
-
+/* The entry points run one CTA a row at every row count: the split lost to
+ * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
+ * runs only where dc_pair_select_split asks for it, and warmup loads only
+ * the one-CTA keys. */
 void dc_pair_select_nodes_keys(dc_key_list *l, const dcptopk_merge_config *c,
                                int32_t nodes, int32_t layout, const char *arch)
 {
-    const int32_t segments = nodes ? nodes : c->world_size;
-    const int32_t split = pair_split_log2((int64_t)segments * c->topk);
-    for (int32_t v = 0; v <= split; v += split ? split : 1) {
-        dcptopk_key *k = dc_key_next(l);
-        pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
-        k->layout = layout;
-        k->variant =
-            DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, v);
-    }
+    dcptopk_key *k = dc_key_next(l);
+    pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
+    k->layout = layout;
+    k->variant = DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, 0);
 }
 
 void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
@@ -75,7 +59,7 @@ void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
     /* Every layout: engines gather rank-major; the row-major route is kept
      * for engines that already reorder; the float-id ones read vLLM's pair
      * candidates in place. Which one a step uses is the caller's argument,
-     * so warmup loads them all, with and without the split of few rows. */
+     * so warmup loads them all. */
     for (int32_t layout = 0; layout < 4; layout++)
         dc_pair_select_nodes_keys(l, c, 0, layout, arch);
 }
@@ -124,7 +108,7 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
 
     const int64_t cands = (int64_t)segments * c.topk;
     if (split < 0)
-        split = pair_split_choose(args->rows, cands, dc_ctx_sm_count(ctx));
+        split = 0;
     else if (split > pair_split_log2(cands))
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "split = %d: a row of %lld candidates splits over at "

@@ -22,18 +22,17 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
 DC_HIDDEN void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
                             dc_key_list *l);
 
-/* Appends the keys dcptopk_pair_select_nodes may launch for `nodes`
- * segments (0 = world_size) and `layout`: one CTA a row, and the row split
- * over a cluster that few rows get. */
+/* Appends the key dcptopk_pair_select_nodes launches for `nodes` segments
+ * (0 = world_size) and `layout`: one CTA a row. */
 DC_HIDDEN void dc_pair_select_nodes_keys(dc_key_list *l,
                                          const dcptopk_merge_config *c,
                                          int32_t nodes, int32_t layout,
                                          const char *arch);
 
-/* dcptopk_pair_select_nodes (nodes = 0: the flat merge) with the row split
- * over 2^split CTAs; split = -1 lets the launcher choose (the entry points
- * do), a larger one than the shape allows is refused. For benchmarks that
- * compare splits. */
+/* dcptopk_pair_select_nodes (nodes = 0: the flat merge) with each row split
+ * over 2^split CTAs of a cluster; split = -1 is the entry points' choice
+ * (one CTA), a larger split than the shape allows is refused. For the
+ * benchmark and the tests that compare splits. */
 DC_HIDDEN dcptopk_result dc_pair_select_split(
     dcptopk_context *ctx, const dcptopk_merge_config *config, int32_t nodes,
     int32_t split, const dcptopk_pair_select_args *args);

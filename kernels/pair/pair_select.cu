@@ -14,7 +14,8 @@
 // position; ids -1 padded to K. Owned rows: the selected gids of this rank,
 // mapped through the block table, compacted in the same order.
 //
-// One CTA per row, or, when rows are few, C = 2 or 4 CTAs per row (a
+// One CTA per row, or, where dc_pair_select_split asks (the entry points
+// do not: it measured slower, docs/TUNING.md), C = 2 or 4 CTAs per row (a
 // thread-block cluster; the key's variant, pair_abi.h): CTA c holds the
 // row's positions [c * WK / C, (c + 1) * WK / C). Each CTA builds its own
 // histogram of every pass; a cluster barrier and reads of the peers'

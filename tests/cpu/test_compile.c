@@ -186,26 +186,14 @@ TEST(hierarchical_keys_compile)
                 size_t m = 0;
                 CHECK_OK(dcptopk_config_keys_nodes(&c, d, archs[a], list, 64, &m));
                 CHECK(m >= 2 && m <= 64);
-                /* node_pairs, then the pair select over the d nodes: one
-                 * CTA a row, and, when d * K candidates allow (at most
-                 * 32768, at least 2048 a CTA, up to 4 CTAs), the split
-                 * that few rows get. */
-                const int32_t seg = d == c.world_size ? 0 : d;
-                const int64_t cands = (int64_t)d * c.topk;
-                int32_t split = 0;
-                if (cands <= 32768)
-                    while (split < 2 && cands / (2 << split) >= 2048)
-                        split++;
-                const size_t first = m - (split ? 3 : 2);
+                /* The last two are node_pairs and the pair select (one CTA
+                 * a row: warmup loads no split). */
+                const size_t first = m - 2;
                 CHECK_EQ(list[first].kernel, DCPTOPK_KERNEL_NODE_PAIRS);
                 CHECK_EQ(list[first].world_size, c.world_size / d);
-                for (size_t j = first + 1; j < m; j++) {
-                    CHECK_EQ(list[j].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
-                    CHECK_EQ(list[j].world_size, c.world_size);
-                }
-                CHECK_EQ(list[first + 1].variant, seg);
-                if (split)
-                    CHECK_EQ(list[m - 1].variant, seg + 32 * split);
+                CHECK_EQ(list[m - 1].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
+                CHECK_EQ(list[m - 1].variant, d == c.world_size ? 0 : d);
+                CHECK_EQ(list[m - 1].world_size, c.world_size);
                 for (size_t j = first; j < m; j++) {
                     int seen = 0;
                     for (size_t q = 0; q < n && !seen; q++)

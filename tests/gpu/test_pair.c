@@ -5,8 +5,8 @@
  * +-inf/NaN/+-0, heavy ties, duplicated candidates), both layouts (identical
  * outputs), padded rank strides, 8-byte aligned buffers, CUDA graph replay,
  * the pack with and without row starts for interleave 1, 2, 4, and argument
- * errors. Few rows split over a cluster of 2 or 4 CTAs (the launcher's
- * choice); select_every_split runs every split of each shape. */
+ * errors. select_every_split runs each row split over a cluster of 2 and 4
+ * CTAs (dc_pair_select_split), which the entry points do not choose. */
 #include <stdlib.h>
 #include <string.h>
 
