@@ -18,11 +18,11 @@ import sys
 STAMPS = [
     (2, "    clear_counts(sh);\n    __syncthreads();\n", True),
     (7, "        to_keys(kv, list, hist_max, counting, nfull, raw);\n    }\n", True),
-    (8, "    // ---- the lower bound lb", False),
-    (9, "        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;\n    }\n", True),
-    (10, "            list[at++] = (uint16_t)(first + __ffs(flags) - 1);\n        __syncthreads();\n    }\n", True),
-    (11, "    window_pass(lb, true);\n", True),
-    (12, "        eq_run = take_all ? 0u : sh.b_eq;\n    }\n", True),
+    (8, "    topn_keys(ck, sh, own);\n", True),
+    (9, "    const TopnBound bd = topn_bound<NSEL>(ck, sh, own);\n", True),
+    (10, "    const uint32_t nlist = topn_list(ck, sh, lb);\n", True),
+    (11, "    const TopnWindow w = topn_window(ck, sh, own, nlist, lb);\n", True),
+    (12, "        t.eq_run = take_all ? 0u : sh.b_eq;\n    }\n", True),
     (13, "    topn_planes<NSEL>(chunk, crank", False),
 ]
 

@@ -476,10 +476,10 @@ __device__ __forceinline__ uint32_t window_add(uint32_t *hist, const u32x4 &k, u
 
 // --------------------------------------------------------- the selection
 
-// The helpers of topn_row below take topn_row's variables by reference,
-// as the lambdas they replace captured them: that passing keeps the machine
-// code of every variant as it was (bench/sass_compare.sh; taking them by
-// value reordered the code of the cluster variants).
+// The helpers below take their callers' variables by reference, as the
+// lambdas of topn_row they replaced captured them: that passing kept the
+// machine code of every variant as it was (bench/sass_compare.sh; taking
+// them by value reordered the code of the cluster variants).
 
 #if DC_TOPN_CLUSTER > 1
 // Pushes: every thread sends its scan bins (those of group_bins) to each
@@ -620,6 +620,556 @@ __device__ __forceinline__ void each_max(const int32_t &first, const int32_t &g,
     }
 }
 
+// ------------------------------------------------------- the row's phases
+// topn_row is the sequence of the functions below, in this order (then
+// topn_planes). Each takes this CTA's share of the row (TopnChunk) and what
+// the phases before it returned, so that what a phase reads and leaves is
+// in its signature.
+
+// This CTA's share of the row: set by topn_row, read by every phase.
+struct TopnChunk {
+    uint32_t tid, lane;  // threadIdx.x, lane_id()
+    uint32_t crank;      // this CTA's rank in the group
+    int32_t lo;          // its first column
+    int32_t len;         // its columns below E (<= chunk)
+    int32_t nvec;        // 8-key vectors in smem
+    int32_t nfull;       // full vectors in HBM
+    // Step 1 runs in rounds of THREADS vectors (one a thread); a piece is
+    // rpp whole rounds, so a thread waits for a piece only at its first round.
+    int32_t rounds;
+    int32_t rpp;         // rounds per piece
+    int32_t qv;          // vectors per piece
+    const uint16_t *row; // the row's first logit
+    u32x4 *kv;           // the keys, 8 a vector
+    uint16_t *list;      // chunk / 8 entries after the keys (the launcher's extra space)
+    uint32_t *hist_max;  // the maxima's histogram
+};
+
+// What a cluster's CTA pushed of its own scan bins (push_bins): the scans
+// add its peers' counts to these. Empty with one CTA.
+struct TopnOwn {
+#if DC_TOPN_CLUSTER > 1
+    uint32_t bfirst;           // the first of this thread's scan bins
+    uint32_t max[DC_TOPN_BPT]; // its counted maxima
+    uint32_t win[DC_TOPN_BPT]; // its window
+#endif
+};
+
+// ---- 1. the set-up: the bulk copies go out first, then the histograms are
+// cleared. A cluster's CTA notes its first scan bin (own.bfirst).
+__device__ __forceinline__ void topn_start(const TopnChunk &ck, TopnShared &sh, TopnOwn &own)
+{
+    const uint32_t tid = ck.tid;
+    const uint16_t *src = ck.row + ck.lo;
+    const int32_t nfull = ck.nfull, qv = ck.qv;
+    if (tid == 0) {
+        for (int p = 0; p < DC_TOPN_PIECES; p++)
+            mbar_init(&sh.bar[p]);
+#if DC_TOPN_CLUSTER > 1
+        mbar_init(&sh.rx_bar[0]);
+        mbar_init(&sh.rx_bar[1]);
+#endif
+        mbar_init_fence();
+        for (int p = 0; p < DC_TOPN_PIECES; p++) {
+            const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
+            if (v0 < v1)
+                bulk_load(&ck.kv[v0], src + (int64_t)v0 * 8, (uint32_t)(v1 - v0) * 16u, &sh.bar[p]);
+        }
+        sh.ovf_local = 0u;
+        sh.lo_count = 0u;
+#if DC_TOPN_CLUSTER > 1
+        mbar_expect_tx(&sh.rx_bar[0], (DC_TOPN_CLUSTER - 1) * DC_TOPN_BINS * 4u);
+        mbar_expect_tx(&sh.rx_bar[1], (DC_TOPN_CLUSTER - 1) * (DC_TOPN_BINS * 4u + 4u));
+#endif
+    }
+    clear_counts(sh);
+    __syncthreads();
+#if DC_TOPN_CLUSTER > 1
+    // A peer's mbarriers must be initialised (fenced above) before the
+    // first push to it: this relaxed arrive, and the wait just before that
+    // push (push_max).
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    own.bfirst = DC_TOPN_BINS - (tid + 1u) * DC_TOPN_BPT;
+#else
+    (void)own;
+#endif
+}
+
+#if DC_TOPN_CLUSTER > 1
+// This CTA's counted maxima to its peers, once they are all in.
+__device__ __forceinline__ void push_max(const TopnChunk &ck, TopnShared &sh, TopnOwn &own)
+{
+    __syncthreads(); // the counted maxima are in
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own.max, ck.crank, own.bfirst);
+}
+#endif
+
+// ---- 1. keys in place, piece by piece. Each vector's largest key goes to
+// its entry of the list area (entry v: the list is written over these
+// maxima in step 2) and to the maxima's histogram: a vector of NaN keys
+// only (maximum < DC_KEY_MIN) lands in bins 0..7, below every bin whose
+// floor lb may take (lb >= DC_KEY_MIN), so no branch keeps it out. Ends
+// once the counted maxima are in: pushed to the peers (a cluster), or past
+// a barrier (one CTA).
+__device__ __forceinline__ void topn_keys(const TopnChunk &ck, TopnShared &sh, TopnOwn &own)
+{
+    const uint32_t tid = ck.tid;
+    const int32_t len = ck.len, nvec = ck.nvec, nfull = ck.nfull;
+    const int32_t rounds = ck.rounds, rpp = ck.rpp;
+    u32x4 *kv = ck.kv;
+    uint16_t *list = ck.list;
+    uint32_t *hist_max = ck.hist_max;
+    bool counting = true; // maxima still go to the histogram (uniform)
+    if constexpr (DC_TOPN_CLUSTER > 1) {
+        // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
+        // before converting them: its few warps need the loads in flight side
+        // by side (the compiler keeps the list's 16-bit stores in order with
+        // the next vector's load, as it cannot tell them apart), which
+        // shortens the decode-shaped (few, long) rows.
+        constexpr int B = 4;
+        // Unrolled over the pieces: faster at 8 rows in a same-run A/B,
+        // every family (docs/TUNING.md).
+#pragma unroll
+        for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
+            const int32_t r0 = p * rpp;
+            if (r0 >= rounds)
+                break; // later pieces are empty too
+            // Whole rounds of this piece: [r0, r1). Every round but the last
+            // is whole; the last one goes to the piece that holds it, checked.
+            const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
+            if (p == DC_TOPN_LB_PIECES && counting) {
+                // The maxima counted so far are lb's: to the peers, while
+                // this piece lands, so that the lb scan need not wait for
+                // the last piece.
+#if DC_TOPN_CLUSTER > 1
+                push_max(ck, sh, own);
+#endif
+                counting = false;
+            }
+            mbar_wait(&sh.bar[p], 0u);
+            int32_t r = r0;
+            for (; r + B <= r1; r += B) {
+                u32x4 raw[B];
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    raw[j] = kv[(r + j) * DCPTOPK_THREADS + (int32_t)tid];
+#pragma unroll
+                for (int j = 0; j < B; j++)
+                    to_keys(kv, list, hist_max, counting, (r + j) * DCPTOPK_THREADS + (int32_t)tid,
+                            raw[j]);
+            }
+            for (; r < r1; r++) {
+                const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
+                to_keys(kv, list, hist_max, counting, v, kv[v]);
+            }
+            if (r0 + rpp >= rounds) {
+                const int32_t v = (rounds - 1) * DCPTOPK_THREADS + (int32_t)tid;
+                if (v < nfull)
+                    to_keys(kv, list, hist_max, counting, v, kv[v]);
+            }
+        }
+    } else {
+        // One CTA a row (four an SM, 32 registers): a vector at a time, one
+        // wait at each piece's first round (the batched loop above is slower
+        // here: under the register bound its loads in flight cost more than
+        // the other resident CTAs already hide).
+        for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
+            if (r == wait_at) {
+                mbar_wait(&sh.bar[p], 0u);
+                p++;
+                wait_at += rpp;
+            }
+            const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
+            if (v < nfull)
+                to_keys(kv, list, hist_max, counting, v, kv[v]);
+        }
+    }
+    if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
+        // The partial last vector: 0xFFFF is a NaN pattern (never a
+        // candidate) past len.
+        const uint16_t *src = ck.row + ck.lo;
+        uint32_t h[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int32_t c = nfull * 8 + e;
+            h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
+        }
+        u32x4 raw;
+        raw.x = h[0] | (h[1] << 16);
+        raw.y = h[2] | (h[3] << 16);
+        raw.z = h[4] | (h[5] << 16);
+        raw.w = h[6] | (h[7] << 16);
+        to_keys(kv, list, hist_max, counting, nfull, raw);
+    }
+#if DC_TOPN_CLUSTER > 1
+    if (counting) // short rows: every piece was counted
+        push_max(ck, sh, own);
+#else
+    (void)own;
+    group_sync();
+#endif
+}
+
+// The lower bound of the N-th largest key, and what its refinement needs.
+struct TopnBound {
+    uint32_t lb;        // >= DC_KEY_MIN
+    uint32_t mbin;      // the bin of the N-th largest counted maximum
+    uint32_t need_fine; // the N-th largest maximum is the need_fine-th of mbin
+    bool crowded;       // lb's bin holds many maxima (uniform over the group)
+};
+
+// ---- the lower bound lb (>= DC_KEY_MIN): the floor of the bin of the
+// N-th largest counted maximum; DC_KEY_MIN (every non-NaN key) when that
+// bin is one of bins 0..7 or fewer than N vectors have a maximum. The
+// maxima's array is cleared as it is read (one CTA): it becomes the window
+// histogram after this scan's barriers.
+template <int NSEL>
+__device__ __forceinline__ TopnBound topn_bound(const TopnChunk &ck, TopnShared &sh, TopnOwn &own)
+{
+    TopnBound bd;
+    uint32_t h[DC_TOPN_BPT], b[DC_TOPN_BPT];
+#if DC_TOPN_CLUSTER > 1
+    mbar_wait<true>(&sh.rx_bar[0], 0u);
+    sum_bins(own.max, sh.rx_max, h, b, ck.crank, own.bfirst);
+#else
+    (void)own;
+    group_bins<false>(ck.hist_max, ck.crank, true, h, b);
+#endif
+    find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
+    bd.mbin = sh.bin;
+    bd.need_fine = (uint32_t)NSEL - sh.above;
+    bd.crowded = sh.upto > 4u * (uint32_t)NSEL;
+    bd.lb = bd.mbin < DC_TOPN_BINS && (bd.mbin << 5) > DC_KEY_MIN ? (bd.mbin << 5) : DC_KEY_MIN;
+    return bd;
+}
+
+// Step 2's share of a thread: the maxima of vectors [tid * g, tid * g + g),
+// g a multiple of 4 (8-byte reads). g <= 32 (<= 8192 vectors, >= 256
+// threads): one flag bit a vector.
+__device__ __forceinline__ int32_t list_span(const TopnChunk &ck)
+{
+    return ((ck.nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
+}
+
+// ---- lb to the exact N-th largest maximum (uniform), returned: the
+// maxima of lb's bin by value; need_fine of them (>= 1, <= the bin's count)
+// are the largest. Fewer vectors are listed: a bin spans a quarter of an
+// octave, and without this step over a quarter of a normal prefill row's
+// vectors are listed. A cluster takes it only when lb's bin is crowded
+// (tied or shifted rows, whose maxima share a few bins): on normal rows its
+// pass over 16 maxima a thread and its cluster barrier cost more than the
+// shorter list saves. The fine counts take every maximum of the bin, the
+// first bound only those of the counted pieces: N vectors still hold a
+// maximum >= the new lb.
+__device__ __forceinline__ uint32_t topn_refine(const TopnChunk &ck, TopnShared &sh,
+                                                const TopnBound &bd)
+{
+    const uint32_t lane = ck.lane;
+    const int32_t g = list_span(ck), nvec = ck.nvec;
+    const int32_t first = (int32_t)ck.tid * g;
+    uint16_t *const list = ck.list;
+    const uint32_t mbin = bd.mbin;
+    uint32_t lb = bd.lb;
+    if ((DC_TOPN_CLUSTER == 1 || bd.crowded) && lb == (mbin << 5)) {
+        if constexpr (DC_TOPN_CLUSTER == 1) {
+            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
+                if ((m >> 5) == mbin)
+                    atomicAdd(&sh.fine[m & 31u], 1u);
+            });
+        } else {
+            // Crowded: most maxima of the bin are equal, and a warp's
+            // atomics on one address serialise. A thread counts a run of
+            // equal maxima by one atomic.
+            uint32_t fm = 0, fn = 0;
+            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
+                if ((m >> 5) == mbin) {
+                    if (m != fm) {
+                        if (fn)
+                            atomicAdd(&sh.fine[fm & 31u], fn);
+                        fm = m;
+                        fn = 0;
+                    }
+                    fn++;
+                }
+            });
+            if (fn)
+                atomicAdd(&sh.fine[fm & 31u], fn);
+        }
+        group_sync();
+        uint32_t c = 0; // lane i: the maxima lb + 31 - i
+#pragma unroll
+        for (uint32_t cc = 0; cc < DC_TOPN_CLUSTER; cc++)
+            c += remote_ld(&sh.fine[31u - lane], cc);
+        uint32_t x = c; // maxima >= lb + 31 - lane
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
+            if (lane >= (uint32_t)d)
+                x += y;
+        }
+        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, x >= bd.need_fine);
+        lb += 31u - (uint32_t)(__ffs(hit) - 1);
+    }
+    return lb;
+}
+
+// ---- 2. the list: the vectors whose maximum is >= lb, ascending; returns
+// its length. A thread reads the maxima of its vectors (list_span) before
+// the scan's barrier and writes its list entries after it, so the list may
+// overwrite the maxima.
+__device__ __forceinline__ uint32_t topn_list(const TopnChunk &ck, TopnShared &sh, uint32_t lb)
+{
+    const int32_t g = list_span(ck), nvec = ck.nvec;
+    const int32_t first = (int32_t)ck.tid * g;
+    uint16_t *const list = ck.list;
+    uint32_t nlist, flags = 0;
+    each_max(first, g, nvec, list,
+             [&](int32_t bit, uint32_t m) { flags |= (m >= lb ? 1u : 0u) << bit; });
+    uint32_t unused0, unused1;
+    uint32_t at = block_scan<false>((uint32_t)__popc(flags), 0u, sh.ws[WS_LIST], nullptr, &nlist,
+                                    &unused0, &unused1);
+    for (; flags != 0u; flags &= flags - 1u)
+        list[at++] = (uint16_t)(first + __ffs(flags) - 1);
+    __syncthreads();
+    return nlist;
+}
+
+// The window histogram of the listed keys >= from (this CTA's, into
+// hist_local, which must be clear), its overflow into ovf_local; then, past
+// a group barrier, the keys above the window in the group (ovf) and in the
+// CTAs before this one (ovf_before). A cluster's first pass pushes them
+// instead (pushed_win: the tau scan takes them from rx_win).
+__device__ __forceinline__ void window_pass(const TopnChunk &ck, TopnShared &sh, TopnOwn &own,
+                                            const uint32_t &nlist, uint32_t from, bool first_pass,
+                                            uint32_t &ovf, uint32_t &ovf_before, bool &pushed_win)
+{
+    const uint32_t tid = ck.tid, lane = ck.lane, crank = ck.crank;
+    uint32_t o = 0, eq = 0;
+    for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
+        o += window_add<0>(sh.hist_local, ck.kv[ck.list[i]], from, &eq);
+    o = __reduce_add_sync(0xFFFFFFFFu, o);
+    eq = __reduce_add_sync(0xFFFFFFFFu, eq);
+    if (lane == 0 && o)
+        atomicAdd(&sh.ovf_local, o);
+    if (lane == 0 && eq)
+        atomicAdd(&sh.hist_local[0], eq);
+#if DC_TOPN_CLUSTER > 1
+    // (The fallback's second pass has no mbarrier phase left: barriers.)
+    pushed_win = first_pass;
+    if (first_pass) {
+        __syncthreads(); // this CTA's window is in
+        push_bins(sh.hist_local, sh.rx_win, &sh.rx_bar[1], own.win, crank, own.bfirst);
+        const uint32_t mine = sh.ovf_local;
+        if (tid == 0)
+#pragma unroll
+            for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++)
+                push1(&sh.rx_ovf[d - 1], &sh.rx_bar[1], (crank + d) % DC_TOPN_CLUSTER, mine);
+        mbar_wait<true>(&sh.rx_bar[1], 0u);
+        ovf = mine;
+        ovf_before = 0;
+#pragma unroll
+        for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
+            const uint32_t oc = sh.rx_ovf[k];
+            ovf += oc;
+            ovf_before += slot_before(k, crank) ? oc : 0u;
+        }
+        return;
+    }
+#else
+    (void)own;
+    (void)first_pass;
+    (void)pushed_win;
+#endif
+    group_sync();
+    ovf = ovf_before = 0;
+#pragma unroll
+    for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
+        const uint32_t oc = remote_ld(&sh.ovf_local, c);
+        ovf += oc;
+        ovf_before += c < crank ? oc : 0u;
+    }
+}
+
+// The keys above lb's window.
+struct TopnWindow {
+    uint32_t ovf;        // in the group
+    uint32_t ovf_before; // in the CTAs before this one
+};
+
+// ---- 2. the window histogram of the listed keys from lb on: a cluster's
+// CTA pushes it (and its keys above it) to its peers, which need no group
+// barrier to read it.
+__device__ __forceinline__ TopnWindow topn_window(const TopnChunk &ck, TopnShared &sh, TopnOwn &own,
+                                                  uint32_t nlist, uint32_t lb)
+{
+    TopnWindow w;
+    bool pushed_win;
+    window_pass(ck, sh, own, nlist, lb, true, w.ovf, w.ovf_before, pushed_win);
+    return w;
+}
+
+// The threshold, and where this CTA's part of the selection starts.
+struct TopnTau {
+    uint32_t tau;      // the keys > tau are taken, and need_eq keys == tau
+    uint32_t need_eq;
+    uint32_t count;    // the slots filled: N, or every candidate when fewer
+    uint32_t gt_run;   // keys > tau in the CTAs before this one
+    uint32_t eq_run;   // keys == tau in the CTAs before this one
+    uint32_t gt_all;   // keys > tau in the group
+    uint32_t base_sel; // candidates selected before this CTA: its first slot
+};
+
+// ---- tau: the key of the (N - ovf)-th largest count of the window (a bin
+// of one key). When the window holds fewer, every key >= base is taken
+// (tau = base - 1, no tie rule): then fewer than N keys exist (base =
+// DC_KEY_MIN), or exactly N. The fallback (N keys above lb's window) is
+// part of this phase, not of topn_window: it decides where the scan reads
+// the window (pushed_win), and with that flag handed from one phase to the
+// next, NVVM no longer threaded the branches on it (the cluster variants'
+// code changed, bench/sass_compare.sh).
+template <int NSEL>
+__device__ __forceinline__ TopnTau topn_tau(const TopnChunk &ck, TopnShared &sh, TopnOwn &own,
+                                            uint32_t nlist, uint32_t lb, const TopnWindow &w)
+{
+    constexpr bool GROUP = DC_TOPN_CLUSTER > 1;
+    const uint32_t tid = ck.tid, crank = ck.crank;
+    const u32x4 *const kv = ck.kv;
+    const uint16_t *const list = ck.list;
+    uint32_t ovf = w.ovf, ovf_before = w.ovf_before;
+    bool pushed_win = GROUP; // the first pass pushed its window (uniform)
+    uint32_t base = lb;
+    if (ovf >= (uint32_t)NSEL) {
+        // The fallback (uniform over the group): N keys lie above the
+        // window. An 11-bit pass over the listed keys >= lb finds the bin of
+        // the N-th largest (>= N keys are >= lb), and the window restarts at
+        // its floor: fewer than N keys lie above it.
+        group_sync(); // every CTA has read every ovf_local
+        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+            sh.hist_local[i] = 0u;
+        if (tid == 0)
+            sh.ovf_local = 0u;
+        __syncthreads();
+        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
+            window_add<5>(sh.hist_local, kv[list[i]], lb, nullptr); // never above
+        group_sync();
+        {
+            uint32_t h[DC_TOPN_BPT], b[DC_TOPN_BPT];
+            group_bins<false>(sh.hist_local, crank, false, h, b);
+            find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_COARSE], nullptr, sh);
+            base = lb + (sh.bin << 5);
+        }
+        group_sync(); // every CTA has read every hist_local
+        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
+            sh.hist_local[i] = 0u;
+        __syncthreads();
+        window_pass(ck, sh, own, nlist, base, false, ovf, ovf_before, pushed_win);
+    }
+    TopnTau t;
+    {
+        uint32_t h[DC_TOPN_BPT], b[DC_TOPN_BPT];
+#if DC_TOPN_CLUSTER > 1
+        if (pushed_win)
+            sum_bins(own.win, sh.rx_win, h, b, crank, own.bfirst);
+        else
+#endif
+            group_bins<GROUP>(sh.hist_local, crank, false, h, b);
+        find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
+        const bool take_all = sh.bin >= DC_TOPN_BINS;
+        t.tau = take_all ? base - 1u : base + sh.bin;
+        t.need_eq = take_all ? 0u : (uint32_t)NSEL - (ovf + sh.above);
+        t.count = take_all ? ovf + sh.total : (uint32_t)NSEL;
+        t.gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
+        t.gt_all = take_all ? t.count : ovf + sh.above;
+        t.eq_run = take_all ? 0u : sh.b_eq;
+    }
+    // The group's last read of a peer's shared memory was in that scan (none
+    // when the window came by push: nothing to release).
+#if DC_TOPN_CLUSTER > 1
+    if (pushed_win)
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    else
+#endif
+        group_arrive();
+    t.base_sel = t.gt_run + (t.eq_run < t.need_eq ? t.eq_run : t.need_eq);
+    return t;
+}
+
+// ---- the empty slots (CTA 0 of the group), then 3. the stable compaction
+// in ascending local id: list entry i goes to thread i % THREADS, one block
+// scan of the packed counts (keys > tau in the low half, == tau in the high
+// half: <= 8 * 1024 each) per THREADS entries. tau >= DC_KEY_MIN - 1, so
+// keys > tau are never NaN; with take_all the keys == tau (NaN) are counted
+// but need_eq = 0 takes none. Returns this CTA's selected ids below 2^16
+// (topn_planes' lo_sel).
+template <int NSEL, class Out>
+__device__ __forceinline__ uint32_t topn_compact(const TopnChunk &ck, TopnShared &sh,
+                                                 uint32_t nlist, const TopnTau &t,
+                                                 const Out &out)
+{
+    const uint32_t tid = ck.tid;
+    const u32x4 *const kv = ck.kv;
+    const uint16_t *const list = ck.list;
+    const uint32_t tau = t.tau, need_eq = t.need_eq;
+    uint32_t gt_run = t.gt_run, eq_run = t.eq_run;
+    if (ck.crank == 0)
+        for (uint32_t j = t.count + tid; j < (uint32_t)NSEL; j += DCPTOPK_THREADS)
+            out.zero(j);
+
+    // Bit e of gm / qm: key e of the vector is > tau / == tau.
+    uint32_t lo_sel = 0;
+    for (uint32_t i0 = 0; i0 < nlist; i0 += DCPTOPK_THREADS) { // uniform
+        const uint32_t i = i0 + tid;
+        uint32_t gm = 0, qm = 0, v = 0;
+        u32x4 k = {0u, 0u, 0u, 0u};
+        if (i < nlist) {
+            v = list[i];
+            k = kv[v];
+            if (max_key8(k) >= tau) { // vectors below tau hold nothing to take
+                uint32_t ge = 0;
+#pragma unroll
+                for (uint32_t e = 0; e < 8; e++) {
+                    const uint32_t key = key_at(k, e);
+                    gm |= (key > tau ? 1u : 0u) << e;
+                    ge |= (key >= tau ? 1u : 0u) << e;
+                }
+                qm = ge & ~gm;
+            }
+        }
+        const uint32_t c = (uint32_t)__popc(gm) | ((uint32_t)__popc(qm) << 16);
+        // Two scratch arrays in turn: a warp reaches the scan after next
+        // only past the next one's barrier, when every warp has read this.
+        uint32_t tot, unused0, unused1;
+        const uint32_t ex = block_scan<false>(c, 0u, sh.ws[(i0 / DCPTOPK_THREADS) & 1u ? WS_C1 : WS_C0],
+                                              nullptr, &tot, &unused0, &unused1);
+        const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
+        for (uint32_t sel = gm | qm; sel != 0u; sel &= sel - 1u) {
+            const uint32_t e = (uint32_t)(__ffs(sel) - 1);
+            const uint32_t below = (1u << e) - 1u;
+            const uint32_t gbe = gb + (uint32_t)__popc(gm & below);
+            const uint32_t qbe = qb + (uint32_t)__popc(qm & below);
+            uint32_t pos;
+            if ((gm >> e) & 1u) {
+                pos = gbe + (qbe < need_eq ? qbe : need_eq);
+            } else {
+                if (qbe >= need_eq)
+                    continue;
+                pos = gbe + qbe;
+            }
+            const uint32_t l = (uint32_t)ck.lo + v * 8u + e;
+            out.put(pos, pack_word(key_at(k, e) - DC_KEY_ORD, l));
+            lo_sel += l < 65536u ? 1u : 0u;
+        }
+        gt_run += tot & 0xFFFFu;
+        eq_run += tot >> 16;
+        // Every key taken in the group lies before here: the rest of the
+        // list selects nothing (a tied row lists most of its vectors).
+        if (gt_run >= t.gt_all && eq_run >= need_eq)
+            break;
+    }
+    return lo_sel;
+}
+
 // The plane words: slots [j0, count) have bit 16 set, j0 = the selected
 // ids below 2^16. The CTA whose columns hold 65536 (c65) knows j0 without
 // waiting for its peers: its first slot plus its own selected ids below
@@ -674,428 +1224,42 @@ __device__ __forceinline__ void topn_row(const uint16_t *__restrict__ row, int32
                                          uint16_t *keys, TopnShared &sh, const Out &out)
 {
     static_assert(NSEL % 32 == 0 && NSEL >= 32 && NSEL <= 4096, "N: multiple of 32, <= 4096");
-    constexpr int BPT = DC_TOPN_BPT;
-    constexpr bool GROUP = DC_TOPN_CLUSTER > 1;
-    const uint32_t tid = threadIdx.x, lane = lane_id(), warp = warp_id();
+    const uint32_t tid = threadIdx.x, lane = lane_id();
     const uint32_t crank = cluster_rank();
-    const int32_t lo = (int32_t)crank * chunk;
-    int32_t len = E - lo;
+    TopnChunk ck;
+    ck.tid = tid;
+    ck.lane = lane;
+    ck.crank = crank;
+    ck.lo = (int32_t)crank * chunk;
+    int32_t len = E - ck.lo;
     len = len < 0 ? 0 : (len > chunk ? chunk : len);
-    const int32_t nvec = (len + 7) >> 3;       // 8-key vectors in smem
-    const int32_t nfull = len >> 3;            // full vectors in HBM
-    // Step 1 runs in rounds of THREADS vectors (one a thread); a piece is
-    // rpp whole rounds, so a thread waits for a piece only at its first round.
-    const int32_t rounds = (nfull + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS;
-    const int32_t rpp = (rounds + DC_TOPN_PIECES - 1) / DC_TOPN_PIECES; // rounds per piece
-    const int32_t qv = rpp * DCPTOPK_THREADS;                             // vectors per piece
-    const uint16_t *src = row + lo;
-    u32x4 *kv = (u32x4 *)keys;
+    ck.len = len;
+    ck.nvec = (ck.len + 7) >> 3;
+    ck.nfull = ck.len >> 3;
+    ck.rounds = (ck.nfull + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS;
+    ck.rpp = (ck.rounds + DC_TOPN_PIECES - 1) / DC_TOPN_PIECES;
+    ck.qv = ck.rpp * DCPTOPK_THREADS;
+    ck.row = row;
+    ck.kv = (u32x4 *)keys;
 #if DC_TOPN_CLUSTER > 1
-    uint32_t *const hist_max = sh.hist_max_local;
+    ck.hist_max = sh.hist_max_local;
 #else
-    uint32_t *const hist_max = sh.hist_local; // dead once lb is known: reused
+    ck.hist_max = sh.hist_local; // dead once lb is known: reused
 #endif
+    TopnOwn own;
 
-    // ---- 1. the bulk copies go out first, then the histograms are cleared
-    if (tid == 0) {
-        for (int p = 0; p < DC_TOPN_PIECES; p++)
-            mbar_init(&sh.bar[p]);
-#if DC_TOPN_CLUSTER > 1
-        mbar_init(&sh.rx_bar[0]);
-        mbar_init(&sh.rx_bar[1]);
-#endif
-        mbar_init_fence();
-        for (int p = 0; p < DC_TOPN_PIECES; p++) {
-            const int32_t v0 = p * qv, v1 = v0 + qv < nfull ? v0 + qv : nfull;
-            if (v0 < v1)
-                bulk_load(&kv[v0], src + (int64_t)v0 * 8, (uint32_t)(v1 - v0) * 16u, &sh.bar[p]);
-        }
-        sh.ovf_local = 0u;
-        sh.lo_count = 0u;
-#if DC_TOPN_CLUSTER > 1
-        mbar_expect_tx(&sh.rx_bar[0], (DC_TOPN_CLUSTER - 1) * DC_TOPN_BINS * 4u);
-        mbar_expect_tx(&sh.rx_bar[1], (DC_TOPN_CLUSTER - 1) * (DC_TOPN_BINS * 4u + 4u));
-#endif
-    }
-    clear_counts(sh);
-    __syncthreads();
-#if DC_TOPN_CLUSTER > 1
-    // A peer's mbarriers must be initialised (fenced above) before the
-    // first push to it: this relaxed arrive, and the wait just before that
-    // push.
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    const uint32_t bfirst = DC_TOPN_BINS - (tid + 1u) * BPT;
-    uint32_t own_max[BPT], own_win[BPT];
-    auto push_max = [&]() {
-        __syncthreads(); // the counted maxima are in
-        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-        push_bins(sh.hist_max_local, sh.rx_max, &sh.rx_bar[0], own_max, crank, bfirst);
-    };
-#endif
-
-    // Keys in place, piece by piece. Each vector's largest key goes to its
-    // entry of the list area (entry v: the list is written over these
-    // maxima in step 2) and to the maxima's histogram: a vector of NaN keys
-    // only (maximum < DC_KEY_MIN) lands in bins 0..7, below every bin whose
-    // floor lb may take (lb >= DC_KEY_MIN), so no branch keeps it out.
-    uint16_t *list = keys + chunk; // chunk / 8 entries (the launcher's extra space)
-    bool counting = true; // maxima still go to the histogram (uniform)
-    if constexpr (DC_TOPN_CLUSTER > 1) {
-        // A cluster's CTA (one an SM, long chunks) loads 4 rounds' vectors
-        // before converting them: its few warps need the loads in flight side
-        // by side (the compiler keeps the list's 16-bit stores in order with
-        // the next vector's load, as it cannot tell them apart), which
-        // shortens the decode-shaped (few, long) rows.
-        constexpr int B = 4;
-        // Unrolled over the pieces: faster at 8 rows in a same-run A/B,
-        // every family (docs/TUNING.md).
-#pragma unroll
-        for (int32_t p = 0; p < DC_TOPN_PIECES; p++) { // uniform
-            const int32_t r0 = p * rpp;
-            if (r0 >= rounds)
-                break; // later pieces are empty too
-            // Whole rounds of this piece: [r0, r1). Every round but the last
-            // is whole; the last one goes to the piece that holds it, checked.
-            const int32_t r1 = r0 + rpp < rounds ? r0 + rpp : rounds - 1;
-            if (p == DC_TOPN_LB_PIECES && counting) {
-                // The maxima counted so far are lb's: to the peers, while
-                // this piece lands, so that the lb scan need not wait for
-                // the last piece.
-#if DC_TOPN_CLUSTER > 1
-                push_max();
-#endif
-                counting = false;
-            }
-            mbar_wait(&sh.bar[p], 0u);
-            int32_t r = r0;
-            for (; r + B <= r1; r += B) {
-                u32x4 raw[B];
-#pragma unroll
-                for (int j = 0; j < B; j++)
-                    raw[j] = kv[(r + j) * DCPTOPK_THREADS + (int32_t)tid];
-#pragma unroll
-                for (int j = 0; j < B; j++)
-                    to_keys(kv, list, hist_max, counting, (r + j) * DCPTOPK_THREADS + (int32_t)tid,
-                            raw[j]);
-            }
-            for (; r < r1; r++) {
-                const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
-                to_keys(kv, list, hist_max, counting, v, kv[v]);
-            }
-            if (r0 + rpp >= rounds) {
-                const int32_t v = (rounds - 1) * DCPTOPK_THREADS + (int32_t)tid;
-                if (v < nfull)
-                    to_keys(kv, list, hist_max, counting, v, kv[v]);
-            }
-        }
-    } else {
-        // One CTA a row (four an SM, 32 registers): a vector at a time, one
-        // wait at each piece's first round (the batched loop above is slower
-        // here: under the register bound its loads in flight cost more than
-        // the other resident CTAs already hide).
-        for (int32_t r = 0, p = 0, wait_at = 0; r < rounds; r++) { // uniform
-            if (r == wait_at) {
-                mbar_wait(&sh.bar[p], 0u);
-                p++;
-                wait_at += rpp;
-            }
-            const int32_t v = r * DCPTOPK_THREADS + (int32_t)tid;
-            if (v < nfull)
-                to_keys(kv, list, hist_max, counting, v, kv[v]);
-        }
-    }
-    if (nfull < nvec && tid == DCPTOPK_THREADS - 1) {
-        // The partial last vector: 0xFFFF is a NaN pattern (never a
-        // candidate) past len.
-        uint32_t h[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int32_t c = nfull * 8 + e;
-            h[e] = c < len ? ldg_nc_u16(src + c) : 0xFFFFu;
-        }
-        u32x4 raw;
-        raw.x = h[0] | (h[1] << 16);
-        raw.y = h[2] | (h[3] << 16);
-        raw.z = h[4] | (h[5] << 16);
-        raw.w = h[6] | (h[7] << 16);
-        to_keys(kv, list, hist_max, counting, nfull, raw);
-    }
-#if DC_TOPN_CLUSTER > 1
-    if (counting) // short rows: every piece was counted
-        push_max();
-#else
-    group_sync();
-#endif
-
-    // ---- the lower bound lb (>= DC_KEY_MIN): the floor of the bin of the
-    // N-th largest counted maximum; DC_KEY_MIN (every non-NaN key) when that
-    // bin is one of bins 0..7 or fewer than N vectors have a maximum. The maxima's
-    // array is cleared as it is read (one CTA): it becomes the window
-    // histogram after this scan's barriers.
-    uint32_t lb, mbin, need_fine;
-    bool crowded; // lb's bin holds many maxima (uniform over the group)
-    {
-        uint32_t h[BPT], b[BPT];
-#if DC_TOPN_CLUSTER > 1
-        mbar_wait<true>(&sh.rx_bar[0], 0u);
-        sum_bins(own_max, sh.rx_max, h, b, crank, bfirst);
-#else
-        group_bins<false>(hist_max, crank, true, h, b);
-#endif
-        find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_MAX], nullptr, sh);
-        mbin = sh.bin;
-        need_fine = (uint32_t)NSEL - sh.above;
-        crowded = sh.upto > 4u * (uint32_t)NSEL;
-        lb = mbin < DC_TOPN_BINS && (mbin << 5) > DC_KEY_MIN ? (mbin << 5) : DC_KEY_MIN;
-    }
-
-    // ---- 2. the list: the vectors whose maximum is >= lb, ascending. Thread
-    // i reads the maxima of vectors [i * g, i * g + g) (g a multiple of 4:
-    // 8-byte reads) before the scan's barrier and writes its list entries
-    // after it, so the list may overwrite the maxima. g <= 32 (<= 8192
-    // vectors, >= 256 threads): one flag bit a vector.
-    const int32_t g = ((nvec + DCPTOPK_THREADS - 1) / DCPTOPK_THREADS + 3) & ~3;
-    const int32_t first = (int32_t)tid * g;
-    if ((DC_TOPN_CLUSTER == 1 || crowded) && lb == (mbin << 5)) {
-        // lb to the exact N-th largest maximum (uniform): the maxima of lb's
-        // bin by value; need_fine of them (>= 1, <= the bin's count) are the
-        // largest. Fewer vectors are listed: a bin spans a quarter of an
-        // octave, and without this step over a quarter of a normal prefill
-        // row's vectors are listed. A cluster takes it only when lb's bin is
-        // crowded (tied or shifted rows, whose maxima share a few bins):
-        // on normal rows its pass over 16 maxima a thread and its cluster
-        // barrier cost more than the shorter list saves. The fine counts
-        // take every maximum of the bin, the first bound only those of the
-        // counted pieces: N vectors still hold a maximum >= the new lb.
-        if constexpr (DC_TOPN_CLUSTER == 1) {
-            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
-                if ((m >> 5) == mbin)
-                    atomicAdd(&sh.fine[m & 31u], 1u);
-            });
-        } else {
-            // Crowded: most maxima of the bin are equal, and a warp's
-            // atomics on one address serialise. A thread counts a run of
-            // equal maxima by one atomic.
-            uint32_t fm = 0, fn = 0;
-            each_max(first, g, nvec, list, [&](int32_t, uint32_t m) {
-                if ((m >> 5) == mbin) {
-                    if (m != fm) {
-                        if (fn)
-                            atomicAdd(&sh.fine[fm & 31u], fn);
-                        fm = m;
-                        fn = 0;
-                    }
-                    fn++;
-                }
-            });
-            if (fn)
-                atomicAdd(&sh.fine[fm & 31u], fn);
-        }
-        group_sync();
-        uint32_t c = 0; // lane i: the maxima lb + 31 - i
-#pragma unroll
-        for (uint32_t cc = 0; cc < DC_TOPN_CLUSTER; cc++)
-            c += remote_ld(&sh.fine[31u - lane], cc);
-        uint32_t x = c; // maxima >= lb + 31 - lane
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const uint32_t y = __shfl_up_sync(0xFFFFFFFFu, x, d);
-            if (lane >= (uint32_t)d)
-                x += y;
-        }
-        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, x >= need_fine);
-        lb += 31u - (uint32_t)(__ffs(hit) - 1);
-    }
-    uint32_t nlist;
-    {
-        uint32_t flags = 0;
-        each_max(first, g, nvec, list,
-                 [&](int32_t bit, uint32_t m) { flags |= (m >= lb ? 1u : 0u) << bit; });
-        uint32_t unused0, unused1;
-        uint32_t at = block_scan<false>((uint32_t)__popc(flags), 0u, sh.ws[WS_LIST], nullptr,
-                                        &nlist, &unused0, &unused1);
-        for (; flags != 0u; flags &= flags - 1u)
-            list[at++] = (uint16_t)(first + __ffs(flags) - 1);
-        __syncthreads();
-    }
-
-    // The window histogram of the listed keys >= from (this CTA's, into
-    // hist_local, which must be clear), its overflow into ovf_local; then,
-    // past a group barrier, the keys above the window in the group (ovf) and
-    // in the CTAs before this one (ovf_before). A cluster's first pass
-    // pushes them instead (pushed_win: the tau scan takes them from rx_win).
-    uint32_t ovf, ovf_before;
-#if DC_TOPN_CLUSTER > 1
-    bool pushed_win = false; // uniform
-#endif
-    auto window_pass = [&](uint32_t from, bool first_pass) {
-        uint32_t o = 0, eq = 0;
-        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            o += window_add<0>(sh.hist_local, kv[list[i]], from, &eq);
-        o = __reduce_add_sync(0xFFFFFFFFu, o);
-        eq = __reduce_add_sync(0xFFFFFFFFu, eq);
-        if (lane == 0 && o)
-            atomicAdd(&sh.ovf_local, o);
-        if (lane == 0 && eq)
-            atomicAdd(&sh.hist_local[0], eq);
-#if DC_TOPN_CLUSTER > 1
-        // (The fallback's second pass has no mbarrier phase left: barriers.)
-        pushed_win = first_pass;
-        if (first_pass) {
-            __syncthreads(); // this CTA's window is in
-            push_bins(sh.hist_local, sh.rx_win, &sh.rx_bar[1], own_win, crank, bfirst);
-            const uint32_t mine = sh.ovf_local;
-            if (tid == 0)
-#pragma unroll
-                for (uint32_t d = 1; d < DC_TOPN_CLUSTER; d++)
-                    push1(&sh.rx_ovf[d - 1], &sh.rx_bar[1], (crank + d) % DC_TOPN_CLUSTER, mine);
-            mbar_wait<true>(&sh.rx_bar[1], 0u);
-            ovf = mine;
-            ovf_before = 0;
-#pragma unroll
-            for (uint32_t k = 0; k + 1 < DC_TOPN_CLUSTER; k++) {
-                const uint32_t oc = sh.rx_ovf[k];
-                ovf += oc;
-                ovf_before += slot_before(k, crank) ? oc : 0u;
-            }
-            return;
-        }
-#else
-        (void)first_pass;
-#endif
-        group_sync();
-        ovf = ovf_before = 0;
-#pragma unroll
-        for (uint32_t c = 0; c < DC_TOPN_CLUSTER; c++) {
-            const uint32_t oc = remote_ld(&sh.ovf_local, c);
-            ovf += oc;
-            ovf_before += c < crank ? oc : 0u;
-        }
-    };
-    window_pass(lb, true);
-    uint32_t base = lb;
-    if (ovf >= (uint32_t)NSEL) {
-        // ---- the fallback (uniform over the group): N keys lie above the
-        // window. An 11-bit pass over the listed keys >= lb finds the bin of
-        // the N-th largest (>= N keys are >= lb), and the window restarts at
-        // its floor: fewer than N keys lie above it.
-        group_sync(); // every CTA has read every ovf_local
-        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
-            sh.hist_local[i] = 0u;
-        if (tid == 0)
-            sh.ovf_local = 0u;
-        __syncthreads();
-        for (uint32_t i = tid; i < nlist; i += DCPTOPK_THREADS)
-            window_add<5>(sh.hist_local, kv[list[i]], lb, nullptr); // never above
-        group_sync();
-        {
-            uint32_t h[BPT], b[BPT];
-            group_bins<false>(sh.hist_local, crank, false, h, b);
-            find_bin<false>(h, b, (uint32_t)NSEL, sh.ws[WS_COARSE], nullptr, sh);
-            base = lb + (sh.bin << 5);
-        }
-        group_sync(); // every CTA has read every hist_local
-        for (uint32_t i = tid; i < DC_TOPN_BINS; i += DCPTOPK_THREADS)
-            sh.hist_local[i] = 0u;
-        __syncthreads();
-        window_pass(base, false);
-    }
-
-    // ---- tau: the key of the (N - ovf)-th largest count of the window (a
-    // bin of one key). When the window holds fewer, every key >= base is
-    // taken (tau = base - 1, no tie rule): then fewer than N keys exist
-    // (base = DC_KEY_MIN), or exactly N.
-    uint32_t tau, need_eq, count, gt_run, eq_run, gt_all;
-    {
-        uint32_t h[BPT], b[BPT];
-#if DC_TOPN_CLUSTER > 1
-        if (pushed_win)
-            sum_bins(own_win, sh.rx_win, h, b, crank, bfirst);
-        else
-#endif
-            group_bins<GROUP>(sh.hist_local, crank, false, h, b);
-        find_bin<GROUP>(h, b, (uint32_t)NSEL - ovf, sh.ws[WS_TAU], sh.ws[WS_TAU_B], sh);
-        const bool take_all = sh.bin >= DC_TOPN_BINS;
-        tau = take_all ? base - 1u : base + sh.bin;
-        need_eq = take_all ? 0u : (uint32_t)NSEL - (ovf + sh.above);
-        count = take_all ? ovf + sh.total : (uint32_t)NSEL;
-        gt_run = ovf_before + (take_all ? sh.b_total : sh.b_above);
-        gt_all = take_all ? count : ovf + sh.above;
-        eq_run = take_all ? 0u : sh.b_eq;
-    }
-    // The group's last read of a peer's shared memory was in that scan (none
-    // when the window came by push: nothing to release).
-#if DC_TOPN_CLUSTER > 1
-    if (pushed_win)
-        asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    else
-#endif
-        group_arrive();
-    // Selected candidates in the CTAs before this one: this CTA's first slot.
-    const uint32_t base_sel = gt_run + (eq_run < need_eq ? eq_run : need_eq);
-
-    // Empty slots (CTA 0 of the group).
-    if (crank == 0)
-        for (uint32_t j = count + tid; j < (uint32_t)NSEL; j += DCPTOPK_THREADS)
-            out.zero(j);
-
-    // ---- 3. stable compaction in ascending local id: list entry i goes to
-    // thread i % THREADS, one block scan of the packed counts (keys > tau in
-    // the low half, == tau in the high half: <= 8 * 1024 each) per THREADS
-    // entries. tau >= DC_KEY_MIN - 1, so keys > tau are never NaN; with
-    // take_all the keys == tau (NaN) are counted but need_eq = 0 takes none.
-    // Bit e of gm / qm: key e of the vector is > tau / == tau.
-    uint32_t lo_sel = 0;
-    for (uint32_t i0 = 0; i0 < nlist; i0 += DCPTOPK_THREADS) { // uniform
-        const uint32_t i = i0 + tid;
-        uint32_t gm = 0, qm = 0, v = 0;
-        u32x4 k = {0u, 0u, 0u, 0u};
-        if (i < nlist) {
-            v = list[i];
-            k = kv[v];
-            if (max_key8(k) >= tau) { // vectors below tau hold nothing to take
-                uint32_t ge = 0;
-#pragma unroll
-                for (uint32_t e = 0; e < 8; e++) {
-                    const uint32_t key = key_at(k, e);
-                    gm |= (key > tau ? 1u : 0u) << e;
-                    ge |= (key >= tau ? 1u : 0u) << e;
-                }
-                qm = ge & ~gm;
-            }
-        }
-        const uint32_t c = (uint32_t)__popc(gm) | ((uint32_t)__popc(qm) << 16);
-        // Two scratch arrays in turn: a warp reaches the scan after next
-        // only past the next one's barrier, when every warp has read this.
-        uint32_t tot, unused0, unused1;
-        const uint32_t ex = block_scan<false>(c, 0u, sh.ws[(i0 / DCPTOPK_THREADS) & 1u ? WS_C1 : WS_C0],
-                                              nullptr, &tot, &unused0, &unused1);
-        const uint32_t gb = gt_run + (ex & 0xFFFFu), qb = eq_run + (ex >> 16);
-        for (uint32_t sel = gm | qm; sel != 0u; sel &= sel - 1u) {
-            const uint32_t e = (uint32_t)(__ffs(sel) - 1);
-            const uint32_t below = (1u << e) - 1u;
-            const uint32_t gbe = gb + (uint32_t)__popc(gm & below);
-            const uint32_t qbe = qb + (uint32_t)__popc(qm & below);
-            uint32_t pos;
-            if ((gm >> e) & 1u) {
-                pos = gbe + (qbe < need_eq ? qbe : need_eq);
-            } else {
-                if (qbe >= need_eq)
-                    continue;
-                pos = gbe + qbe;
-            }
-            const uint32_t l = (uint32_t)lo + v * 8u + e;
-            out.put(pos, pack_word(key_at(k, e) - DC_KEY_ORD, l));
-            lo_sel += l < 65536u ? 1u : 0u;
-        }
-        gt_run += tot & 0xFFFFu;
-        eq_run += tot >> 16;
-        // Every key taken in the group lies before here: the rest of the
-        // list selects nothing (a tied row lists most of its vectors).
-        if (gt_run >= gt_all && eq_run >= need_eq)
-            break;
-    }
-    topn_planes<NSEL>(chunk, crank, count, base_sel, lo_sel, sh, out);
+    topn_start(ck, sh, own);
+    // The list area past the set-up: set with the fields above, it changed
+    // the one-CTA variants' code (bench/sass_compare.sh).
+    ck.list = keys + chunk;
+    topn_keys(ck, sh, own);
+    const TopnBound bd = topn_bound<NSEL>(ck, sh, own);
+    const uint32_t lb = topn_refine(ck, sh, bd);
+    const uint32_t nlist = topn_list(ck, sh, lb);
+    const TopnWindow w = topn_window(ck, sh, own, nlist, lb);
+    const TopnTau t = topn_tau<NSEL>(ck, sh, own, nlist, lb, w);
+    const uint32_t lo_sel = topn_compact<NSEL>(ck, sh, nlist, t, out);
+    topn_planes<NSEL>(chunk, crank, t.count, t.base_sel, lo_sel, sh, out);
     group_wait();
 }
 
