@@ -120,18 +120,9 @@ __device__ __forceinline__ uint32_t cluster_rank()
 }
 
 // The arriving half of a cluster barrier with release semantics for the
-// whole CTA: a CTA barrier, one release fence in thread 0 (cumulative over
-// what the barrier ordered before it), a relaxed arrive. A release arrive
-// in every thread compiles to a MEMBAR.ALL.GPU in each of them (the SASS
-// shows it); this has one a CTA, which shortens the decode-shaped rows'
-// cluster barriers.
-__device__ __forceinline__ void cluster_arrive_release()
-{
-    __syncthreads();
-    if (threadIdx.x == 0)
-        asm volatile("fence.release.cluster;" ::: "memory");
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
+// whole CTA (dc::cluster_arrive: one release fence a CTA, which shortens the
+// decode-shaped rows' cluster barriers).
+__device__ __forceinline__ void cluster_arrive_release() { dc::cluster_arrive(); }
 
 // Every thread of every CTA of the group; orders shared and global memory
 // (release / acquire at cluster scope). With one CTA: __syncthreads().
@@ -166,9 +157,7 @@ __device__ __forceinline__ void group_wait()
 // The shared::cluster address of `p` (of this CTA's layout) in CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_addr(const void *p, uint32_t rank)
 {
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32addr(p)), "r"(rank));
-    return a;
+    return dc::cluster_map(p, rank);
 }
 
 // Shared-memory word `p` (of this CTA's layout) in CTA `rank` of the cluster.
