@@ -243,9 +243,9 @@ def pair_table(runs):
 def pair_split_table(runs):
     t = Table("Pair select: a row on 1, 2 or 4 CTAs",
               "`bench/bench_pair`, rank-major, L2 flushed before each call: the same rows with "
-              "each row on one CTA and split over a cluster of 2 or 4 (the shape's largest "
-              "split keeps 2048 candidates a CTA); the ids of every split equal one CTA's bit for "
-              "bit. \"launcher\" is the split the library picks for that row count. Times in us.",
+              "each row on one CTA and split over a cluster of 2 or 4 (`dc_pair_select_split`; "
+              "a split keeps at least 2048 candidates a CTA); the ids of every split equal one CTA's bit for "
+              "bit. \"launcher\" is what `dcptopk_pair_select` runs (one CTA a row). Times in us.",
               ["W K T", "1 CTA", "2 CTAs", "4 CTAs", "launcher", "torch.topk",
                "x faster than topk (launcher)"])
     for w, k, tt in PAIR_SHAPES:
