@@ -242,26 +242,23 @@ def pair_table(runs):
 
 def pair_split_table(runs):
     t = Table("Pair select: a row on 1, 2 or 4 CTAs",
-              "`bench/bench_pair`, rank-major, L2 flushed before each call: the same rows with "
-              "each row on one CTA and split over a cluster of 2 or 4 (`dc_pair_select_split`; "
-              "a split keeps at least 2048 candidates a CTA); the ids of every split equal one CTA's bit for "
-              "bit. \"launcher\" is what `dcptopk_pair_select` runs (one CTA a row). Times in us.",
-              ["W K T", "1 CTA", "2 CTAs", "4 CTAs", "launcher", "torch.topk",
-               "x faster than topk (launcher)"])
+              "`bench/bench_pair`, rank-major, L2 flushed before each call: one CTA a row (what "
+              "`dcptopk_pair_select` runs) against each row split over a cluster of 2 or 4 "
+              "(`dc_pair_select_split`; a split keeps at least 2048 candidates a CTA), on the same "
+              "rows; every split's ids equal one CTA's bit for bit. Times in us.",
+              ["W K T", "1 CTA", "2 CTAs", "4 CTAs", "torch.topk", "x faster than topk (1 CTA)"])
     for w, k, tt in PAIR_SHAPES:
-        run, rec = newest(runs, is_("pair_select_split", layout="rank-major-ctas1", W=w, K=k,
+        run, rec = newest(runs, is_("pair_select_split", layout="rank-major-ctas2", W=w, K=k,
                                     T=tt))
         if not rec:
             continue
-        cells = []
-        for c in (1, 2, 4):
-            r = run.find(is_("pair_select_split", layout=f"rank-major-ctas{c}", W=w, K=k, T=tt))
-            cells.append(num(median(r)) if r else "-")
-        lr = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
+        one = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
+        four = run.find(is_("pair_select_split", layout="rank-major-ctas4", W=w, K=k, T=tt))
         topk = run.find(is_("torch_pair_topk", W=w, K=k, T=tt))
-        lm = median(lr) if lr else None
+        om = median(one) if one else None
         tk = median(topk) if topk else None
-        t.add(run, [f"{w} {k} {tt}"] + cells + [f"**{num(lm)}**", num(tk), ratio(tk, lm)])
+        t.add(run, [f"{w} {k} {tt}", f"**{num(om)}**", num(median(rec)),
+                    num(median(four)) if four else "-", num(tk), ratio(tk, om)])
     return t
 
 
