@@ -76,8 +76,7 @@ static dcptopk_result run_graph(void *p, int iter)
  * here) that a single timed call carries. */
 static double piped_us(const bench_gpu *g, bench_fn fn, void *user, int batch)
 {
-    batch_of b = {fn, user, batch, g->ctx, g->stream, NULL};
-    return time_us(g, run_batch, &b, NULL, NULL) / batch;
+    return bench_b2b_us(g, fn, user, batch, WARMUP, ITERS);
 }
 
 /* The same `batch` calls captured once into a CUDA graph; the median over
@@ -207,6 +206,25 @@ static dcptopk_result reset_seq(void *user, int iter)
     return dc_memset_async(z->ctx, z->seq, 0, z->bytes, z->stream);
 }
 
+/* dcptopk_select back to back (20 calls a batch, the median of 9; the
+ * inputs rotate over NBUF copies, each larger than the L2), with the
+ * kernels' dependent launches and in plain stream order: the A/B of
+ * programmatic dependent launch. */
+static void b2b_pdl(const bench_gpu *g, sel_bench *b, const char *name,
+                    double floor_us)
+{
+    char what[64];
+    for (int pdl = 1; pdl >= 0; pdl--) {
+        dc_ctx_set_pdl(g->ctx, pdl);
+        b->launch = dcptopk_select;
+        const double us = bench_b2b_us(g, run_sel, b, 20, 1, 9);
+        snprintf(what, sizeof what, "%s b2b, %s", name,
+                 pdl ? "dependent launch" : "stream order");
+        report(what, "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+    }
+    dc_ctx_set_pdl(g->ctx, 1);
+}
+
 static void bench_select(const bench_gpu *g)
 {
     dcptopk_context *ctx = g->ctx;
@@ -241,6 +259,7 @@ static void bench_select(const bench_gpu *g)
     if (sel) {
         us = time_launch(g, &b, dcptopk_select);
         report("select", "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+        b2b_pdl(g, &b, "select", floor_us);
     }
 
     /* Exact select: + saturation words + push + rescue (no saturated row). */
@@ -270,6 +289,7 @@ static void bench_select(const bench_gpu *g)
         us = time_launch(g, &b, dcptopk_select);
         report("select exact (+push+rescue)", "W=8 K=2048 N=384 T=6710 ids", us,
                floor_us);
+        b2b_pdl(g, &b, "select exact", floor_us);
         if (dcptopk_workspace_check(b.ws, stream))
             DIE("check");
         /* Its parts alone (no row saturated): where the exact select's

@@ -191,6 +191,54 @@ static void bench_splits(bench_ctx *b, select_job *job, int64_t t,
     free(got);
 }
 
+/* A select over `nrot` copies of its candidates, copy iter % nrot at call
+ * iter. */
+typedef struct rot_job {
+    select_job *job;
+    const int32_t *base;
+    size_t words; /* one copy */
+    int nrot;
+} rot_job;
+
+static dcptopk_result run_select_rot(void *user, int iter)
+{
+    rot_job *r = user;
+    r->job->args.candidates = r->base + (size_t)(iter % r->nrot) * r->words;
+    return run_select(r->job, iter);
+}
+
+/* The select back to back (20 calls a batch, the median of 9), with its
+ * dependent launch and in plain stream order: the A/B of programmatic
+ * dependent launch. No flush between calls; the candidates rotate over
+ * copies that together exceed twice a 60 MiB L2. */
+static void bench_b2b(bench_ctx *b, select_job *job, uint64_t d_rank,
+                      size_t n, int64_t t, double bytes)
+{
+    dcptopk_context *ctx = job->ctx;
+    const size_t copy = sizeof(int32_t) * n;
+    int nrot = (int)((size_t)(160u << 20) / copy) + 1;
+    if (nrot > 64)
+        nrot = 64;
+    uint64_t d_rot = 0;
+    DIE_IF(dc_mem_alloc(ctx, copy * (size_t)nrot, &d_rot), "alloc");
+    for (int i = 0; i < nrot; i++)
+        DIE_IF(dc_memcpy_dtod_async(ctx, d_rot + copy * (size_t)i, d_rank,
+                                    copy, b->g.stream),
+               "copy");
+    const int32_t *saved = job->args.candidates;
+    rot_job r = {job, (const int32_t *)(uintptr_t)d_rot, n, nrot};
+    for (int pdl = 1; pdl >= 0; pdl--) {
+        dc_ctx_set_pdl(ctx, pdl);
+        const double us = bench_b2b_us(&b->g, run_select_rot, &r, 20, 1, 9);
+        report("pair_select_b2b", pdl ? "rank-major-pdl" : "rank-major-nopdl",
+               job->config.world_size, job->config.topk, t, bytes, us, us);
+    }
+    dc_ctx_set_pdl(ctx, 1);
+    job->args.candidates = saved;
+    DIE_IF(dc_stream_sync(ctx, b->g.stream), "sync");
+    dc_mem_free(ctx, d_rot);
+}
+
 static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 {
     dcptopk_context *ctx = b->g.ctx;
@@ -239,8 +287,11 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         time_it(b, run_select, &job, &med[layout], &mn[layout]);
         report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
                bytes, med[layout], mn[layout]);
-        if (layout == 0)
+        if (layout == 0) {
             bench_splits(b, &job, t, bytes);
+            if (t == 64 || (w == 8 && k == 2048))
+                bench_b2b(b, &job, d_rank, n, t, bytes);
+        }
     }
     printf("JSON {\"bench\":\"pair_select_ratio\",\"W\":%d,\"K\":%d,\"T\":%lld,"
            "\"rank_major_over_row_major\":%.3f}\n",

@@ -119,3 +119,29 @@ void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,
     dc_event_destroy(ctx, e1);
     qsort(us, (size_t)n, sizeof *us, bench_cmp_double);
 }
+
+typedef struct b2b_batch {
+    bench_fn fn;
+    void *user;
+    int batch;
+} b2b_batch;
+
+static dcptopk_result run_b2b_batch(void *p, int iter)
+{
+    const b2b_batch *b = p;
+    dcptopk_result r = DCPTOPK_SUCCESS;
+    for (int j = 0; j < b->batch && !r; j++)
+        r = b->fn(b->user, iter * b->batch + j);
+    return r;
+}
+
+double bench_b2b_us(const bench_gpu *g, bench_fn fn, void *user, int batch,
+                    int warmup, int batches)
+{
+    double us[64];
+    b2b_batch b = {fn, user, batch};
+    if (batches > 64)
+        batches = 64;
+    bench_time_calls(g, run_b2b_batch, &b, NULL, NULL, warmup, batches, us);
+    return us[batches / 2] / batch;
+}

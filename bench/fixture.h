@@ -70,4 +70,12 @@ void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,
                       bench_fn prep, void *prep_user, int warmup, int n,
                       double *us);
 
+/* Per-call time, in microseconds, of fn's calls `batch` at a time between
+ * two events (back to back: no host gap between launches, what a CUDA graph
+ * or a busy stream sees): the median of `batches` batches (at most 64)
+ * after `warmup` untimed ones. Call i of batch b is fn(user, b * batch + i),
+ * warm-up batches counted first. */
+double bench_b2b_us(const bench_gpu *g, bench_fn fn, void *user, int batch,
+                    int warmup, int batches);
+
 #endif /* DC_BENCH_FIXTURE_H */

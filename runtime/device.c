@@ -40,6 +40,12 @@ int32_t dc_ctx_sm_count(const dcptopk_context *ctx)
     return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->sm_count : 0;
 }
 
+void dc_ctx_set_pdl(dcptopk_context *ctx, int on)
+{
+    if (ctx && ctx->rt)
+        atomic_store(&ctx->rt->pdl_off, !on);
+}
+
 int32_t dc_ctx_smem_optin(const dcptopk_context *ctx)
 {
     return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->smem_optin : 0;

@@ -847,8 +847,8 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
 
     CUresult cr;
     /* The kernels' dependent-launch instructions exist from sm_90 on. */
-    const int pdl = cfg->pdl && strncmp(k.arch, "sm_", 3) == 0 &&
-                    atoi(k.arch + 3) >= 90;
+    const int pdl = cfg->pdl && !atomic_load(&rt->pdl_off) &&
+                    strncmp(k.arch, "sm_", 3) == 0 && atoi(k.arch + 3) >= 90;
     if (cfg->cluster_x > 1 || pdl) {
         CUlaunchAttribute attr[2];
         unsigned n_attr = 0;

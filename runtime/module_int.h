@@ -26,6 +26,7 @@ struct dc_runtime {
     size_t nmods, cap;
     atomic_int sealed;
     atomic_int warmed;      /* a warmup finished, or the context was sealed */
+    atomic_int pdl_off;     /* launches ignore cfg.pdl (benchmarks' A/B)    */
     atomic_uint_fast64_t launches, compiles, cache_hits;
     /* Kernels a launch had to load after `warmed`: what a JIT monitor
      * counts (a compile there stalls a step for seconds). */

@@ -37,6 +37,11 @@ dcptopk_result dc_launch(dcptopk_context *ctx, const dcptopk_key *key,
                          const char *entry, const dc_launch_cfg *cfg,
                          void **params);
 
+/* Launches with cfg.pdl set keep the attribute (on, the default) or drop it
+ * (off: plain stream order; the kernels' waits then pass at once). For the
+ * benchmarks' A/B of dependent launches. */
+void dc_ctx_set_pdl(dcptopk_context *ctx, int on);
+
 /* Makes the context's CUDA context current on this thread. */
 dcptopk_result dc_ctx_enter(dcptopk_context *ctx);
 /* Device facts (0 when there is no device). */

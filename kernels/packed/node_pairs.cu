@@ -75,6 +75,7 @@ extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
 dcptopk_node_pairs(DC_KERNEL_PARAMS(DC_NODE_PAIRS_PARAMS))
 {
     using namespace np;
+    dc::pdl_wait(); // a dependent launch (packed.c)
     const long long t = (long long)blockIdx.x;
     const int i = blockIdx.y * DCPTOPK_THREADS + threadIdx.x;
     if (t >= rows || blockIdx.y * DCPTOPK_THREADS >= kK)

@@ -19,6 +19,7 @@ static_assert(N % 32 == 0, "local_topk is a multiple of 32");
 extern "C" __global__ void __launch_bounds__(DCPTOPK_THREADS)
 dcptopk_pack_indices(DC_KERNEL_PARAMS(DC_PACK_INDICES_PARAMS))
 {
+    dc::pdl_wait(); // a dependent launch (packed.c)
     const long long words = DC_PACKED_ROW_WORDS(N);
     const long long slot = (long long)blockIdx.x * DCPTOPK_THREADS + threadIdx.x;
     const long long t = (long long)blockIdx.y;

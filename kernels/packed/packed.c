@@ -176,7 +176,8 @@ dcptopk_result dcptopk_pack_indices(dcptopk_context *ctx,
             .grid = {(uint32_t)((c.local_topk + threads - 1) / threads),
                      (uint32_t)k.rows, 1},
             .block = {threads, 1, 1},
-            .stream = args->stream};
+            .stream = args->stream,
+            .pdl = 1};
         dc_abi_argv argv = dc_pack_indices_args_argv(&k);
         if ((r = dc_launch(ctx, &key, "dcptopk_pack_indices", &cfg, argv.p)))
             return r;
@@ -477,7 +478,8 @@ dcptopk_result dc_packed_select_launch(dcptopk_context *ctx,
     const int32_t threads = DC_SELECT_THREADS_FOR(w, n);
     dc_launch_cfg cfg = {.grid = {(uint32_t)k.rows, 1, 1},
                          .block = {threads, 1, 1},
-                         .stream = a->stream};
+                         .stream = a->stream,
+                         .pdl = 1};
     const int64_t kpt = ((int64_t)w * n + threads - 1) / threads;
     const int64_t row_bytes = DC_SELECT_ROW_BYTES((int64_t)w, n);
     const int64_t sms = dc_ctx_sm_count(ctx) > 0 ? dc_ctx_sm_count(ctx) : 1;
@@ -571,8 +573,8 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
 }
 
 /* The owned rows' CSR offsets from the counts, after the kernels that wrote
- * them (stream order; not a dependent launch): dcptopk_indptr of the select
- * module (kernel_abi.h), one CTA. */
+ * them (a dependent launch: it waits for them first): dcptopk_indptr of the
+ * select module (kernel_abi.h), one CTA. */
 static dcptopk_result launch_indptr(dcptopk_context *ctx,
                                     const dcptopk_merge_config *c,
                                     const dcptopk_select_args *a)
@@ -586,7 +588,8 @@ static dcptopk_result launch_indptr(dcptopk_context *ctx,
     };
     dc_launch_cfg cfg = {.grid = {1, 1, 1},
                          .block = {DC_INDPTR_THREADS, 1, 1},
-                         .stream = a->stream};
+                         .stream = a->stream,
+                         .pdl = 1};
     dc_abi_argv argv = dc_indptr_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_indptr", &cfg, argv.p);
 }
@@ -679,7 +682,8 @@ dcptopk_result dcptopk_node_pairs(dcptopk_context *ctx,
                                    DC_NODE_PAIRS_THREADS);
     dc_launch_cfg cfg = {.grid = {(uint32_t)args->rows, bx, 1},
                          .block = {DC_NODE_PAIRS_THREADS, 1, 1},
-                         .stream = args->stream};
+                         .stream = args->stream,
+                         .pdl = 1};
     dc_abi_argv argv = dc_node_pairs_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_node_pairs", &cfg, argv.p);
 }

@@ -849,6 +849,7 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     __shared__ __align__(16) SmallSmem fs;
     if constexpr (EXACT)
         dc::pdl_trigger(); // the push may start its CTAs (it waits for us)
+    dc::pdl_wait();        // a dependent launch itself (packed.c)
     const long long rank_words = rank_stride_rows * WORDS;
     const bool bulk = BULK_SHAPE && ((unsigned long long)gathered & 15ull) == 0ull;
     const long long t = blockIdx.x; // one CTA a row
@@ -1074,6 +1075,7 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
     __shared__ Smem sm;
     if constexpr (EXACT)
         dc::pdl_trigger(); // the push may start its CTAs (it waits for us)
+    dc::pdl_wait();        // a dependent launch itself (packed.c)
     const long long rank_words = rank_stride_rows * WORDS;
     if constexpr (PREFETCH) {
         // Dynamic shared memory: two row buffers of ROW_WORDS words.
@@ -1112,5 +1114,6 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 extern "C" __global__ void __launch_bounds__(DC_INDPTR_THREADS)
 dcptopk_indptr(DC_KERNEL_PARAMS(DC_INDPTR_PARAMS))
 {
+    dc::pdl_wait(); // a dependent launch of the select
     dc::indptr_scan(counts, rows, indptr);
 }

@@ -152,13 +152,14 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
         .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas), 1, 1},
         .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk, ctas),
         .cluster_x = ctas,
-        .stream = args->stream};
+        .stream = args->stream,
+        .pdl = 1};
     dc_abi_argv argv = dc_pair_select_args_argv(&k);
     if ((r = dc_launch(ctx, &key, "dcptopk_pair_select", &cfg, argv.p)) ||
         !args->indptr_out)
         return r;
     /* The owned rows' CSR offsets: dcptopk_indptr of the same module
-     * (kernel_abi.h), one CTA, after the select in stream order. */
+     * (kernel_abi.h), one CTA, a dependent launch of the select. */
     dc_indptr_args ik = {
         .counts = m->counts_out,
         .rows = args->rows,
@@ -166,7 +167,8 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
     };
     dc_launch_cfg icfg = {.grid = {1, 1, 1},
                           .block = {DC_INDPTR_THREADS, 1, 1},
-                          .stream = args->stream};
+                          .stream = args->stream,
+                          .pdl = 1};
     dc_abi_argv iargv = dc_indptr_args_argv(&ik);
     return dc_launch(ctx, &key, "dcptopk_indptr", &icfg, iargv.p);
 }
@@ -242,7 +244,8 @@ dcptopk_result dcptopk_pair_pack(dcptopk_context *ctx,
 
     dc_launch_cfg cfg = {.grid = {(uint32_t)blocks, 1, 1},
                          .block = {(uint32_t)threads, 1, 1},
-                         .stream = args->stream};
+                         .stream = args->stream,
+                         .pdl = 1};
     dc_abi_argv argv = dc_pair_pack_args_argv(&k);
     return dc_launch(ctx, &key, "dcptopk_pair_pack", &cfg, argv.p);
 }

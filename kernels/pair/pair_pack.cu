@@ -28,6 +28,7 @@ extern "C" __global__ void __launch_bounds__(pp::kThreads)
 dcptopk_pair_pack(DC_KERNEL_PARAMS(DC_PAIR_PACK_PARAMS))
 {
     using namespace pp;
+    dc::pdl_wait(); // a dependent launch (pair.c)
     const long long slot = (long long)blockIdx.x * kThreads + threadIdx.x;
     const long long t = slot / kK;
     const int j = (int)(slot % kK);

@@ -996,6 +996,10 @@ extern "C" __global__ void __launch_bounds__(ps::kThreads, ps::kMinBlocks)
 dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
 {
     using namespace ps;
+    // A dependent launch (pair.c): every CTA waits for the previous kernel
+    // on the stream before it touches memory or exits, so that a kernel
+    // launched after this one may rely on that kernel being done too.
+    dc::pdl_wait();
     // All shared memory is dynamic (the launcher asks for kSharedBytes plus
     // the keys), so that the runtime opts in past 48 KiB from one number.
     extern __shared__ __align__(16) uint32_t dyn_smem[];
@@ -1064,5 +1068,6 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
 extern "C" __global__ void __launch_bounds__(DC_INDPTR_THREADS)
 dcptopk_indptr(DC_KERNEL_PARAMS(DC_INDPTR_PARAMS))
 {
+    dc::pdl_wait(); // a dependent launch of the select
     dc::indptr_scan(counts, rows, indptr);
 }

@@ -719,6 +719,115 @@ TEST(pack_matches_reference)
     dcptopk_context_destroy(ctx);
 }
 
+/* The engine's chain on one stream: W packs write the rank segments of the
+ * all-gather buffer (as if gathered) and the select reads them, each a
+ * dependent launch of the kernel before it; then a second round, other
+ * logits into the same buffers, direct and replayed from a graph. A kernel
+ * that ran ahead of its producer would read the poison or the round before:
+ * the ids would differ from the reference's. */
+TEST(pack_select_chain_in_stream_order)
+{
+    GPU_CTX(ctx);
+    const int32_t w = 8, k = 2048;
+    const int64_t t = 300, len = 4 * 2048;
+    const dcptopk_merge_config c = pair_config(w, k, 1, 0);
+    const size_t seg = (size_t)t * (size_t)k * 2; /* int32 words a rank */
+    const size_t nlog = (size_t)w * (size_t)t * (size_t)len;
+    float *logits = malloc(sizeof(float) * nlog);
+    int32_t *lids = malloc(sizeof(int32_t) * (size_t)w * (size_t)t * (size_t)k);
+    int32_t *gathered = malloc(sizeof(int32_t) * seg * (size_t)w);
+    int32_t *want = malloc(sizeof(int32_t) * (size_t)t * (size_t)k);
+    int32_t *got = malloc(sizeof(int32_t) * (size_t)t * (size_t)k);
+    CHECK(logits && lids && gathered && want && got);
+    uint64_t st = 4242;
+    for (size_t i = 0; i < (size_t)w * (size_t)t * (size_t)k; i++)
+        lids[i] = (int32_t)((i % (size_t)k) * 4 + test_rand(&st) % 4);
+    uint64_t dlog = gpu_alloc(ctx, sizeof(float) * nlog);
+    uint64_t dlids = gpu_upload(ctx, lids, sizeof(int32_t) * (size_t)w * (size_t)t * (size_t)k);
+    uint64_t dgat = gpu_alloc(ctx, sizeof(int32_t) * seg * (size_t)w);
+    uint64_t dids = gpu_alloc(ctx, sizeof(int32_t) * (size_t)t * (size_t)k);
+    CHECK(dlog && dlids && dgat && dids);
+    void *stream = NULL, *exec = NULL;
+    CHECK_OK(dc_stream_create(ctx, &stream));
+    dcptopk_key keys[8];
+    size_t nkeys = 0;
+    CHECK_OK(dcptopk_config_keys(&c, dcptopk_context_arch(ctx), keys, 8, &nkeys));
+    CHECK_OK(dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL));
+    CHECK_OK(dc_memset_async(ctx, dgat, 0x7F, sizeof(int32_t) * seg * (size_t)w,
+                             stream));
+
+    /* Rounds 0 and 1 launched directly, round 2 replayed from a graph
+     * captured with round 1's launches after round 1's logits change. */
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < nlog; i++)
+            logits[i] = (float)(int)(test_rand(&st) % 200001) * 0.01f - 1000.0f +
+                        (float)round;
+        dcptopk_pair_select_args sa = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+        sa.candidates = gathered;
+        sa.rows = t;
+        sa.ids_out = want;
+        for (int32_t r = 0; r < w; r++) {
+            dcptopk_pair_pack_args pa = DCPTOPK_PAIR_PACK_ARGS_INIT;
+            pa.logits = logits + (size_t)r * (size_t)t * (size_t)len;
+            pa.logits_stride = len;
+            pa.local_ids = lids + (size_t)r * (size_t)t * (size_t)k;
+            pa.rows = t;
+            pa.rank = r;
+            pa.out = gathered + seg * (size_t)r;
+            CHECK_OK(dcptopk_ref_pair_pack(&c, &pa));
+        }
+        CHECK_OK(dcptopk_ref_pair_select(&c, &sa));
+        /* The host writes the logits between rounds: the stream is idle. */
+        CHECK_OK(dc_stream_sync(ctx, stream));
+        CHECK_OK(dc_memcpy_htod(ctx, dlog, logits, sizeof(float) * nlog));
+        if (round < 2) {
+            if (round == 1)
+                CHECK_OK(dc_graph_begin(ctx, stream));
+            for (int32_t r = 0; r < w; r++) {
+                dcptopk_pair_pack_args pa = DCPTOPK_PAIR_PACK_ARGS_INIT;
+                pa.logits = (const float *)(uintptr_t)(dlog + sizeof(float) * (size_t)r *
+                                                               (size_t)t * (size_t)len);
+                pa.logits_stride = len;
+                pa.local_ids = (const int32_t *)(uintptr_t)(dlids + sizeof(int32_t) * (size_t)r *
+                                                                      (size_t)t * (size_t)k);
+                pa.rows = t;
+                pa.rank = r;
+                pa.out = (int32_t *)(uintptr_t)(dgat + sizeof(int32_t) * seg * (size_t)r);
+                pa.stream = stream;
+                CHECK_OK(dcptopk_pair_pack(ctx, &c, &pa));
+            }
+            sa.candidates = (const int32_t *)(uintptr_t)dgat;
+            sa.ids_out = (int32_t *)(uintptr_t)dids;
+            sa.stream = stream;
+            CHECK_OK(dcptopk_pair_select(ctx, &c, &sa));
+            if (round == 1) {
+                CHECK_OK(dc_graph_end(ctx, stream, &exec));
+                CHECK_OK(dc_graph_launch(ctx, exec, stream));
+            }
+        } else {
+            CHECK_OK(dc_graph_launch(ctx, exec, stream));
+        }
+        CHECK_OK(dc_stream_sync(ctx, stream));
+        CHECK(gpu_download(ctx, got, dids, sizeof(int32_t) * (size_t)t * (size_t)k) == 0);
+        int64_t col;
+        int64_t row = first_diff(got, want, t, k, k, &col);
+        CHECK_MSG(row < 0, "round %d: ids[%lld][%lld] = %d, expected %d", round,
+                  (long long)row, (long long)col, got[row * k + col], want[row * k + col]);
+    }
+    dc_graph_destroy(ctx, exec);
+    dc_stream_destroy(ctx, stream);
+    gpu_free(ctx, dlog);
+    gpu_free(ctx, dlids);
+    gpu_free(ctx, dgat);
+    gpu_free(ctx, dids);
+    free(logits);
+    free(lids);
+    free(gathered);
+    free(want);
+    free(got);
+    dcptopk_context_destroy(ctx);
+}
+
 /* ------------------------------------------------------------- errors */
 
 TEST(bad_arguments_named)
