@@ -144,6 +144,13 @@ def ratio(a, b):
     return f"{a / b:.1f}x"
 
 
+def saved(a, b):
+    """What b saves of a, as '12%', or '-'."""
+    if a is None or b is None or a <= 0:
+        return "-"
+    return f"{(a - b) / a * 100:.0f}%"
+
+
 def floor_us(nbytes):
     return nbytes / (FLOOR_TBPS * 1e6)
 
@@ -431,13 +438,44 @@ def dist_table(runs):
     return t
 
 
+def pdl_table(runs):
+    t = Table("Dependent launches, back to back",
+              "`bench/bench_pair` and `bench/bench_packed`: 20 calls launched back to back "
+              "between two events (the median of 9 such batches, per call; no L2 flush, the "
+              "inputs rotated over more than twice the L2), with the kernels' programmatic "
+              "dependent launches and in plain stream order (`dc_ctx_set_pdl`), in one run. "
+              "\"one call\": events around one launch, as in the tables above (the pair "
+              "select's after an L2 flush). Times in us.",
+              ["workload", "shape", "one call", "stream order", "dependent launch", "time saved"])
+    for w, k, tt in PAIR_SHAPES:
+        run, on = newest(runs, is_("pair_select_b2b", layout="rank-major-pdl", W=w, K=k, T=tt))
+        if not on:
+            continue
+        off = run.find(is_("pair_select_b2b", layout="rank-major-nopdl", W=w, K=k, T=tt))
+        one = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
+        a, b = (median(off) if off else None), median(on)
+        t.add(run, ["pair select, rank-major", f"W={w} K={k} T={tt}",
+                    num(median(one)) if one else "-", num(a), f"**{num(b)}**",
+                    saved(a, b)])
+    for name, one_name in (("select", "select"), ("select exact", "select exact (+push+rescue)")):
+        run, on = newest(runs, is_(name + " b2b, dependent launch"))
+        if not on:
+            continue
+        off = run.find(is_(name + " b2b, stream order", shape=on.get("shape")))
+        one = run.find(is_(one_name, shape=on.get("shape")))
+        a, b = (median(off) if off else None), median(on)
+        t.add(run, ["packed " + name, on.get("shape", "-"), num(median(one)) if one else "-",
+                    num(a), f"**{num(b)}**", saved(a, b)])
+    return t
+
+
 def render(runs):
     runs = sorted(runs, key=Run.sort_key)
     for i, run in enumerate(runs):
         run.label = chr(ord("A") + i) if i < 26 else f"R{i}"
     tables = [warmup_table(runs), pair_table(runs), pair_split_table(runs), float_ids_table(runs),
               topn_table(runs),
-              packed_table(runs), host_table(runs), dist_table(runs)]
+              packed_table(runs), pdl_table(runs), host_table(runs), dist_table(runs)]
     body = "\n".join(x for x in (tb.render() for tb in tables) if x)
     used = [r for r in runs if any(r in tb.runs for tb in tables)]
     if used:
