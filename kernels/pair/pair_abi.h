@@ -42,16 +42,21 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 #define DC_PAIR_CLUSTER_MAX_ROW 32768
 
 /* Threads of a select CTA holding n candidates: about 16 candidates a
- * thread, whole warps, 32..512 (one CTA of 1024 threads was slower at n =
- * 16384: a thread's emit items stay <= 16, which the template asserts). */
+ * thread, whole warps, 32..512 (a thread's emit items stay <= 16, which the
+ * template asserts). */
 #define DC_PAIR_SELECT_THREADS_N(n)                                            \
     ((long long)(n) / 16 <= 32                                                 \
          ? 32                                                                  \
          : (((long long)(n) / 16 + 31) / 32 * 32 > 512                         \
                 ? 512                                                          \
                 : (int)(((long long)(n) / 16 + 31) / 32 * 32)))
-/* ... for a row of w * k candidates split over c CTAs. */
-#define DC_PAIR_SELECT_THREADS(w, k, c) DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c))
+/* ... for a row of w * k candidates split over c CTAs. A one-CTA row of
+ * 16384 takes 1024 threads, one CTA an SM: half the rows in flight of two
+ * 512-thread CTAs, so the emit's gid re-read hits the L2 (docs/TUNING.md). */
+#define DC_PAIR_SELECT_THREADS(w, k, c)                                        \
+    ((c) == 1 && (long long)(w) * (k) == 16384                                 \
+         ? 1024                                                                \
+         : DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c)))
 
 /* Dynamic shared memory: the working area (the template's Shared, reserved
  * at DC_PAIR_SELECT_SHARED_BYTES(c); a cluster's CTAs add two local

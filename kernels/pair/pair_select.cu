@@ -97,15 +97,17 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // W * K = 16384 (131 KB of pairs a row) three CTAs an SM keep 52 MB in
 // flight, most of a 60 MiB L2: the gids then come from DRAM (few L2 hits,
 // 1.6x the input's traffic), so two CTAs, with 64 registers for 8 loads in
-// flight, are faster. Rows of at most 8192 candidates (26 MB at three CTAs)
-// keep three. Rows past 64 KiB of keys run one CTA. Slower with three CTAs'
+// flight, were faster; one CTA of 1024 threads (pair_abi.h), half the rows
+// in flight, is faster still. Rows of at most 8192 candidates (26 MB at
+// three CTAs) keep three. Rows past 64 KiB of keys run one CTA. Slower with
+// three CTAs'
 // footprint (docs/TUNING.md): streaming every row through a cp.async ring,
 // and a persistent grid prefetching the next row into L2.
 // A split row's CTA keeps its gids on chip too (no re-read): its shared
 // memory allows two CTAs an SM at 512 threads, three at fewer.
 constexpr int kMinBlocks =
     kGroup ? (kThreads >= 512 ? 2 : 3)
-           : kThreads < 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
+           : kThreads != 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8 when
 // no register bound holds them back (faster than 4 on the large rows, and
 // 16 gains nothing over 8 at two CTAs an SM); under the three-CTA bound 6
