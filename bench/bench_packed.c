@@ -43,31 +43,18 @@ static double time_us(const bench_gpu *g, bench_fn fn, void *user,
     return us[ITERS / 2];
 }
 
-/* `batch` calls of fn as one timed unit (run_batch), or their CUDA graph
- * (run_graph, once captured into exec). */
-typedef struct batch_of {
-    bench_fn fn;
-    void *user;
-    int batch;
+/* A captured batch of calls (bench_batch) and where to replay it. */
+typedef struct graph_of {
     dcptopk_context *ctx;
     void *stream;
     void *exec;
-} batch_of;
-
-static dcptopk_result run_batch(void *p, int iter)
-{
-    const batch_of *b = p;
-    dcptopk_result r = DCPTOPK_SUCCESS;
-    for (int j = 0; j < b->batch && !r; j++)
-        r = b->fn(b->user, iter * b->batch + j);
-    return r;
-}
+} graph_of;
 
 static dcptopk_result run_graph(void *p, int iter)
 {
-    const batch_of *b = p;
+    const graph_of *gr = p;
     (void)iter;
-    return dc_graph_launch(b->ctx, b->exec, b->stream);
+    return dc_graph_launch(gr->ctx, gr->exec, gr->stream);
 }
 
 /* Per-call time of `batch` calls issued back to back between two events
@@ -85,12 +72,13 @@ static double piped_us(const bench_gpu *g, bench_fn fn, void *user, int batch)
 static double graph_us(const bench_gpu *g, bench_fn fn, void *user, int batch)
 {
     dcptopk_context *ctx = g->ctx;
-    batch_of b = {fn, user, batch, ctx, g->stream, NULL};
-    if (dc_graph_begin(ctx, g->stream) || run_batch(&b, 0) ||
-        dc_graph_end(ctx, g->stream, &b.exec))
+    bench_batch b = {fn, user, batch};
+    graph_of gr = {ctx, g->stream, NULL};
+    if (dc_graph_begin(ctx, g->stream) || bench_batch_run(&b, 0) ||
+        dc_graph_end(ctx, g->stream, &gr.exec))
         DIE("capture");
-    double us = time_us(g, run_graph, &b, NULL, NULL) / batch;
-    dc_graph_destroy(ctx, b.exec);
+    double us = time_us(g, run_graph, &gr, NULL, NULL) / batch;
+    dc_graph_destroy(ctx, gr.exec);
     return us;
 }
 

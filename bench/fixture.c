@@ -120,15 +120,9 @@ void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,
     qsort(us, (size_t)n, sizeof *us, bench_cmp_double);
 }
 
-typedef struct b2b_batch {
-    bench_fn fn;
-    void *user;
-    int batch;
-} b2b_batch;
-
-static dcptopk_result run_b2b_batch(void *p, int iter)
+dcptopk_result bench_batch_run(void *batch, int iter)
 {
-    const b2b_batch *b = p;
+    const bench_batch *b = batch;
     dcptopk_result r = DCPTOPK_SUCCESS;
     for (int j = 0; j < b->batch && !r; j++)
         r = b->fn(b->user, iter * b->batch + j);
@@ -139,9 +133,9 @@ double bench_b2b_us(const bench_gpu *g, bench_fn fn, void *user, int batch,
                     int warmup, int batches)
 {
     double us[64];
-    b2b_batch b = {fn, user, batch};
+    bench_batch b = {fn, user, batch};
     if (batches > 64)
         batches = 64;
-    bench_time_calls(g, run_b2b_batch, &b, NULL, NULL, warmup, batches, us);
+    bench_time_calls(g, bench_batch_run, &b, NULL, NULL, warmup, batches, us);
     return us[batches / 2] / batch;
 }

@@ -70,6 +70,15 @@ void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,
                       bench_fn prep, void *prep_user, int warmup, int n,
                       double *us);
 
+/* `batch` calls of fn as one unit of work: bench_batch_run(&b, i) makes
+ * calls fn(user, i * batch + j), j < batch, stopping at a failure. */
+typedef struct bench_batch {
+    bench_fn fn;
+    void *user;
+    int batch;
+} bench_batch;
+dcptopk_result bench_batch_run(void *batch, int iter);
+
 /* Per-call time, in microseconds, of fn's calls `batch` at a time between
  * two events (back to back: no host gap between launches, what a CUDA graph
  * or a busy stream sees): the median of `batches` batches (at most 64)

@@ -573,6 +573,16 @@ TEST(select_outputs_alone)
     dcptopk_context_destroy(ctx);
 }
 
+/* Loads every module of config c's keys, so that a capture compiles
+ * nothing. */
+static dcptopk_result warm_config(dcptopk_context *ctx, const dcptopk_merge_config *c)
+{
+    dcptopk_key keys[8];
+    size_t nkeys = 0;
+    dcptopk_result r = dcptopk_config_keys(c, dcptopk_context_arch(ctx), keys, 8, &nkeys);
+    return r ? r : dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL);
+}
+
 /* Capture both layouts in a CUDA graph, replay it three times: the same
  * outputs as the direct launches. */
 TEST(select_graph_replay)
@@ -594,11 +604,7 @@ TEST(select_graph_replay)
 
     void *stream = NULL, *exec = NULL;
     CHECK_OK(dc_stream_create(ctx, &stream));
-    /* Load the modules first: a capture must not compile. */
-    dcptopk_key keys[8];
-    size_t nkeys = 0;
-    CHECK_OK(dcptopk_config_keys(&c, dcptopk_context_arch(ctx), keys, 8, &nkeys));
-    CHECK_OK(dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL));
+    CHECK_OK(warm_config(ctx, &c)); /* a capture must not compile */
     CHECK_OK(dc_graph_begin(ctx, stream));
     for (int layout = 0; layout < 2; layout++) {
         dcptopk_pair_select_args a = gpu_args(&pc, &in, &m, &d, layout, stride);
@@ -749,10 +755,7 @@ TEST(pack_select_chain_in_stream_order)
     CHECK(dlog && dlids && dgat && dids);
     void *stream = NULL, *exec = NULL;
     CHECK_OK(dc_stream_create(ctx, &stream));
-    dcptopk_key keys[8];
-    size_t nkeys = 0;
-    CHECK_OK(dcptopk_config_keys(&c, dcptopk_context_arch(ctx), keys, 8, &nkeys));
-    CHECK_OK(dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL));
+    CHECK_OK(warm_config(ctx, &c)); /* round 1 is captured */
     CHECK_OK(dc_memset_async(ctx, dgat, 0x7F, sizeof(int32_t) * seg * (size_t)w,
                              stream));
 
