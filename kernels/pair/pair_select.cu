@@ -100,9 +100,8 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // flight, were faster; one CTA of 1024 threads (pair_abi.h), half the rows
 // in flight, is faster still. Rows of at most 8192 candidates (26 MB at
 // three CTAs) keep three. Rows past 64 KiB of keys run one CTA. Slower with
-// three CTAs'
-// footprint (docs/TUNING.md): streaming every row through a cp.async ring,
-// and a persistent grid prefetching the next row into L2.
+// three CTAs' footprint (docs/TUNING.md): streaming every row through a
+// cp.async ring, and a persistent grid prefetching the next row into L2.
 // A split row's CTA keeps its gids on chip too (no re-read): its shared
 // memory allows two CTAs an SM at 512 threads, three at fewer.
 constexpr int kMinBlocks =
