@@ -118,6 +118,9 @@ def shape_fields(shape):
 
 
 def median(rec):
+    """A record's median in us; None for no record or no figure."""
+    if not rec:
+        return None
     for k in ("median_us", "us"):
         if isinstance(rec.get(k), (int, float)):
             return float(rec[k])
@@ -232,10 +235,10 @@ def pair_table(runs):
         row = run.find(is_("pair_select", layout="row-major", W=w, K=k, T=tt))
         topk = run.find(is_("torch_pair_topk", W=w, K=k, T=tt))
         route = run.find(is_("torch_pair_route", W=w, K=k, T=tt))
-        tk = median(topk) if topk else None
-        rt = median(route) if route else None
+        tk = median(topk)
+        rt = median(route)
         fl = floor_us(rec["bytes"]) if rec.get("bytes") else None
-        t.add(run, [f"{w} {k} {tt}", f"**{num(ours)}**", num(median(row) if row else None),
+        t.add(run, [f"{w} {k} {tt}", f"**{num(ours)}**", num(median(row)),
                     num(tk), num(rt), f"{ratio(tk, ours)} / {ratio(rt, ours)}",
                     num(fl), ratio(ours, fl)])
     run, rec = newest(runs, is_("pair_pack"))
@@ -262,10 +265,10 @@ def pair_split_table(runs):
         one = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
         four = run.find(is_("pair_select_split", layout="rank-major-ctas4", W=w, K=k, T=tt))
         topk = run.find(is_("torch_pair_topk", W=w, K=k, T=tt))
-        om = median(one) if one else None
-        tk = median(topk) if topk else None
+        om = median(one)
+        tk = median(topk)
         t.add(run, [f"{w} {k} {tt}", f"**{num(om)}**", num(median(rec)),
-                    num(median(four)) if four else "-", num(tk), ratio(tk, om)])
+                    num(median(four)), num(tk), ratio(tk, om)])
     return t
 
 
@@ -286,7 +289,7 @@ def float_ids_table(runs):
             ours = median(rec)
             plain = run.find(is_("pair_select", layout=base, W=8, K=2048, T=tt))
             copy = run.find(is_("torch_pair_float_copy", W=8, K=2048, T=tt))
-            pm = median(plain) if plain else None
+            pm = median(plain)
             route = median(copy) + pm if copy and pm is not None else None
             t.add(run, [str(tt), base, f"**{num(ours)}**", num(pm), num(route),
                         ratio(route, ours)])
@@ -316,7 +319,7 @@ def topn_table(runs):
             b2b = rec.get("pipelined_us")
             n = rec.get("N", 384)
             tr = run.find(is_("torch_topk", T=T, S=S, family=fam))
-            tk = median(tr) if tr else None
+            tk = median(tr)
             fl = floor_us(T * S * 2 + T * (n + n // 32) * 4)
             bold = fam == "normal"
             c = f"**{num(call)}**" if bold else num(call)
@@ -453,9 +456,9 @@ def pdl_table(runs):
             continue
         off = run.find(is_("pair_select_b2b", layout="rank-major-nopdl", W=w, K=k, T=tt))
         one = run.find(is_("pair_select", layout="rank-major", W=w, K=k, T=tt))
-        a, b = (median(off) if off else None), median(on)
+        a, b = median(off), median(on)
         t.add(run, ["pair select, rank-major", f"W={w} K={k} T={tt}",
-                    num(median(one)) if one else "-", num(a), f"**{num(b)}**",
+                    num(median(one)), num(a), f"**{num(b)}**",
                     saved(a, b)])
     for name, one_name in (("select", "select"), ("select exact", "select exact (+push+rescue)")):
         run, on = newest(runs, is_(name + " b2b, dependent launch"))
@@ -463,8 +466,8 @@ def pdl_table(runs):
             continue
         off = run.find(is_(name + " b2b, stream order", shape=on.get("shape")))
         one = run.find(is_(one_name, shape=on.get("shape")))
-        a, b = (median(off) if off else None), median(on)
-        t.add(run, ["packed " + name, on.get("shape", "-"), num(median(one)) if one else "-",
+        a, b = median(off), median(on)
+        t.add(run, ["packed " + name, on.get("shape", "-"), num(median(one)),
                     num(a), f"**{num(b)}**", saved(a, b)])
     return t
 

@@ -63,8 +63,7 @@ dcptopk_result dc_config_key_list(const dcptopk_merge_config *c,
         return r;
     dc_packed_keys(&node, arch, l);
     dc_node_pairs_key(&node, arch, dc_key_next(l));
-    dc_pair_select_nodes_keys(l, &pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR,
-                              arch);
+    dc_pair_select_nodes_key(l, &pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR, arch);
     return DCPTOPK_SUCCESS;
 }
 

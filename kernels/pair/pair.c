@@ -43,8 +43,8 @@ static int32_t pair_split_log2(int64_t cands)
  * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
  * runs only where dc_pair_select_split asks for it, and warmup loads only
  * the one-CTA keys. */
-void dc_pair_select_nodes_keys(dc_key_list *l, const dcptopk_merge_config *c,
-                               int32_t nodes, int32_t layout, const char *arch)
+void dc_pair_select_nodes_key(dc_key_list *l, const dcptopk_merge_config *c,
+                              int32_t nodes, int32_t layout, const char *arch)
 {
     dcptopk_key *k = dc_key_next(l);
     pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
@@ -61,7 +61,7 @@ void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
      * candidates in place. Which one a step uses is the caller's argument,
      * so warmup loads them all. */
     for (int32_t layout = 0; layout < 4; layout++)
-        dc_pair_select_nodes_keys(l, c, 0, layout, arch);
+        dc_pair_select_nodes_key(l, c, 0, layout, arch);
 }
 
 int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)

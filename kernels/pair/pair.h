@@ -22,12 +22,12 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
 DC_HIDDEN void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
                             dc_key_list *l);
 
-/* Appends the key dcptopk_pair_select_nodes launches for `nodes` segments
- * (0 = world_size) and `layout`: one CTA a row. */
-DC_HIDDEN void dc_pair_select_nodes_keys(dc_key_list *l,
-                                         const dcptopk_merge_config *c,
-                                         int32_t nodes, int32_t layout,
-                                         const char *arch);
+/* Appends the one key dcptopk_pair_select_nodes launches for `nodes`
+ * segments (0 = world_size) and `layout`: one CTA a row. */
+DC_HIDDEN void dc_pair_select_nodes_key(dc_key_list *l,
+                                        const dcptopk_merge_config *c,
+                                        int32_t nodes, int32_t layout,
+                                        const char *arch);
 
 /* dcptopk_pair_select_nodes (nodes = 0: the flat merge) with each row split
  * over 2^split CTAs of a cluster; split = -1 is the entry points' choice
