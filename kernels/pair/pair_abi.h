@@ -51,10 +51,12 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
                 ? 512                                                          \
                 : (int)(((long long)(n) / 16 + 31) / 32 * 32)))
 /* ... for a row of w * k candidates split over c CTAs. A one-CTA row of
- * 16384 takes 1024 threads, one CTA an SM: half the rows in flight of two
- * 512-thread CTAs, so the emit's gid re-read hits the L2 (docs/TUNING.md). */
+ * 16384 to 32768 candidates takes 1024 threads, one CTA an SM: at 16384
+ * half the rows in flight of two 512-thread CTAs, so the emit's gid re-read
+ * hits the L2; past it one CTA an SM already, now with twice the loads in
+ * flight and at most 32 positions a thread (docs/TUNING.md). */
 #define DC_PAIR_SELECT_THREADS(w, k, c)                                        \
-    ((c) == 1 && (long long)(w) * (k) == 16384                                 \
+    ((c) == 1 && (long long)(w) * (k) >= 16384 && (long long)(w) * (k) <= 32768 \
          ? 1024                                                                \
          : DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c)))
 

@@ -482,23 +482,47 @@ TEST(select_small_topk)
     dcptopk_context_destroy(ctx);
 }
 
-/* T = 6710 (the prefill shape) for a few (W, K); the reference checks 192
- * rows at each end, the two layouts are compared on every row. */
+/* Prefill row counts, far more rows than SMs (a CTA prefetches the row
+ * after its own: the last rows have none): T = 6710 for a few (W, K), 1000
+ * for the rows of 32768. The reference checks 192 rows at each end, the two
+ * layouts are compared on every row. */
 TEST(select_prefill_rows)
 {
     GPU_CTX(ctx);
-    static const struct { int32_t w, k; int family; } shapes[] = {
-        {8, 2048, DC_PFAM_NORMAL},
-        {4, 1024, DC_PFAM_INVALID30},
-        {3, 512, DC_PFAM_TIES},
-        {2, 4096, DC_PFAM_DUPLICATES},
+    static const struct { int32_t w, k; int family; int64_t t; } shapes[] = {
+        {8, 2048, DC_PFAM_NORMAL, 6710},
+        {4, 1024, DC_PFAM_INVALID30, 6710},
+        {3, 512, DC_PFAM_TIES, 6710},
+        {2, 4096, DC_PFAM_DUPLICATES, 6710},
+        {16, 2048, DC_PFAM_TIES, 1000},
+        {8, 4096, DC_PFAM_INVALID30, 1000},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        pair_case pc = small_case(shapes[i].w, shapes[i].k, 6710,
+        pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t,
                                   shapes[i].family, 200 + i);
         pc.ref_rows = 192;
         CHECK(run_case(ctx, &pc) == 0);
     }
+    dcptopk_context_destroy(ctx);
+}
+
+/* One-CTA rows of 16384 to 32768 candidates run 1024 threads (pair_abi.h):
+ * sizes that are not powers of two, a last load iteration only partly in
+ * the row (W = 9, K = 1824), and more rows than SMs. */
+TEST(select_rows_of_1024_threads)
+{
+    GPU_CTX(ctx);
+    static const struct { int32_t w, k; int64_t t; } shapes[] = {
+        {9, 1824, 7}, {5, 4096, 3}, {12, 2048, 300}, {7, 4096, 2}, {11, 1504, 5},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int f = 0; f < DC_PFAM_COUNT; f++) {
+            pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t, f,
+                                      700 + 16 * i + (uint64_t)f);
+            pc.s = 1;
+            pc.b = 64;
+            CHECK(run_case(ctx, &pc) == 0);
+        }
     dcptopk_context_destroy(ctx);
 }
 
