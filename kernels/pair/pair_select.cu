@@ -91,27 +91,23 @@ constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
-// CTAs per SM: as many as shared memory allows, but few enough rows in
-// flight that the L2 still holds a row's pairs when its emit re-reads the
-// gids of the selected candidates (else each gid costs a DRAM sector). At
-// W * K = 16384 (131 KB of pairs a row) three CTAs an SM keep 52 MB in
-// flight, most of a 60 MiB L2: the gids then come from DRAM (few L2 hits,
-// 1.6x the input's traffic), so two CTAs, with 64 registers for 8 loads in
-// flight, were faster; one CTA of 1024 threads (pair_abi.h), half the rows
-// in flight, is faster still. Rows of at most 8192 candidates (26 MB at
-// three CTAs) keep three. Rows past 64 KiB of keys run one CTA. Slower with
-// three CTAs' footprint (docs/TUNING.md): streaming every row through a
-// cp.async ring, and a persistent grid prefetching the next row into L2.
-// A split row's CTA keeps its gids on chip too (no re-read): its shared
-// memory allows two CTAs an SM at 512 threads, three at fewer.
+// CTAs per SM: few enough rows in flight that the L2 still holds a row's
+// pairs when its emit re-reads the gids of the selected candidates (else
+// each gid costs a DRAM sector): about 17 MB was the best of the shapes
+// measured on the H100 (docs/TUNING.md). Rows of 8192 to 16383
+// candidates run two 512-thread CTAs an SM (three, 26 MB in flight, were
+// slower and spilled at their 40-register bound); rows of 16384 to 32768
+// one 1024-thread CTA (pair_abi.h); smaller rows 32..256 threads, as many
+// CTAs as their registers allow. Slower (docs/TUNING.md): streaming every
+// row through a cp.async ring, a persistent grid prefetching the next row
+// into L2, prefetching it at one CTA an SM. A split row's CTA keeps its
+// gids on chip too (no re-read): its shared memory allows two CTAs an SM
+// at 512 threads, three at fewer.
 constexpr int kMinBlocks =
-    kGroup ? (kThreads >= 512 ? 2 : 3)
-           : kThreads != 512 ? 1 : kCands * 4 <= 32768 ? 3 : kCands * 4 <= 65536 ? 2 : 1;
-// Vectors loaded per batch of the load phase (registers in flight): 8 when
-// no register bound holds them back (faster than 4 on the large rows, and
-// 16 gains nothing over 8 at two CTAs an SM); under the three-CTA bound 6
-// or 8 gain nothing over 4. A split row's CTA has at most 8 a thread.
-constexpr int kLoadBatch = kMinBlocks == 3 && !kGroup ? 4 : 8;
+    kGroup ? (kThreads >= 512 ? 2 : 3) : kThreads == 512 && kCands * 4 <= 65536 ? 2 : 1;
+// Vectors loaded per batch of the load phase (registers in flight): 8,
+// faster than 4 on the large rows; 16 gains nothing at two CTAs an SM.
+constexpr int kLoadBatch = 8;
 
 static_assert(kK % 32 == 0 && kK >= 32 && kK <= 4096, "K: multiple of 32 up to 4096");
 static_assert(kW >= 1 && kW <= 16, "W in 1..16");
