@@ -352,6 +352,10 @@ static uint32_t pair_score(dc_rng *r, int family)
     }
     case DC_PFAM_TIES:
         return dc_f32_bits((float)dc_rng_below(r, 4));
+    case DC_PFAM_NEAR_TIES:
+        if (dc_rng_below(r, 4) != 0)
+            return 0x3F800000u + (uint32_t)dc_rng_below(r, 1u << 16);
+        return dc_f32_bits((float)dc_rng_normal(r));
     default:
         return dc_f32_bits((float)dc_rng_normal(r));
     }

@@ -112,7 +112,9 @@ void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n);
     X(ALL_INVALID, "all-invalid")   /* rows with no valid candidate          */ \
     X(SPECIAL, "inf-nan-zero")      /* +-inf, NaN, +-0.0 mixed in            */ \
     X(TIES, "ties")                 /* few distinct scores                   */ \
-    X(DUPLICATES, "duplicates")     /* some candidates repeated verbatim     */
+    X(DUPLICATES, "duplicates")     /* some candidates repeated verbatim     */ \
+    X(NEAR_TIES, "near-ties")       /* 3/4 within 2^16 ulps of 1.0: one top  */ \
+                                    /* 16 bits, differing low ones           */
 
 typedef enum dc_pair_family {
 #define DC_X_PFAM(name, str) DC_PFAM_##name,
