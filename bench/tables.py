@@ -19,9 +19,13 @@ ratio between two runs would mix two machines' states. Each row names its run
 by a letter, and the list of runs after the tables gives each one's date, GPU,
 driver and commit.
 
-Floors are computed here, from the bytes a kernel must move, at one bandwidth
-(FLOOR_TBPS), so every table uses the same one: the bench's own `bytes` where
-it reports them, else the bytes derived from the shape.
+Runs are grouped by GPU model, one block of tables each (a row never mixes
+two GPUs): the H200's between the markers below, another model's between
+<!-- tables:MODEL:begin --> and <!-- tables:MODEL:end --> (MODEL as in
+gpu_model(), e.g. H100). Floors are computed here, from the bytes a kernel
+must move, at one bandwidth a model (FLOOR_TBPS), so every table of a block
+uses the same one: the bench's own `bytes` where it reports them, else the
+bytes derived from the shape.
 
 Usage:
     bench/tables.py RUN.jsonl [RUN.jsonl ...]              print the tables
@@ -35,7 +39,11 @@ import sys
 
 BEGIN = "<!-- tables:begin -->"
 END = "<!-- tables:end -->"
-FLOOR_TBPS = 4.1  # the H200's measured copy bandwidth, read + write, TB/s
+# Read + write bandwidth of the floors, TB/s: the H200's measured copy
+# bandwidth (../shared/DEVICE.md); the H100's HBM3 datasheet peak (no copy
+# measured), which keeps its floors lower bounds.
+FLOORS = {"H200": 4.1, "H100": 3.35}
+FLOOR_TBPS = FLOORS["H200"]  # the block being rendered (render_model)
 
 
 # ------------------------------------------------------------------ input
@@ -489,13 +497,34 @@ def render(runs):
             + "; edit the runs, not this text -->\n\n" + body)
 
 
-def replace_between_markers(doc_path, generated):
+def gpu_model(run):
+    """H200, H100, ... from the header's GPU name; else the whole name."""
+    name = str(run.header.get("gpu", "unknown"))
+    for word in name.replace("-", " ").split():
+        if len(word) >= 4 and word[0] in "ABHLV" and word[1:4].isdigit():
+            return word
+    return name
+
+
+def markers(model):
+    if model == "H200":
+        return BEGIN, END
+    return f"<!-- tables:{model}:begin -->", f"<!-- tables:{model}:end -->"
+
+
+def render_model(model, runs):
+    global FLOOR_TBPS
+    FLOOR_TBPS = FLOORS.get(model, FLOORS["H200"])
+    return render(runs)
+
+
+def replace_between_markers(doc_path, generated, begin=BEGIN, end=END):
     with open(doc_path, encoding="utf-8") as f:
         text = f.read()
-    b, e = text.find(BEGIN), text.find(END)
+    b, e = text.find(begin), text.find(end)
     if b < 0 or e < 0 or e < b:
-        raise SystemExit(f"{doc_path}: the markers {BEGIN} and {END} are missing or out of order")
-    new = text[:b + len(BEGIN)] + "\n" + generated.rstrip("\n") + "\n" + text[e:]
+        raise SystemExit(f"{doc_path}: the markers {begin} and {end} are missing or out of order")
+    new = text[:b + len(begin)] + "\n" + generated.rstrip("\n") + "\n" + text[e:]
     if new != text:
         with open(doc_path, "w", encoding="utf-8") as f:
             f.write(new)
@@ -506,11 +535,16 @@ def main(argv):
     ap.add_argument("runs", nargs="+", help="one .jsonl per device run")
     ap.add_argument("--doc", help="replace the tables between the markers in this file")
     a = ap.parse_args(argv)
-    generated = render([Run(p, i) for i, p in enumerate(a.runs)])
-    if a.doc:
-        replace_between_markers(a.doc, generated)
-    else:
-        sys.stdout.write(generated)
+    groups = {}
+    for i, p in enumerate(a.runs):
+        run = Run(p, i)
+        groups.setdefault(gpu_model(run), []).append(run)
+    for model, runs in sorted(groups.items()):
+        generated = render_model(model, runs)
+        if a.doc:
+            replace_between_markers(a.doc, generated, *markers(model))
+        else:
+            sys.stdout.write(f"<!-- {model} -->\n" + generated)
     return 0
 
 
