@@ -518,16 +518,12 @@ def render_model(model, runs):
     return render(runs)
 
 
-def replace_between_markers(doc_path, generated, begin=BEGIN, end=END):
-    with open(doc_path, encoding="utf-8") as f:
-        text = f.read()
+def replace_between_markers(text, doc_path, generated, begin=BEGIN, end=END):
+    """text with the part between the markers replaced by generated."""
     b, e = text.find(begin), text.find(end)
     if b < 0 or e < 0 or e < b:
         raise SystemExit(f"{doc_path}: the markers {begin} and {end} are missing or out of order")
-    new = text[:b + len(begin)] + "\n" + generated.rstrip("\n") + "\n" + text[e:]
-    if new != text:
-        with open(doc_path, "w", encoding="utf-8") as f:
-            f.write(new)
+    return text[:b + len(begin)] + "\n" + generated.rstrip("\n") + "\n" + text[e:]
 
 
 def main(argv):
@@ -539,12 +535,21 @@ def main(argv):
     for i, p in enumerate(a.runs):
         run = Run(p, i)
         groups.setdefault(gpu_model(run), []).append(run)
-    for model, runs in sorted(groups.items()):
-        generated = render_model(model, runs)
-        if a.doc:
-            replace_between_markers(a.doc, generated, *markers(model))
-        else:
+    blocks = [(model, render_model(model, runs)) for model, runs in sorted(groups.items())]
+    if not a.doc:
+        for model, generated in blocks:
             sys.stdout.write(f"<!-- {model} -->\n" + generated)
+        return 0
+    # Every block is placed before the file is written: a missing marker
+    # leaves the document as it was.
+    with open(a.doc, encoding="utf-8") as f:
+        text = f.read()
+    new = text
+    for model, generated in blocks:
+        new = replace_between_markers(new, a.doc, generated, *markers(model))
+    if new != text:
+        with open(a.doc, "w", encoding="utf-8") as f:
+            f.write(new)
     return 0
 
 

@@ -4,7 +4,8 @@
 Checks the generated rows cell by cell: each row comes from the newest run
 that measured it, its torch.topk figure only from that same run, the ratios
 and floors are computed from the figures, and writing into a document
-replaces exactly the text between the markers (twice gives the same file);
+replaces exactly the text between the markers (twice gives the same file),
+a run of another GPU model fills that model's block only;
 then bench/device.sh, with a fake nvidia-smi, writes a header record that
 tables.py reads.
 Usage: test_tables.py [path of bench/tables.py]
@@ -121,6 +122,43 @@ try:
     r = run(NEW, "--doc", bare)
     check("missing markers refused", r.returncode != 0 and "markers" in r.stderr, r.stderr)
     check("a refused document is not touched", open(bare).read() == "no markers\n")
+
+    # A run of another GPU model: its own block, never the H200's rows,
+    # floors at that model's bandwidth; one missing block leaves the
+    # document untouched.
+    h100 = os.path.join(tmp, "h100.jsonl")
+    with open(h100, "w") as f:
+        f.write('{"bench": "run", "date": "2026-03-01T10:00:00Z", '
+                '"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.159", "commit": "ccccccc"}\n')
+        f.write('{"bench": "pair_select", "layout": "rank-major", "W": 8, "K": 2048, '
+                '"T": 6710, "median_us": 400.0, "bytes": 934584320}\n')
+    r = run(OLD, NEW, h100)
+    check("two models exit status", r.returncode == 0, r.stderr)
+    h200_part, _, h100_part = r.stdout.partition("<!-- H200 -->")[2].partition("<!-- H100 -->")
+    if not h100_part:  # the blocks print in model order: H100 first
+        h100_part, _, h200_part = r.stdout.partition("<!-- H100 -->")[2].partition("<!-- H200 -->")
+    p200 = row_of(h200_part, ["8 2048 6710"])
+    p100 = row_of(h100_part, ["8 2048 6710"])
+    check("the H200 row keeps the H200 run", p200 is not None and p200[1] == "**320.0**" and
+          p200[8] == "B", p200)
+    check("the H100 row in its block, floor at 3.35 TB/s", p100 is not None and
+          p100[1] == "**400.0**" and p100[6] == "279.0" and p100[8] == "A", p100)
+    with open(doc, "w") as f:
+        f.write(head + "<!-- tables:begin -->\n<!-- tables:end -->" + tail)
+    before = open(doc).read()
+    r = run(OLD, NEW, h100, "--doc", doc)
+    check("a model without its markers refused",
+          r.returncode != 0 and "tables:H100:begin" in r.stderr, r.stderr)
+    check("a refused document is left whole", open(doc).read() == before)
+    with open(doc, "w") as f:
+        f.write(head + "<!-- tables:begin -->\n<!-- tables:end -->\n"
+                "<!-- tables:H100:begin -->\n<!-- tables:H100:end -->" + tail)
+    r = run(OLD, NEW, h100, "--doc", doc)
+    text = open(doc).read()
+    b100 = text[text.find("<!-- tables:H100:begin -->"):]
+    check("both blocks written", r.returncode == 0 and "**320.0**" in text[:text.find(
+        "<!-- tables:end -->")] and "**400.0**" in b100 and "**400.0**" not in text[:text.find(
+        "<!-- tables:end -->")], r.stderr + text[:400])
 
     headless = os.path.join(tmp, "headless.jsonl")
     with open(headless, "w") as f:
