@@ -43,13 +43,22 @@ static int32_t pair_split_log2(int64_t cands)
  * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
  * runs only where dc_pair_select_split asks for it, and warmup loads only
  * the one-CTA keys. */
+/* The select's key for `nodes` segments (0 or world_size: the flat merge),
+ * `layout` and rows split over 2^split CTAs: what warmup loads and what a
+ * launch looks up. */
+static void select_key(dcptopk_key *k, const dcptopk_merge_config *c,
+                       int32_t nodes, int32_t layout, int32_t split,
+                       const char *arch)
+{
+    pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
+    k->layout = layout;
+    k->variant = DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, split);
+}
+
 void dc_pair_select_nodes_key(dc_key_list *l, const dcptopk_merge_config *c,
                               int32_t nodes, int32_t layout, const char *arch)
 {
-    dcptopk_key *k = dc_key_next(l);
-    pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
-    k->layout = layout;
-    k->variant = DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, 0);
+    select_key(dc_key_next(l), c, nodes, layout, 0, arch);
 }
 
 void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
@@ -120,9 +129,7 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
                        "args->rows = %lld: %lld CTAs exceed the grid limit",
                        (long long)args->rows, (long long)(args->rows * ctas));
     dcptopk_key key;
-    pair_key(&key, DCPTOPK_KERNEL_PAIR_SELECT, &c, ctx->arch);
-    key.layout = args->layout;
-    key.variant = DC_PAIR_VARIANT(segments == c.world_size ? 0 : segments, split);
+    select_key(&key, &c, segments, args->layout, split, ctx->arch);
 
     const dcptopk_rows_map *m = &args->rows_map;
     dc_pair_select_args k = {

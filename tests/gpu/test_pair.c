@@ -482,10 +482,9 @@ TEST(select_small_topk)
     dcptopk_context_destroy(ctx);
 }
 
-/* Prefill row counts, far more rows than SMs (a CTA prefetches the row
- * after its own: the last rows have none): T = 6710 for a few (W, K), 1000
- * for the rows of 32768. The reference checks 192 rows at each end, the two
- * layouts are compared on every row. */
+/* Prefill row counts, far more rows than SMs: T = 6710 for a few (W, K),
+ * 1000 for the rows of 32768. The reference checks 192 rows at each end,
+ * the two layouts are compared on every row. */
 TEST(select_prefill_rows)
 {
     GPU_CTX(ctx);
