@@ -202,15 +202,14 @@ static void b2b_pdl(const bench_gpu *g, sel_bench *b, const char *name,
                     double floor_us)
 {
     char what[64];
-    for (int pdl = 1; pdl >= 0; pdl--) {
-        dc_ctx_set_pdl(g->ctx, pdl);
-        b->launch = dcptopk_select;
-        const double us = bench_b2b_us(g, run_sel, b, 20, 1, 9);
+    double us[2];
+    b->launch = dcptopk_select;
+    bench_b2b_pdl_us(g, run_sel, b, us);
+    for (int off = 0; off < 2; off++) {
         snprintf(what, sizeof what, "%s b2b, %s", name,
-                 pdl ? "dependent launch" : "stream order");
-        report(what, "W=8 K=2048 N=384 T=6710 ids", us, floor_us);
+                 off ? "stream order" : "dependent launch");
+        report(what, "W=8 K=2048 N=384 T=6710 ids", us[off], floor_us);
     }
-    dc_ctx_set_pdl(g->ctx, 1);
 }
 
 static void bench_select(const bench_gpu *g)

@@ -230,13 +230,11 @@ static void bench_b2b(bench_ctx *b, select_job *job, uint64_t d_rank,
     }
     const int32_t *saved = job->args.candidates;
     rot_job r = {job, (const int32_t *)(uintptr_t)d_rot, n, nrot};
-    for (int pdl = 1; pdl >= 0; pdl--) {
-        dc_ctx_set_pdl(ctx, pdl);
-        const double us = bench_b2b_us(&b->g, run_select_rot, &r, 20, 1, 9);
-        report("pair_select_b2b", pdl ? "rank-major-pdl" : "rank-major-nopdl",
-               job->config.world_size, job->config.topk, t, bytes, us, us);
-    }
-    dc_ctx_set_pdl(ctx, 1);
+    double us[2];
+    bench_b2b_pdl_us(&b->g, run_select_rot, &r, us);
+    for (int off = 0; off < 2; off++)
+        report("pair_select_b2b", off ? "rank-major-nopdl" : "rank-major-pdl",
+               job->config.world_size, job->config.topk, t, bytes, us[off], us[off]);
     job->args.candidates = saved;
     DIE_IF(dc_stream_sync(ctx, b->g.stream), "sync");
     if (nrot > 1)

@@ -139,3 +139,12 @@ double bench_b2b_us(const bench_gpu *g, bench_fn fn, void *user, int batch,
     bench_time_calls(g, bench_batch_run, &b, NULL, NULL, warmup, batches, us);
     return us[batches / 2] / batch;
 }
+
+void bench_b2b_pdl_us(const bench_gpu *g, bench_fn fn, void *user, double us[2])
+{
+    for (int off = 0; off < 2; off++) {
+        dc_ctx_set_pdl(g->ctx, !off);
+        us[off] = bench_b2b_us(g, fn, user, 20, 1, 9);
+    }
+    dc_ctx_set_pdl(g->ctx, 1);
+}

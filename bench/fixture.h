@@ -87,4 +87,10 @@ dcptopk_result bench_batch_run(void *batch, int iter);
 double bench_b2b_us(const bench_gpu *g, bench_fn fn, void *user, int batch,
                     int warmup, int batches);
 
+/* The A/B of programmatic dependent launch: bench_b2b_us of 20 calls a
+ * batch (the median of 9, one warm-up batch) with the context's dependent
+ * launches on (us[0]) and off, in plain stream order (us[1]); leaves them
+ * on. */
+void bench_b2b_pdl_us(const bench_gpu *g, bench_fn fn, void *user, double us[2]);
+
 #endif /* DC_BENCH_FIXTURE_H */
