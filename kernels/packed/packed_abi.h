@@ -92,10 +92,10 @@ typedef struct dc_select_out {
 DC_ABI_ARGS(dc_select_args, DC_SELECT_PARAMS)
 
 /* The rescue: a persistent grid of as many CTAs an SM as fit (the launcher
- * asks the driver). A row's keys, at most DC_RESCUE_KEYS_MAX of them, sit in
- * dynamic shared memory when they fit DC_RESCUE_SMEM_KEYS (two CTAs an SM
- * then fit in 228 KiB), else in registers or, for very large rows, are
- * decoded again from global memory at every pass. */
+ * asks the driver). A row's packed words, at most DC_RESCUE_KEYS_MAX of
+ * them, sit in dynamic shared memory (4 bytes a slot) when they fit
+ * DC_RESCUE_SMEM_KEYS; else the keys are kept in registers or, for very
+ * large rows, decoded again from global memory at every pass. */
 #define DC_RESCUE_THREADS 512
 #define DC_RESCUE_NSAT_MAX(k, n, w)                                            \
     (DC_RESCUE_SLOTS(k, n) < (w) ? DC_RESCUE_SLOTS(k, n) : (w))
@@ -108,7 +108,7 @@ DC_ABI_ARGS(dc_select_args, DC_SELECT_PARAMS)
 #define DC_RESCUE_SMEM_KEYS 12288
 #define DC_RESCUE_SMEM_BYTES(k, n, w)                                          \
     (DC_RESCUE_KEY_SLOTS(k, n, w) <= DC_RESCUE_SMEM_KEYS                       \
-         ? (unsigned)DC_RESCUE_KEY_SLOTS(k, n, w) * 8u                         \
+         ? (unsigned)DC_RESCUE_KEY_SLOTS(k, n, w) * 4u                         \
          : 0u)
 
 /* The status word's code of a timed-out wait: DCPTOPK_RESCUE_TIMEOUT. */

@@ -12,6 +12,16 @@
 // slot s = popcount(mask & ((1 << r) - 1)) holds rank r's K + K/32 words),
 // overwrites the row's ids / rows / count and bumps seq[t].
 //
+// When the row's words fit shared memory (every shipped config) the selection
+// works on the 32-bit words, as the select's small path does: the load counts
+// the top byte of each candidate's ord16, a second counting pass the low byte
+// inside the cut bin, giving the boundary value P and how many keys equal to P
+// are taken; when that is not all of them, the few tied keys are ranked by
+// (gid, slot) by comparison. Only rows with more ties than that (integer
+// valued or constant scores) run select_core.cuh's 64-bit radix select over
+// keys decoded from the same words. Either way the selected set and its order
+// are those of the 64-bit key selection (select_core.cuh).
+//
 // A wait that times out never traps (a trap kills the engine's CUDA
 // context): it records DCPTOPK_RESCUE_TIMEOUT (10) with the row, rank and
 // expected flag in status[0..3], leaves the row's round-1 outputs, and makes
@@ -28,11 +38,11 @@ using namespace dcsel;
 constexpr int NSAT_MAX = DC_RESCUE_NSAT_MAX(TOPK, LTOPK, WORLD);
 constexpr int RMAX = DC_RESCUE_KEYS_MAX(TOPK, LTOPK, WORLD);
 constexpr int KPT = (RMAX + THREADS - 1) / THREADS;
-// Keys in shared memory: registers stay few enough for two CTAs an SM.
+// Words in shared memory: registers stay few enough for two CTAs an SM.
 constexpr bool SMEM_KEYS = DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) > 0u;
 constexpr int MIN_CTAS = SMEM_KEYS ? 2 : 1;
-static_assert(!SMEM_KEYS || DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) == KPT * THREADS * 8u,
-              "the launcher's shared memory holds every key slot");
+static_assert(!SMEM_KEYS || DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) == KPT * THREADS * 4u,
+              "the launcher's shared memory holds every word slot");
 constexpr uint32_t STATUS_TIMEOUT = DC_RESCUE_STATUS_TIMEOUT;
 
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p)
@@ -178,43 +188,71 @@ static_assert(STORE == Store::global || KPT <= 32, "a lane works out each round'
 template <Store S>
 struct RescueKeys;
 
-// Key i of this thread at kbuf[i * THREADS + tid]: conflict-free 8-byte
-// loads, and the CTA's barriers order the writes before every pass.
-template <>
-struct RescueKeys<Store::smem> {
-    uint64_t *kb;
+// The row in shared memory: slot i of this thread's word at
+// wb[i * THREADS + tid] (0: empty, or an unsaturated rank's word below tau),
+// its plane bit as bit i of a register, and the rank of each warp's round in
+// tags[i * NW + warp] (a warp's slots of a round lie in one segment).
+struct RescueWords {
+    uint32_t *wb;
+    const uint8_t *tags;
+    uint32_t pb;
+
     // The words and plane words of LOAD_BATCH slots are loaded before any
-    // is decoded: their loads are in flight together (in program order the
-    // compiler kept each slot's two loads, its decode and its store apart
-    // from the next slot's, one memory latency a slot). Ten: a row with
-    // one saturated rank at the goal shape is one batch, within the
-    // register bound (twelve were slower).
+    // is stored: their loads are in flight together (in program order the
+    // compiler kept each slot's loads apart from the next slot's, one
+    // memory latency a slot). Ten: a row with one saturated rank at the
+    // goal shape is one batch. The load also counts the top byte of each
+    // candidate's ord16 in hist (the first counting pass).
     static constexpr int LOAD_BATCH = 10;
-    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *kbuf, int rounds)
-        : kb(kbuf + threadIdx.x)
+    __device__ __forceinline__ RescueWords(const RowCtx &c, uint32_t *wbuf, uint8_t *tagbuf,
+                                           int *hist, int rounds)
+        : wb(wbuf + threadIdx.x), tags(tagbuf), pb(0u)
     {
+        const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
         const RoundSrc mine = round_src(c, rounds);
 #pragma unroll 1
         for (int i0 = 0; i0 < rounds; i0 += LOAD_BATCH) {
-            uint32_t w[LOAD_BATCH], p[LOAD_BATCH];
+            uint32_t wd[LOAD_BATCH], pl[LOAD_BATCH];
 #pragma unroll
             for (int b = 0; b < LOAD_BATCH; ++b)
                 if (i0 + b < rounds)
-                    round_load(mine, i0 + b, w[b], p[b]);
+                    round_load(mine, i0 + b, wd[b], pl[b]);
 #pragma unroll
-            for (int b = 0; b < LOAD_BATCH; ++b)
-                if (i0 + b < rounds)
-                    kb[(i0 + b) * THREADS] = round_key(c, mine, i0 + b, w[b], p[b]);
+            for (int b = 0; b < LOAD_BATCH; ++b) {
+                const int i = i0 + b;
+                if (i < rounds) {
+                    const int tag = __shfl_sync(0xFFFFFFFFu, mine.tag, i);
+                    uint32_t x = wd[b];
+                    if (!(tag & 16) && (x >> 16) < c.tau)
+                        x = 0u;
+                    wb[i * THREADS] = x;
+                    pb |= ((pl[b] >> lane) & 1u) << i;
+                    if (lane == 0)
+                        tagbuf[i * NW + w] = (uint8_t)(tag & 15);
+                    if (x != 0u)
+                        atomicAdd(&hist[x >> 24], 1);
+                }
+            }
         }
-        __syncthreads();
     }
-    __device__ __forceinline__ uint64_t get(int i) const { return kb[i * THREADS]; }
+    __device__ __forceinline__ uint32_t word(int i) const { return wb[i * THREADS]; }
+    __device__ __forceinline__ int rank(int i) const { return tags[i * NW + ((int)threadIdx.x >> 5)]; }
+    __device__ __forceinline__ uint32_t gid(int i) const
+    {
+        const uint32_t l = (0xFFFFu - (word(i) & 0xFFFFu)) | (((pb >> i) & 1u) << 16);
+        return (uint32_t)dc::global_id((int32_t)l, rank(i), WORLD, ILV);
+    }
+    // The 64-bit key (select_core.cuh) of slot i, for the radix select.
+    __device__ __forceinline__ uint64_t get(int i) const
+    {
+        return decode(word(i), ((pb >> i) & 1u) ? 0xFFFFFFFFu : 0u, 0, rank(i));
+    }
 };
 
 template <>
 struct RescueKeys<Store::reg> {
     uint64_t k[KPT];
-    __device__ __forceinline__ RescueKeys(const RowCtx &c, uint64_t *, int rounds)
+    __device__ __forceinline__ RescueKeys(const RowCtx &c, int rounds)
     {
         const RoundSrc mine = round_src(c, rounds);
 #pragma unroll
@@ -233,19 +271,174 @@ struct RescueKeys<Store::reg> {
 template <>
 struct RescueKeys<Store::global> {
     RowCtx c;
-    __device__ __forceinline__ RescueKeys(const RowCtx &cc, uint64_t *, int) : c(cc) {}
+    __device__ __forceinline__ RescueKeys(const RowCtx &cc, int) : c(cc) {}
     __device__ __forceinline__ uint64_t get(int i) const
     {
         return rescue_key(c, i * THREADS + (int)threadIdx.x);
     }
 };
 
+// Rows whose boundary value P holds more tied keys than this (beyond the
+// ones taken) run the 64-bit radix select; fewer are ranked by comparison,
+// one key a thread.
+constexpr int TIE_MAX = 128;
+static_assert(TIE_MAX <= THREADS, "one tied key a thread");
+
+// The cut of a 256-bin count histogram walked from its highest bin: the bin
+// where the running count reaches need, the count of the bins above it and
+// its own. Written by warp 0; total is written whether or not need is
+// reached.
+struct Cut {
+    int bin, before, cnt, total;
+};
+
+struct RescueSmem {
+    Cut cut[2];
+    int nties;
+    uint64_t tie_thr;
+    uint64_t ties[TIE_MAX]; // (gid << 16) | flat of the keys equal to P
+    uint8_t tags[SMEM_KEYS ? KPT * NW : 1];
+};
+
+__device__ __forceinline__ void cut_desc(const int *h, int need, Cut &out)
+{
+    const int lane = (int)threadIdx.x & 31;
+    int c[8], sum = 0;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        c[q] = h[255 - 8 * lane - q];
+        sum += c[q];
+    }
+    int incl = sum;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o)
+            incl += y;
+    }
+    const int excl = incl - sum;
+    if (excl < need && incl >= need) {
+        int cum = excl;
+        bool found = false;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            if (!found && cum + c[q] >= need) {
+                found = true;
+                out.bin = 255 - 8 * lane - q;
+                out.before = cum;
+                out.cnt = c[q];
+            }
+            cum += c[q];
+        }
+    }
+    if (lane == 31)
+        out.total = incl;
+}
+
+// The order of keys with equal ord16: lower gid first, then (a caller's
+// duplicate ids) lower slot. flat < DC_RESCUE_SMEM_KEYS < 2^16.
+__device__ __forceinline__ uint64_t tie_key(const RescueWords &w, int i)
+{
+    return ((uint64_t)w.gid(i) << 16) | (uint64_t)(i * THREADS + (int)threadIdx.x);
+}
+
+// Selects the top K of row t from its words in shared memory and emits it.
+// sm.hist and rs.nties are zero on entry (and a barrier behind).
+__device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, RescueSmem &rs,
+                                             Smem &sm, const Out &o, long long t, int rounds)
+{
+    const int tid = threadIdx.x;
+    int *h1 = sm.hist, *h2 = sm.hist + 256;
+    const RescueWords words(c, wbuf, rs.tags, h1, rounds);
+    __syncthreads();
+    if (tid < 32)
+        cut_desc(h1, TOPK, rs.cut[0]);
+    __syncthreads();
+    // Block-uniform from here: every thread reads the same cuts.
+    const bool all = rs.cut[0].total <= TOPK;
+    uint32_t P = 0u;
+    int need = 0, m = 0;
+    if (!all) {
+        const uint32_t b1 = (uint32_t)rs.cut[0].bin;
+        for_keys<KPT>([&](int i) {
+            const uint32_t x = words.word(i);
+            if (x != 0u && (x >> 24) == b1)
+                atomicAdd(&h2[(x >> 16) & 0xFFu], 1);
+        }, rounds);
+        __syncthreads();
+        if (tid < 32)
+            cut_desc(h2, TOPK - rs.cut[0].before, rs.cut[1]);
+        __syncthreads();
+        P = (b1 << 8) | (uint32_t)rs.cut[1].bin;
+        need = TOPK - rs.cut[0].before - rs.cut[1].before;
+        m = rs.cut[1].cnt;
+    }
+    const bool tied = m > need;
+    uint32_t selm = 0u; // bit i: slot i is selected
+    if (tied && m > TIE_MAX) {
+        const Sel s = radix_select<KPT>(words, sm, rounds);
+#pragma unroll
+        for (int i = 0; i < KPT; ++i)
+            if (i < rounds)
+                selm |= (selected(s, words.get(i), i * THREADS + tid) ? 1u : 0u) << i;
+    } else {
+        uint64_t thr = 0ull;
+        if (tied) {
+            for_keys<KPT>([&](int i) {
+                const uint32_t x = words.word(i);
+                if (x != 0u && (x >> 16) == P)
+                    rs.ties[atomicAdd(&rs.nties, 1)] = tie_key(words, i);
+            }, rounds);
+            __syncthreads();
+            if (tid < m) {
+                // Tie keys are unique: exactly one is the need-th smallest.
+                const uint64_t k = rs.ties[tid];
+                int below = 0;
+                for (int j = 0; j < m; ++j)
+                    below += rs.ties[j] < k ? 1 : 0;
+                if (below == need - 1)
+                    rs.tie_thr = k;
+            }
+            __syncthreads();
+            thr = rs.tie_thr;
+        }
+#pragma unroll
+        for (int i = 0; i < KPT; ++i) {
+            if (i < rounds) {
+                const uint32_t x = words.word(i), v = x >> 16;
+                const bool in = x != 0u && (all || v > P ||
+                                            (v == P && (!tied || tie_key(words, i) <= thr)));
+                selm |= (in ? 1u : 0u) << i;
+            }
+        }
+    }
+    emit_with<KPT>([&](int i) -> bool { return (selm >> i) & 1u; },
+                   [&](int i) { return words.gid(i); }, [&](int i) { return words.rank(i); },
+                   o, t, sm, rounds);
+}
+
+// Row t's selection and emit: a template, so that only the store in use is
+// instantiated.
+template <Store S>
+__device__ __forceinline__ void rescue_row(const RowCtx &c, uint32_t *wbuf, RescueSmem &rs,
+                                           Smem &sm, const Out &o, long long t, int rounds)
+{
+    if constexpr (S == Store::smem) {
+        rescue_words(c, wbuf, rs, sm, o, t, rounds);
+    } else {
+        const RescueKeys<S> keys(c, rounds);
+        const Sel s = radix_select<KPT>(keys, sm, rounds);
+        emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm, rounds);
+    }
+}
+
 // Parameters: DC_RESCUE_PARAMS (packed_abi.h).
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS)
 dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
-    extern __shared__ uint64_t kbuf[]; // DC_RESCUE_SMEM_BYTES (smem keys)
+    extern __shared__ uint32_t wbuf[]; // DC_RESCUE_SMEM_BYTES (smem words)
     __shared__ Smem sm;
+    __shared__ RescueSmem rs;
     __shared__ int s_abort;
     __shared__ uint32_t s_rows[THREADS];
     __shared__ int s_warps[THREADS / 32];
@@ -284,7 +477,9 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                     acc += ((mask >> r) & 1u) ? TOPK : LTOPK;
                 }
                 sm.seg[WORLD] = acc;
+                rs.nties = 0;
             }
+            sm.hist[tid] = 0; // the word path's counts (rescue_words)
             __syncthreads();
             if (tid < WORLD && ((mask >> tid) & 1u)) {
                 const uint32_t *f = flags + (long long)tid * max_rows + t;
@@ -326,9 +521,7 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                 // The row's own key rounds, not KPT (the bound for the most
                 // saturated ranks): most saturated rows have one.
                 const int rounds = (c.total + THREADS - 1) / THREADS;
-                const RescueKeys<STORE> keys(c, kbuf, rounds);
-                const Sel s = radix_select<KPT>(keys, sm, rounds);
-                emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm, rounds);
+                rescue_row<STORE>(c, wbuf, rs, sm, o, t, rounds);
                 if (tid == 0)
                     seq[t] = expected;
             }

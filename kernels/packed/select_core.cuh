@@ -395,7 +395,56 @@ __device__ __forceinline__ bool selected(const Sel &s, uint64_t k, int flat)
 }
 
 // Writes the row's ids and/or owned rows (+ count) in ascending position
-// order. seg_of(i) is the rank whose segment holds key i.
+// order: sel_of(i) says whether key i is selected, gid_of(i) its global id
+// (called for selected keys only, possibly in divergent code), seg_of(i)
+// the rank whose segment holds it.
+template <int KPT, class SelOf, class GidOf, class Seg>
+__device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
+                                          long long t, Smem &sm, int rounds = KPT)
+{
+    const int tid = threadIdx.x;
+    if constexpr (EMIT_IDS) {
+        if (o.ids) {
+            int32_t *ids = o.ids + t * o.ids_stride;
+            const int n = ballot_rank<KPT>(
+                sm, [&](int i) { return sel_of(i); },
+                [&](int i, int r) { ids[r] = (int32_t)gid_of(i); }, rounds);
+            for (int p = n + tid; p < TOPK; p += THREADS)
+                ids[p] = -1;
+        }
+    }
+    if constexpr (BLOCK > 0) {
+        if (o.rm.rows_out) {
+            const RowsMap &m = o.rm;
+            const int32_t req = m.req_id[t];
+            const bool req_ok = req >= 0 && req < m.num_reqs;
+            const int32_t *bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
+            int32_t *rows = m.rows_out + t * m.rows_out_stride;
+            auto local_of = [&](uint32_t gid) -> uint32_t {
+                return (gid / (uint32_t)(WORLD * ILV)) * ILV + gid % ILV;
+            };
+            const int n = ballot_rank<KPT>(
+                sm,
+                [&](int i) {
+                    if (!req_ok || !sel_of(i) || seg_of(i) != o.rank)
+                        return false;
+                    return (long long)(local_of(gid_of(i)) / (uint32_t)BLOCK) <
+                           (long long)m.block_table_cols;
+                },
+                [&](int i, int r) {
+                    const uint32_t l = local_of(gid_of(i));
+                    const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
+                    rows[r] = (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+                }, rounds);
+            for (int p = n + tid; p < TOPK; p += THREADS)
+                rows[p] = -1;
+            if (tid == 0)
+                m.counts_out[t] = n;
+        }
+    }
+}
+
+// emit_with for the radix select's result over 64-bit keys.
 template <int KPT, class Keys, class Seg>
 __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of, const Out &o,
                                      long long t, Smem &sm, int rounds = KPT)
@@ -410,52 +459,14 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
             if (i < rounds)
                 selm |= (selected(s, keys.get(i), i * THREADS + tid) ? 1u : 0u) << i;
     }
-    auto sel_of = [&](int i) -> bool {
-        if constexpr (KPT <= REG_MAX && KPT <= 32)
-            return (selm >> i) & 1u;
-        else
-            return selected(s, keys.get(i), i * THREADS + tid);
-    };
-    if constexpr (EMIT_IDS) {
-        if (o.ids) {
-            int32_t *ids = o.ids + t * o.ids_stride;
-            const int n = ballot_rank<KPT>(
-                sm, [&](int i) { return sel_of(i); },
-                [&](int i, int r) { ids[r] = (int32_t)key_gid(keys.get(i)); }, rounds);
-            for (int p = n + tid; p < TOPK; p += THREADS)
-                ids[p] = -1;
-        }
-    }
-    if constexpr (BLOCK > 0) {
-        if (o.rm.rows_out) {
-            const RowsMap &m = o.rm;
-            const int32_t req = m.req_id[t];
-            const bool req_ok = req >= 0 && req < m.num_reqs;
-            const int32_t *bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
-            int32_t *rows = m.rows_out + t * m.rows_out_stride;
-            auto local_of = [&](uint64_t k) -> uint32_t {
-                const uint32_t gid = key_gid(k);
-                return (gid / (uint32_t)(WORLD * ILV)) * ILV + gid % ILV;
-            };
-            const int n = ballot_rank<KPT>(
-                sm,
-                [&](int i) {
-                    const uint64_t k = keys.get(i);
-                    if (!req_ok || !sel_of(i) || seg_of(i) != o.rank)
-                        return false;
-                    return (long long)(local_of(k) / (uint32_t)BLOCK) < (long long)m.block_table_cols;
-                },
-                [&](int i, int r) {
-                    const uint32_t l = local_of(keys.get(i));
-                    const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
-                    rows[r] = (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                }, rounds);
-            for (int p = n + tid; p < TOPK; p += THREADS)
-                rows[p] = -1;
-            if (tid == 0)
-                m.counts_out[t] = n;
-        }
-    }
+    emit_with<KPT>(
+        [&](int i) -> bool {
+            if constexpr (KPT <= REG_MAX && KPT <= 32)
+                return (selm >> i) & 1u;
+            else
+                return selected(s, keys.get(i), i * THREADS + tid);
+        },
+        [&](int i) { return key_gid(keys.get(i)); }, seg_of, o, t, sm, rounds);
 }
 
 } // namespace dcsel

@@ -6,6 +6,7 @@
  * (the sequence words stay in step), CUDA graph capture and replay, and a
  * rescue whose peer never pushes (DCPTOPK_RESCUE_TIMEOUT, the context keeps
  * working). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,78 @@ TEST(merge_saturated_and_nan)
     for (int f = 0; f < DC_FAM_COUNT && !dc_test_failed; f++)
         CHECK(one_case(ctx, 2048, 256, 4, f == DC_FAM_LONG ? 2 : 33,
                        f, 3000, 50 + (uint64_t)f) >= 0);
+    dcptopk_context_destroy(ctx);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* How many of row t's valid scores equal its K-th largest (finite scores
+ * only; the world has no others here). */
+static int64_t kth_ties(const dc_world *wd, int64_t t, int kk, float *buf)
+{
+    int64_t n = 0;
+    for (int q = 0; q < wd->world_size; q++) {
+        int64_t end = wd->row_ends[q][t];
+        end = end < 0 ? 0 : end > wd->max_local_len ? wd->max_local_len : end;
+        for (int64_t j = 0; j < end; j++)
+            buf[n++] = dc_bf16_to_f32(wd->logits[q][t * wd->stride + j]);
+    }
+    if (n < kk)
+        return 0;
+    qsort(buf, (size_t)n, sizeof *buf, cmp_desc);
+    int64_t m = 0;
+    for (int64_t j = 0; j < n; j++)
+        m += buf[j] == buf[kk - 1];
+    return m;
+}
+
+/* Saturated rows whose K-th score is shared by a few keys, by dozens, by
+ * about a hundred, or by hundreds: the rescue ranks a small tie by
+ * comparison and a large one by its 64-bit radix select (rescue.cu,
+ * TIE_MAX = 128). CONC_SAT boosts its saturated ranks by +50, where the bf16
+ * step is 0.25 and hundreds of keys tie; here each boosted score is redrawn
+ * as 2^(span * U), U uniform, and the others made negative, so a wide span
+ * spreads the boundary over many bf16 values (span 0: kept as generated). */
+TEST(rescue_boundary_ties)
+{
+    GPU_CTX(ctx);
+    const int kk = 2048, n = 384, w = 8;
+    const int64_t rows = 160, len = 4096;
+    const float span[] = {40.0f, 8.0f, 2.0f, 1.0f, 0.0f};
+    float *buf = malloc(sizeof(float) * (size_t)(w * (len + 128)));
+    int64_t small = 0, large = 0, rescued = 0;
+    dc_rng rng;
+    dc_rng_seed(&rng, 77);
+    CHECK(buf != NULL);
+    for (int si = 0; si < 5 && !dc_test_failed; si++) {
+        dc_world wd;
+        CHECK(dc_gen_world(&wd, DC_FAM_CONC_SAT, kk, n, w, rows, len, 70 + (uint64_t)si) == 0);
+        for (int q = 0; q < w && span[si] > 0.0f; q++)
+            for (int64_t i = 0; i < rows * wd.stride; i++) {
+                const float x = dc_bf16_to_f32(wd.logits[q][i]);
+                const float y = x > 25.0f ? exp2f((float)dc_rng_uniform(&rng) * span[si])
+                                          : -(fabsf(x) + 1.0f);
+                wd.logits[q][i] = dc_f32_to_bf16(y);
+            }
+        for (int64_t t = 0; t < rows; t++) {
+            const int64_t m = kth_ties(&wd, t, kk, buf);
+            small += m >= 2 && m <= 100;
+            large += m > 128;
+        }
+        const int64_t got = world_case(ctx, kk, n, w, 1, &wd, "boundary ties");
+        CHECK_MSG(got > 0, "span %g: %lld rescued rows", (double)span[si], (long long)got);
+        rescued += got > 0 ? got : 0;
+        dc_world_free(&wd);
+    }
+    printf("rows with 2..100 keys at the K-th score: %lld, with more than 128: %lld; "
+           "rescued %lld\n", (long long)small, (long long)large, (long long)rescued);
+    CHECK_MSG(small >= 100 && large >= 100, "ties: %lld small, %lld large", (long long)small,
+              (long long)large);
+    free(buf);
     dcptopk_context_destroy(ctx);
 }
 
