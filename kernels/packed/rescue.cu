@@ -1,10 +1,10 @@
 // rescue.cu - round 2 of the exact packed merge (docs/CONTRACT.md, "Rescue").
 //
 // Persistent grid: as many CTAs as the SMs hold (the launcher asks the
-// driver; two an SM when a row's keys fit shared memory, see packed_abi.h),
-// looping over rows. A row whose
-// saturation word has an empty mask costs one load, made together with the
-// CTA's next THREADS rows' loads. Otherwise the CTA waits,
+// driver; see packed_abi.h), looping over rows. A row whose saturation word
+// has an empty mask costs one load, made together with the CTA's next
+// THREADS rows' loads; the rows with work are listed, and their flags polled
+// once for the whole list. A row whose flags were not yet set waits,
 // bounded by `timeout_ns` (%globaltimer), for flags[r * max_rows + t] ==
 // seq[t] + 1 of every saturated rank r (acquire loads: the pushes are peer
 // stores released by push.cu), then re-selects the top K of the unsaturated
@@ -441,6 +441,9 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
     __shared__ RescueSmem rs;
     __shared__ int s_abort;
     __shared__ uint32_t s_rows[THREADS];
+    __shared__ uint32_t s_word[THREADS];     // listed rows' saturation words,
+    __shared__ uint32_t s_expected[THREADS]; // their flags' expected value,
+    __shared__ uint8_t s_ready[THREADS];     // and whether the flags were set
     __shared__ int s_warps[THREADS / 32];
     const int tid = threadIdx.x;
     // Launched as a dependent of the push (packed.c): nothing the select or
@@ -464,11 +467,35 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
         const int listed = single ? (int)hit
                                   : dc::compact_ordered<THREADS>(hit, (uint32_t)mine,
                                                                  s_rows, s_warps);
-        for (int li = 0; li < listed; li++) {
-            const long long t = single ? mine : (long long)s_rows[li];
+        // One thread a listed row reads its saturation and sequence words
+        // and polls its flags once: one memory latency for the batch, not
+        // three a row. A row whose flags were all set (the usual case: the
+        // pushes ran before the rescue) needs no wait below; the poller's
+        // acquire and fence, then the barrier, order the CTA's reads of its
+        // pushed lists after the pushes (the pattern of a grid sync).
+        if (tid < listed) {
+            const long long t = single ? mine : (long long)s_rows[tid];
             const uint32_t word = sat[t];
             const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
             const uint32_t expected = seq[t] + 1u;
+            bool ready = true;
+#pragma unroll 1
+            for (int r = 0; r < WORLD && ready; ++r)
+                if ((mask >> r) & 1u)
+                    ready = ld_acquire_sys(flags + (long long)r * max_rows + t) == expected;
+            if (ready)
+                __threadfence();
+            s_word[tid] = word;
+            s_expected[tid] = expected;
+            s_ready[tid] = ready ? 1 : 0;
+        }
+        __syncthreads();
+        for (int li = 0; li < listed; li++) {
+            const long long t = single ? mine : (long long)s_rows[li];
+            const uint32_t word = s_word[li];
+            const uint32_t mask = (word >> 16) & ((1u << WORLD) - 1u);
+            const uint32_t expected = s_expected[li];
+            const bool ready = s_ready[li] != 0;
             if (tid == 0) {
                 s_abort = 0;
                 int acc = 0;
@@ -480,8 +507,9 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                 rs.nties = 0;
             }
             sm.hist[tid] = 0; // the word path's counts (rescue_words)
-            __syncthreads();
-            if (tid < WORLD && ((mask >> tid) & 1u)) {
+            if (!ready) // block-uniform; s_abort = 0 before any waiter sets it
+                __syncthreads();
+            if (!ready && tid < WORLD && ((mask >> tid) & 1u)) {
                 const uint32_t *f = flags + (long long)tid * max_rows + t;
                 const unsigned long long start = globaltimer();
                 while (ld_acquire_sys(f) != expected) {
@@ -500,11 +528,8 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                     }
                     asm volatile("nanosleep.u32 256;");
                 }
-                // The waiters' acquire, then the barrier, order the whole
-                // CTA's reads of the pushed lists after the pushes (the
-                // pattern of a grid sync); the CTA's other threads need no
-                // fence of their own, whose wait on their earlier id
-                // stores cost every row.
+                // As above: only the waiters fence; in every thread the
+                // fence would wait for its earlier id stores, every row.
                 __threadfence();
             }
             __syncthreads();
@@ -527,5 +552,5 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
             }
             __syncthreads(); // sm.seg and s_abort are rewritten for the next row
         }
-    } // s_rows is rewritten only after the last row's barrier above
+    } // s_rows, s_word.. are rewritten only after the last row's barrier above
 }
