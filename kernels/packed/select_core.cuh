@@ -91,6 +91,7 @@ struct Smem {
     int fin_eq;         // gathered keys equal to it
     uint64_t fin_thr;   // the threshold key
     uint64_t fin_keys[FIN_MAX];
+    int32_t *out_ids;   // emit: the row's ids (see emit_with)
 };
 
 // Decoded key of slot j of a packed row sent by `owner` (0 = empty).
@@ -406,9 +407,20 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
     if constexpr (EMIT_IDS) {
         if (o.ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
+            // Each store reads the row's base from shared memory (ordered by
+            // ballot_rank's barriers): kept in registers it was rebuilt from
+            // t and the stride for every key at the register bound.
+            if (tid == 0)
+                sm.out_ids = ids;
             const int n = ballot_rank<KPT>(
                 sm, [&](int i) { return sel_of(i); },
-                [&](int i, int r) { ids[r] = (int32_t)gid_of(i); }, rounds);
+                [&](int i, int r) {
+                    int32_t *base = *(int32_t *volatile *)&sm.out_ids;
+                    asm volatile("st.global.u32 [%0], %1;"
+                                 :
+                                 : "l"(base + r), "r"(gid_of(i))
+                                 : "memory");
+                }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
         }
