@@ -284,56 +284,13 @@ struct RescueKeys<Store::global> {
 constexpr int TIE_MAX = 128;
 static_assert(TIE_MAX <= THREADS, "one tied key a thread");
 
-// The cut of a 256-bin count histogram walked from its highest bin: the bin
-// where the running count reaches need, the count of the bins above it and
-// its own. Written by warp 0; total is written whether or not need is
-// reached.
-struct Cut {
-    int bin, before, cnt, total;
-};
-
 struct RescueSmem {
-    Cut cut[2];
+    int4 cut[2];            // shared_cut's results: bin, before, cnt, total
     int nties;
     uint64_t tie_thr;
     uint64_t ties[TIE_MAX]; // (gid << 16) | flat of the keys equal to P
     uint8_t tags[SMEM_KEYS ? KPT * NW : 1];
 };
-
-__device__ __forceinline__ void cut_desc(const int *h, int need, Cut &out)
-{
-    const int lane = (int)threadIdx.x & 31;
-    int c[8], sum = 0;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-        c[q] = h[255 - 8 * lane - q];
-        sum += c[q];
-    }
-    int incl = sum;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (lane >= o)
-            incl += y;
-    }
-    const int excl = incl - sum;
-    if (excl < need && incl >= need) {
-        int cum = excl;
-        bool found = false;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            if (!found && cum + c[q] >= need) {
-                found = true;
-                out.bin = 255 - 8 * lane - q;
-                out.before = cum;
-                out.cnt = c[q];
-            }
-            cum += c[q];
-        }
-    }
-    if (lane == 31)
-        out.total = incl;
-}
 
 // The order of keys with equal ord16: lower gid first, then (a caller's
 // duplicate ids) lower slot. flat < DC_RESCUE_SMEM_KEYS < 2^16.
@@ -343,44 +300,38 @@ __device__ __forceinline__ uint64_t tie_key(const RescueWords &w, int i)
 }
 
 // Selects the top K of row t from its words in shared memory and emits it.
-// sm.hist and rs.nties are zero on entry (and a barrier behind).
+// sm.hist and rs.nties are zero on entry (and a barrier behind). A template,
+// instantiated only where the words fit (KPT <= 32).
+template <Store S>
 __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, RescueSmem &rs,
                                              Smem &sm, const Out &o, long long t, int rounds)
 {
-    const int tid = threadIdx.x;
-    int *h1 = sm.hist, *h2 = sm.hist + 256;
+    static_assert(S == Store::smem, "the words are in shared memory");
+    int *h1 = sm.hist, *h2 = sm.hist + CUT_BINS;
     const RescueWords words(c, wbuf, rs.tags, h1, rounds);
     __syncthreads();
-    if (tid < 32)
-        cut_desc(h1, TOPK, rs.cut[0]);
-    __syncthreads();
     // Block-uniform from here: every thread reads the same cuts.
-    const bool all = rs.cut[0].total <= TOPK;
+    const Cut c1 = shared_cut<true>(h1, TOPK, rs.cut[0], 0);
+    const bool all = c1.total <= TOPK;
     uint32_t P = 0u;
     int need = 0, m = 0;
     if (!all) {
-        const uint32_t b1 = (uint32_t)rs.cut[0].bin;
+        const uint32_t b1 = (uint32_t)c1.bin;
         for_keys<KPT>([&](int i) {
             const uint32_t x = words.word(i);
             if (x != 0u && (x >> 24) == b1)
                 atomicAdd(&h2[(x >> 16) & 0xFFu], 1);
         }, rounds);
         __syncthreads();
-        if (tid < 32)
-            cut_desc(h2, TOPK - rs.cut[0].before, rs.cut[1]);
-        __syncthreads();
-        P = (b1 << 8) | (uint32_t)rs.cut[1].bin;
-        need = TOPK - rs.cut[0].before - rs.cut[1].before;
-        m = rs.cut[1].cnt;
+        const Cut c2 = shared_cut<true>(h2, TOPK - c1.before, rs.cut[1], 0);
+        P = (b1 << 8) | (uint32_t)c2.bin;
+        need = TOPK - c1.before - c2.before;
+        m = c2.cnt;
     }
     const bool tied = m > need;
     uint32_t selm = 0u; // bit i: slot i is selected
     if (tied && m > TIE_MAX) {
-        const Sel s = radix_select<KPT>(words, sm, rounds);
-#pragma unroll
-        for (int i = 0; i < KPT; ++i)
-            if (i < rounds)
-                selm |= (selected(s, words.get(i), i * THREADS + tid) ? 1u : 0u) << i;
+        selm = selected_mask<KPT>(words, radix_select<KPT>(words, sm, rounds), rounds);
     } else {
         uint64_t thr = 0ull;
         if (tied) {
@@ -390,15 +341,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
                     rs.ties[atomicAdd(&rs.nties, 1)] = tie_key(words, i);
             }, rounds);
             __syncthreads();
-            if (tid < m) {
-                // Tie keys are unique: exactly one is the need-th smallest.
-                const uint64_t k = rs.ties[tid];
-                int below = 0;
-                for (int j = 0; j < m; ++j)
-                    below += rs.ties[j] < k ? 1 : 0;
-                if (below == need - 1)
-                    rs.tie_thr = k;
-            }
+            kth_smallest_unique(rs.ties, m, need, &rs.tie_thr); // tie keys are unique
             __syncthreads();
             thr = rs.tie_thr;
         }
@@ -424,7 +367,7 @@ __device__ __forceinline__ void rescue_row(const RowCtx &c, uint32_t *wbuf, Resc
                                            Smem &sm, const Out &o, long long t, int rounds)
 {
     if constexpr (S == Store::smem) {
-        rescue_words(c, wbuf, rs, sm, o, t, rounds);
+        rescue_words<S>(c, wbuf, rs, sm, o, t, rounds);
     } else {
         const RescueKeys<S> keys(c, rounds);
         const Sel s = radix_select<KPT>(keys, sm, rounds);
@@ -437,8 +380,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS)
 dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
     extern __shared__ uint32_t wbuf[]; // DC_RESCUE_SMEM_BYTES (smem words)
-    __shared__ Smem sm;
-    __shared__ RescueSmem rs;
+    __shared__ __align__(16) Smem sm; // hist: shared_cut's int4 loads
+    __shared__ __align__(16) RescueSmem rs;
     __shared__ int s_abort;
     __shared__ uint32_t s_rows[THREADS];
     __shared__ uint32_t s_word[THREADS];     // listed rows' saturation words,

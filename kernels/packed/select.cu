@@ -75,6 +75,7 @@ constexpr int CBITS = GID_BITS + JBITS; // tie key bits
 
 static_assert(KPT >= 1 && KPT <= 16, "at most 16 words per thread");
 static_assert(HBINS == THREADS, "each thread clears one bin");
+static_assert(HBINS == CUT_BINS, "shared_cut's histograms");
 // W * N <= 4096 gives ceil(log2 W) + ceil(log2 N) <= 13.
 static_assert(CBITS <= 31, "a tie key fits 31 bits (never the all-ones sentinel)");
 
@@ -130,98 +131,6 @@ __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const in
                      : "memory");
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// The bin that holds the need-th key of a 256-bin histogram, scanning bins
-// from the largest (DESC) or the smallest, for the whole CTA, after the
-// barrier that ended its counting pass. Warp 0 finds it: lane L sums 8
-// consecutive bins of the scan order (two int4 loads, conflict-free), one
-// warp scan finds the lane, the lane loads its bins again and walks them,
-// and writes the result to shared memory, which every thread reads after
-// one more barrier. (Each warp finding the cut on its own cost eight times
-// the instructions, and the kernel is issue-bound: the other resident CTAs
-// fill the slots of the wait. Loading the bins again keeps them out of
-// registers across the scan, where the row's words leave few.) need >= 1.
-// When total < need, the result is bin 0 with before = 0 and cnt = 0
-// (callers check total first). adj0 is taken off bin 0 first (keys a pass
-// counted there that are not keys: pass 2's empty words).
-struct Cut {
-    int bin;
-    int before; // keys in the bins scanned before it
-    int cnt;    // keys in it
-    int total;  // keys in the histogram
-};
-
-// A cut that shared_cut wrote, read again: a slot is written again only
-// after the next counting pass's barrier, which every thread reaches after
-// its read.
-__device__ __forceinline__ Cut load_cut(const int4 &slot)
-{
-    const int4 v = slot;
-    Cut r;
-    r.bin = v.x;
-    r.before = v.y;
-    r.cnt = v.z;
-    r.total = v.w;
-    return r;
-}
-
-template <bool DESC>
-__device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot, int adj0)
-{
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        const int4 *v =
-            reinterpret_cast<const int4 *>(hist + (DESC ? HBINS - 8 - 8 * lane : 8 * lane));
-        // Bin 0 is the first word of the last lane's bins (DESC), or of the
-        // first lane's.
-        const int fix = lane == (DESC ? 31 : 0) ? adj0 : 0;
-        int s;
-        {
-            const int4 a = v[0], b = v[1];
-            s = a.x - fix + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
-        }
-        int incl = s;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-            if (lane >= o)
-                incl += y;
-        }
-        const int total = __shfl_sync(0xFFFFFFFFu, incl, 31);
-        const int excl = incl - s;
-        if (excl < need && incl >= need) {
-            // The lane's running sums rise along the scan order: the bins
-            // whose sum stays below need come before the cut bin, and the
-            // one whose sum reaches need is it.
-            int4 a = v[0];
-            const int4 b = v[1];
-            a.x -= fix;
-            int c[8];
-            if (DESC) {
-                c[0] = b.w, c[1] = b.z, c[2] = b.y, c[3] = b.x;
-                c[4] = a.w, c[5] = a.z, c[6] = a.y, c[7] = a.x;
-            } else {
-                c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w;
-                c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
-            }
-            int k = 0, cum = excl, before = excl, cnt = 0;
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const bool was_below = cum < need;
-                cum += c[q];
-                const bool below = cum < need;
-                k += below ? 1 : 0;
-                before = below ? cum : before;
-                cnt = was_below && !below ? c[q] : cnt;
-            }
-            slot = make_int4(DESC ? HBINS - 1 - (8 * lane + k) : 8 * lane + k, before, cnt, total);
-        } else if (lane == 31 && total < need) {
-            slot = make_int4(0, 0, 0, total);
-        }
-    }
-    __syncthreads();
-    return load_cut(slot);
 }
 
 // One key's id store of the emit, in one asm block so that the selection
@@ -437,14 +346,7 @@ __device__ __forceinline__ uint32_t small_ties_by_compare(SmallRow &row, SmallSm
     }
     tmask = tm;
     __syncthreads();
-    if (tid < m) {
-        const uint32_t x = fs.list[tid];
-        int less = 0;
-        for (int q = 0; q < m; ++q)
-            less += fs.list[q] < x ? 1 : 0;
-        if (less == need - 1)
-            fs.thrc = x;
-    }
+    kth_smallest_unique(fs.list, m, need, &fs.thrc);
     if (tid == 0)
         fs.nlist = 0; // every gather of this row is done
     __syncthreads();

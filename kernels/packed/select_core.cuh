@@ -241,6 +241,118 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
     return base;
 }
 
+constexpr int CUT_BINS = 256; // shared_cut's histograms: 8-bit digits
+
+// The bin that holds the need-th key of a 256-bin histogram, scanning bins
+// from the largest (DESC) or the smallest, for the whole CTA, after the
+// barrier that ended its counting pass. Warp 0 finds it: lane L sums 8
+// consecutive bins of the scan order (two int4 loads, conflict-free), one
+// warp scan finds the lane, the lane loads its bins again and walks them,
+// and writes the result to shared memory, which every thread reads after
+// one more barrier. (In select.cu's small path, each warp finding the cut
+// on its own cost eight times the instructions, the kernel being
+// issue-bound; loading the bins again keeps them out of registers across
+// the scan, where the row's words leave few.) need >= 1. When total < need,
+// the result is bin 0 with before = 0 and cnt = 0 (callers check total
+// first). adj0 is taken off bin 0 first (keys a pass counted there that
+// are not keys: select.cu's pass 2 empty words). hist is 16-byte aligned.
+struct Cut {
+    int bin;
+    int before; // keys in the bins scanned before it
+    int cnt;    // keys in it
+    int total;  // keys in the histogram
+};
+
+// A cut that shared_cut wrote, read again: a slot is written again only
+// after the next counting pass's barrier, which every thread reaches after
+// its read.
+__device__ __forceinline__ Cut load_cut(const int4 &slot)
+{
+    const int4 v = slot;
+    Cut r;
+    r.bin = v.x;
+    r.before = v.y;
+    r.cnt = v.z;
+    r.total = v.w;
+    return r;
+}
+
+template <bool DESC>
+__device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot, int adj0)
+{
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        const int4 *v =
+            reinterpret_cast<const int4 *>(hist + (DESC ? CUT_BINS - 8 - 8 * lane : 8 * lane));
+        // Bin 0 is the first word of the last lane's bins (DESC), or of the
+        // first lane's.
+        const int fix = lane == (DESC ? 31 : 0) ? adj0 : 0;
+        int s;
+        {
+            const int4 a = v[0], b = v[1];
+            s = a.x - fix + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+        }
+        int incl = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        const int total = __shfl_sync(0xFFFFFFFFu, incl, 31);
+        const int excl = incl - s;
+        if (excl < need && incl >= need) {
+            // The lane's running sums rise along the scan order: the bins
+            // whose sum stays below need come before the cut bin, and the
+            // one whose sum reaches need is it.
+            int4 a = v[0];
+            const int4 b = v[1];
+            a.x -= fix;
+            int c[8];
+            if (DESC) {
+                c[0] = b.w, c[1] = b.z, c[2] = b.y, c[3] = b.x;
+                c[4] = a.w, c[5] = a.z, c[6] = a.y, c[7] = a.x;
+            } else {
+                c[0] = a.x, c[1] = a.y, c[2] = a.z, c[3] = a.w;
+                c[4] = b.x, c[5] = b.y, c[6] = b.z, c[7] = b.w;
+            }
+            int k = 0, cum = excl, before = excl, cnt = 0;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const bool was_below = cum < need;
+                cum += c[q];
+                const bool below = cum < need;
+                k += below ? 1 : 0;
+                before = below ? cum : before;
+                cnt = was_below && !below ? c[q] : cnt;
+            }
+            slot = make_int4(DESC ? CUT_BINS - 1 - (8 * lane + k) : 8 * lane + k, before, cnt, total);
+        } else if (lane == 31 && total < need) {
+            slot = make_int4(0, 0, 0, total);
+        }
+    }
+    __syncthreads();
+    return load_cut(slot);
+}
+
+// Of the m unique keys in list (m <= THREADS), the need-th smallest into
+// *out: thread i < m ranks list[i] by comparison, and the one with need - 1
+// keys below it writes it. The caller's barriers order the list before it
+// and *out after it.
+template <class K>
+__device__ __forceinline__ void kth_smallest_unique(const K *list, int m, int need, K *out)
+{
+    const int tid = threadIdx.x;
+    if (tid < m) {
+        const K x = list[tid];
+        int less = 0;
+        for (int q = 0; q < m; ++q)
+            less += list[q] < x ? 1 : 0;
+        if (less == need - 1)
+            *out = x;
+    }
+}
+
 // Result of the radix select: selected = key > thr_key, or key == thr_key
 // with flat position <= eq_last when need_eq > 0.
 struct Sel {
@@ -395,6 +507,19 @@ __device__ __forceinline__ bool selected(const Sel &s, uint64_t k, int flat)
     return k != 0ull && (k > s.thr_key || (s.need_eq > 0 && k == s.thr_key && flat <= s.eq_last));
 }
 
+// Bit i: key i of this thread (rounds [0, rounds), KPT <= 32) is selected.
+template <int KPT, class Keys>
+__device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s, int rounds)
+{
+    static_assert(KPT <= 32, "a bit a key");
+    uint32_t m = 0u;
+#pragma unroll
+    for (int i = 0; i < KPT; ++i)
+        if (i < rounds)
+            m |= (selected(s, keys.get(i), i * THREADS + (int)threadIdx.x) ? 1u : 0u) << i;
+    return m;
+}
+
 // Writes the row's ids and/or owned rows (+ count) in ascending position
 // order: sel_of(i) says whether key i is selected, gid_of(i) its global id
 // (called for selected keys only, possibly in divergent code), seg_of(i)
@@ -465,12 +590,8 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
     // Register-resident keys: the selection is decided once a key, as one
     // bit, instead of at every ballot of both emits (64-bit compares).
     uint32_t selm = 0u;
-    if constexpr (KPT <= REG_MAX && KPT <= 32) {
-#pragma unroll
-        for (int i = 0; i < KPT; ++i)
-            if (i < rounds)
-                selm |= (selected(s, keys.get(i), i * THREADS + tid) ? 1u : 0u) << i;
-    }
+    if constexpr (KPT <= REG_MAX && KPT <= 32)
+        selm = selected_mask<KPT>(keys, s, rounds);
     emit_with<KPT>(
         [&](int i) -> bool {
             if constexpr (KPT <= REG_MAX && KPT <= 32)
