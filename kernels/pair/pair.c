@@ -39,10 +39,6 @@ static int32_t pair_split_log2(int64_t cands)
     return v;
 }
 
-/* The entry points run one CTA a row at every row count: the split lost to
- * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
- * runs only where dc_pair_select_split asks for it, and warmup loads only
- * the one-CTA keys. */
 /* The select's key for `nodes` segments (0 or world_size: the flat merge),
  * `layout` and rows split over 2^split CTAs: what warmup loads and what a
  * launch looks up. */
@@ -55,6 +51,10 @@ static void select_key(dcptopk_key *k, const dcptopk_merge_config *c,
     k->variant = DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, split);
 }
 
+/* The entry points run one CTA a row at every row count: the split lost to
+ * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
+ * runs only where dc_pair_select_split asks for it, and warmup loads only
+ * the one-CTA keys. */
 void dc_pair_select_nodes_key(dc_key_list *l, const dcptopk_merge_config *c,
                               int32_t nodes, int32_t layout, const char *arch)
 {
