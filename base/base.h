@@ -132,6 +132,15 @@ DC_HIDDEN int dc_key_fields_string(const dcptopk_key *key, char *buf,
 /* Whether `arch` names a target NVRTC takes: sm_XY or sm_XYZ, optionally
  * followed by 'a' or 'f' (base/config.c; NULL is not valid). */
 DC_HIDDEN int dc_arch_valid(const char *arch);
+/* The XY (or XYZ) of a valid arch, -1 for an invalid one. */
+DC_HIDDEN int dc_arch_number(const char *arch);
+/* The oldest target the merge kernels compile for (sm_90). */
+#define DC_ARCH_MIN 90
+/* INVALID_ARGUMENT for an invalid arch, UNSUPPORTED for one older than
+ * DC_ARCH_MIN; the message names the argument `name`. */
+DC_HIDDEN dcptopk_result dc_arch_check_merge(const dcptopk_context *ctx,
+                                             const char *name,
+                                             const char *arch);
 
 /* Number of bits of a packed-merge global id for W = 1..16 ranks (2^17 * W
  * ids, W rounded up to a power of two): DC_GID_BITS of packed_format.h. */

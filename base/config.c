@@ -4,6 +4,7 @@
  * kernel families: src/config_keys.c.) */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
@@ -111,6 +112,30 @@ int dc_arch_valid(const char *arch)
     if (*p == 'a' || *p == 'f')
         p++;
     return *p == '\0';
+}
+
+int dc_arch_number(const char *arch)
+{
+    if (!dc_arch_valid(arch))
+        return -1;
+    return atoi(arch + 3);
+}
+
+dcptopk_result dc_arch_check_merge(const dcptopk_context *ctx, const char *name,
+                                   const char *arch)
+{
+    if (!dc_arch_valid(arch))
+        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
+                       "%s = \"%.40s\": expected sm_XY[a|f], e.g. sm_90a", name,
+                       arch ? arch : "(null)");
+    /* The kernels use Hopper's packed 16-bit SIMD, bulk copies, mbarriers
+     * and clusters: an older target fails in ptxas with a page of log. */
+    if (dc_arch_number(arch) < DC_ARCH_MIN)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "%s = \"%s\": the merge kernels need sm_%d or later "
+                       "(Hopper, Blackwell: e.g. sm_90a, sm_100a)",
+                       name, arch, DC_ARCH_MIN);
+    return DCPTOPK_SUCCESS;
 }
 
 #define DC_KEY_FIELD(bit, field, macro)                                        \

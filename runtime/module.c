@@ -67,6 +67,12 @@ static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
     DC_CU(ctx, cu->cuDeviceGetAttribute(
                    &rt->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                    rt->dev));
+    if (rt->cc_major * 10 + rt->cc_minor < DC_ARCH_MIN)
+        return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                       "config->device = %d: compute capability %d.%d; the "
+                       "merge kernels need %d.%d or later (Hopper, Blackwell)",
+                       ctx->device, rt->cc_major, rt->cc_minor,
+                       DC_ARCH_MIN / 10, DC_ARCH_MIN % 10);
     DC_CU(ctx, cu->cuDeviceGetAttribute(
                    &rt->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                    rt->dev));
@@ -97,11 +103,8 @@ dcptopk_result dc_rt_open(dcptopk_context *ctx)
     dcptopk_result r;
     if (ctx->device >= 0 && (r = open_device(ctx, rt)))
         return r;
-    if (ctx->arch[0] && !dc_arch_valid(ctx->arch))
-        return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
-                       "config->arch = \"%s\": expected sm_XY[a|f], e.g. "
-                       "sm_90a",
-                       ctx->arch);
+    if (ctx->arch[0] && (r = dc_arch_check_merge(ctx, "config->arch", ctx->arch)))
+        return r;
     if (!ctx->arch[0])
         return dc_fail(ctx, DCPTOPK_INVALID_ARGUMENT,
                        "config->arch = NULL with config->device = -1: a "

@@ -40,9 +40,12 @@ static dcptopk_result keys_args(const dcptopk_merge_config *config,
                        "keys is NULL with cap = %zu", cap);
     if (!*arch)
         *arch = "sm_90a";
-    if (!dc_arch_valid(*arch) || strlen(*arch) >= sizeof keys->arch)
+    if (strlen(*arch) >= sizeof keys->arch)
         return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
-                       "arch = \"%s\": expected sm_XY[a|f], e.g. sm_90a", *arch);
+                       "arch = \"%.40s\": expected sm_XY[a|f], e.g. sm_90a", *arch);
+    r = dc_arch_check_merge(NULL, "arch", *arch);
+    if (r)
+        return r;
     return dc_check_config(NULL, c);
 }
 

@@ -126,6 +126,22 @@ TEST(bad_config_fields_are_named)
     CHECK_EQ(dcptopk_config_keys(&c, "sm90", NULL, 0, &n),
              DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "arch = \"sm90\"");
+    /* Pre-Hopper targets are refused by name, not left to ptxas; the
+     * Hopper and Blackwell ones, 'a', 'f' or plain, are taken. */
+    static const char *const old_archs[] = {"sm_80", "sm_89", "sm_75", "sm_86a"};
+    for (size_t i = 0; i < sizeof old_archs / sizeof old_archs[0]; i++) {
+        CHECK_EQ(dcptopk_config_keys(&c, old_archs[i], NULL, 0, &n),
+                 DCPTOPK_UNSUPPORTED);
+        CHECK_CONTAINS(dcptopk_last_error(NULL), old_archs[i]);
+        CHECK_CONTAINS(dcptopk_last_error(NULL), "sm_90 or later");
+    }
+    static const char *const new_archs[] = {"sm_90", "sm_90a", "sm_100a",
+                                            "sm_103a", "sm_120", "sm_120f"};
+    for (size_t i = 0; i < sizeof new_archs / sizeof new_archs[0]; i++) {
+        n = 0;
+        CHECK_OK(dcptopk_config_keys(&c, new_archs[i], NULL, 0, &n));
+        CHECK(n > 0);
+    }
 }
 
 TEST(key_format_lists_only_specialised_fields)

@@ -333,6 +333,8 @@ TEST(bad_arguments_are_named)
         {{"selftest", "--seed", "0x10"}, 2, "--seed = \"0x10\""},
         {{"selftest", "--rows", "-"}, 2, "--rows = \"-\""},
         {{"keys", "--arch", "sm_9x"}, 2, "sm_9x"},
+        {{"keys", "--arch", "sm_80"}, 2, "sm_90 or later"},
+        {{"warmup", "--arch", "sm_86"}, 2, "arch = \"sm_86\""},
         {{"configs", "extra"}, 2, "extra"},
         {{"configs", "--json", "--yaml"}, 2, "--yaml"},
         {{"render"}, 2, "KEY-SPEC"},

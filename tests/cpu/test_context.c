@@ -273,6 +273,12 @@ TEST(bad_context_arguments_are_named)
     CHECK_CONTAINS(dcptopk_last_error(NULL), "config->arch = \"sm90\"");
     CHECK(ctx == NULL);
 
+    cfg.arch = "sm_80";
+    CHECK_EQ(dcptopk_context_create(&cfg, &ctx), DCPTOPK_UNSUPPORTED);
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "config->arch = \"sm_80\"");
+    CHECK_CONTAINS(dcptopk_last_error(NULL), "sm_90 or later");
+    CHECK(ctx == NULL);
+
     if (dcptopk_device_count() == 0) {
         cfg = (dcptopk_context_config)DCPTOPK_CONTEXT_CONFIG_INIT;
         cfg.cache_mode = DCPTOPK_CACHE_OFF;

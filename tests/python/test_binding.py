@@ -586,6 +586,15 @@ def test_context_arguments_are_checked_before_c():
            match="cache_mode")
 
 
+def test_pre_hopper_archs_are_refused_by_name():
+    e = raises(dcptopk.DcptopkError, dcptopk.Context, device=-1, arch="sm_80",
+               cache_mode=2, match=("sm_80", "sm_90 or later"))
+    assert e.name == "DCPTOPK_UNSUPPORTED", e.name
+    raises(dcptopk.DcptopkError, dcptopk.config_keys, dcptopk.config("deepseek-v3.2-dcp8"),
+           "sm_89", match=("sm_89", "sm_90 or later"))
+    assert dcptopk.config_keys(dcptopk.config("deepseek-v3.2-dcp8"), "sm_100a")
+
+
 def test_every_int_and_string_argument_of_the_c_calls_is_checked():
     lib = dcptopk.library()
     # The binding's own calls name the argument...
