@@ -51,6 +51,11 @@ int32_t dc_ctx_smem_optin(const dcptopk_context *ctx)
     return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->smem_optin : 0;
 }
 
+int32_t dc_ctx_l2_bytes(const dcptopk_context *ctx)
+{
+    return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->l2_bytes : 0;
+}
+
 dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
                             uint64_t *dptr)
 {

@@ -80,6 +80,8 @@ static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
                    &rt->smem_optin,
                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                    rt->dev));
+    DC_CU(ctx, cu->cuDeviceGetAttribute(
+                   &rt->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, rt->dev));
     DC_CU(ctx, cu->cuDevicePrimaryCtxRetain(&rt->cuctx, rt->dev));
     rt->cu = cu;
     if (!ctx->arch[0]) {

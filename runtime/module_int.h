@@ -18,7 +18,7 @@ struct dc_runtime {
     const dc_cuda *cu;      /* NULL for device -1                           */
     CUdevice dev;
     CUcontext cuctx;
-    int cc_major, cc_minor, sm_count, smem_optin;
+    int cc_major, cc_minor, sm_count, smem_optin, l2_bytes;
     dc_cache *cache;
     pthread_rwlock_t lock;
     pthread_mutex_t load_lock;

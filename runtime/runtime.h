@@ -47,6 +47,7 @@ dcptopk_result dc_ctx_enter(dcptopk_context *ctx);
 /* Device facts (0 when there is no device). */
 int32_t dc_ctx_sm_count(const dcptopk_context *ctx);
 int32_t dc_ctx_smem_optin(const dcptopk_context *ctx); /* bytes per block */
+int32_t dc_ctx_l2_bytes(const dcptopk_context *ctx);   /* the device's L2 */
 
 /* Device memory and copies (stream NULL = legacy default stream). */
 dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
