@@ -2,18 +2,21 @@
  * K=2048, N=384, T=6710, ids out, no saturated row), the rescue alone (T=64
  * with no saturated row, timed per call, per call of 50 launched back to
  * back ("piped"), and per call of the same 50 replayed as a CUDA graph
- * ("graph"); T=6710 with 1%, 10%, 100% of rows saturated) and
+ * ("graph"); T=6710 with 1%, 10%, 100% of rows saturated, and at 100% once
+ * more with the owned rows written besides the ids, "rescue, rows out") and
  * the whole two-round loopback merge at T=64 (decode) and T=6710 (prefill).
  *
  * CUDA events around each call, 5 warm-up calls, the median of 25; inputs
- * rotate over buffers larger than the 60 MiB L2 and are never zeros. Prints a
- * table and one `JSON {...}` line per row. bench/torch_packed.py times
- * torch.topk on the same shapes.
+ * rotate over copies that together exceed bench_cold_bytes (4 x the
+ * device's L2, at least 256 MiB) and are never zeros. Prints a table and one
+ * `JSON {...}` line per row. bench/torch_packed.py times torch.topk on the
+ * same shapes.
  *
  * BENCH_PACKED_ONLY narrows the run for a profiler (bench/profile.sh), a
  * comma-separated list of: "select" (the two selects), "rescue" (the
  * saturated rescues, at the percentages listed in BENCH_PACKED_PCT,
- * "1,10,100"), "loopback"; the decode rescue needs both select and rescue. */
+ * "1,10,100"; the rows-out one when 100 is listed), "loopback"; the decode
+ * rescue needs both select and rescue. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,9 +113,25 @@ static dcptopk_merge_config packed_config(int32_t w, int32_t k, int32_t n,
     return c;
 }
 
-/* ----------------------------------------------------------- select */
+/* Rotated input copies: at least the 3 that the earlier figures used, more
+ * where 3 do not exceed the L2 bound (bench_cold_copies), at most MAX_BUF.
+ * Copies past the third repeat the first three's data (device copies): the
+ * random stream, and so every later input, stays what those figures used. */
+#define MIN_BUF 3
+#define MAX_BUF 64
 
-#define NBUF 3
+static int rotated_copies(const bench_gpu *g, size_t copy_bytes, const char *what)
+{
+    dcptopk_context *ctx = g->ctx;
+    const size_t n = bench_cold_copies(g, copy_bytes);
+    if (n > MAX_BUF)
+        DIE("%s: %zu copies of %zu bytes needed to exceed the L2 bound (%zu "
+            "bytes); MAX_BUF is %d",
+            what, n, copy_bytes, bench_cold_bytes(g), MAX_BUF);
+    return n < MIN_BUF ? MIN_BUF : (int)n;
+}
+
+/* ----------------------------------------------------------- select */
 
 /* What a timed call launches: the whole select (dcptopk_select) or one of
  * its parts (packed.h). */
@@ -123,14 +142,15 @@ typedef struct sel_bench {
     dcptopk_context *ctx;
     dcptopk_merge_config c;
     dcptopk_workspace *ws;
-    dcptopk_select_args a[NBUF];
+    dcptopk_select_args a[MAX_BUF];
+    int nbuf; /* copies in use */
     sel_launch launch;
 } sel_bench;
 
 static dcptopk_result run_sel(void *user, int iter)
 {
     sel_bench *b = user;
-    return b->launch(b->ctx, &b->c, b->ws, &b->a[iter % NBUF]);
+    return b->launch(b->ctx, &b->c, b->ws, &b->a[iter % b->nbuf]);
 }
 
 /* The median time of b's calls of `launch`. */
@@ -195,7 +215,7 @@ static dcptopk_result reset_seq(void *user, int iter)
 }
 
 /* dcptopk_select back to back (20 calls a batch, the median of 9; the
- * inputs rotate over NBUF copies, each larger than the L2), with the
+ * inputs rotate over b->nbuf copies), with the
  * kernels' dependent launches and in plain stream order: the A/B of
  * programmatic dependent launch. */
 static void b2b_pdl(const bench_gpu *g, sel_bench *b, const char *name,
@@ -212,6 +232,69 @@ static void b2b_pdl(const bench_gpu *g, sel_bench *b, const char *name,
     }
 }
 
+/* The rescue (b's, on its current saturation words) as an engine's decode
+ * step asks for it: the owned physical rows and their counts besides the
+ * ids, at the default config's block size, 64. One request a row (req_id[t]
+ * = t, as in decode), each with the 256 block-table entries that rank 0's
+ * local ids (below 16384, fill_packed's span) need, at random physical
+ * blocks. Rows and counts are per rotated copy, as the ids are. The CSR
+ * offsets (indptr_out) are a kernel of their own after the rescue in
+ * dcptopk_select, not timed here. */
+static double time_rescue_rows(const bench_gpu *g, sel_bench *b, seq_reset *z)
+{
+    dcptopk_context *ctx = g->ctx;
+    const int32_t block = 64, cols = 16384 / block, K = b->c.topk;
+    const int64_t T = b->a[0].rows;
+    const size_t table_n = (size_t)T * (size_t)cols;
+    int32_t *req = malloc((size_t)T * 4), *table = malloc(table_n * 4);
+    if (!req || !table)
+        DIE("host memory");
+    /* Its own random stream: the later inputs stay as they were. */
+    uint64_t state = 0x6A09E667F3BCC909ull;
+    for (int64_t t = 0; t < T; t++)
+        req[t] = (int32_t)t;
+    for (size_t i = 0; i < table_n; i++)
+        table[i] = (int32_t)(bench_rand(&state) % table_n);
+    uint64_t dreq = 0, dtable = 0, drows[MAX_BUF], dcounts[MAX_BUF];
+    if (dc_mem_alloc(ctx, (size_t)T * 4, &dreq) ||
+        dc_mem_alloc(ctx, table_n * 4, &dtable) ||
+        dc_memcpy_htod(ctx, dreq, req, (size_t)T * 4) ||
+        dc_memcpy_htod(ctx, dtable, table, table_n * 4))
+        DIE("rows map");
+    for (int i = 0; i < b->nbuf; i++) {
+        if (dc_mem_alloc(ctx, (size_t)T * K * 4, &drows[i]) ||
+            dc_mem_alloc(ctx, (size_t)T * 4, &dcounts[i]))
+            DIE("rows out");
+        dcptopk_rows_map *m = &b->a[i].rows_map;
+        m->req_id = (const int32_t *)(uintptr_t)dreq;
+        m->block_table = (const int32_t *)(uintptr_t)dtable;
+        m->block_table_stride = cols;
+        m->block_table_cols = cols;
+        m->num_reqs = (int32_t)T;
+        m->stride_rows = block;
+        m->rows_out = (int32_t *)(uintptr_t)drows[i];
+        m->rows_out_stride = K;
+        m->counts_out = (int32_t *)(uintptr_t)dcounts[i];
+    }
+    const int32_t saved = b->c.block_size;
+    b->c.block_size = block;
+    const double us = time_us(g, run_sel, b, reset_seq, z);
+    if (dcptopk_workspace_check(b->ws, g->stream) || dc_stream_sync(ctx, g->stream))
+        DIE("rescue status");
+    b->c.block_size = saved;
+    const dcptopk_select_args none = DCPTOPK_SELECT_ARGS_INIT;
+    for (int i = 0; i < b->nbuf; i++) {
+        b->a[i].rows_map = none.rows_map;
+        dc_mem_free(ctx, drows[i]);
+        dc_mem_free(ctx, dcounts[i]);
+    }
+    dc_mem_free(ctx, dreq);
+    dc_mem_free(ctx, dtable);
+    free(req);
+    free(table);
+    return us;
+}
+
 static void bench_select(const bench_gpu *g)
 {
     dcptopk_context *ctx = g->ctx;
@@ -225,11 +308,15 @@ static void bench_select(const bench_gpu *g)
     memset(&b, 0, sizeof b);
     b.ctx = ctx;
     b.c = packed_config(W, K, N, 0);
-    uint64_t dg[NBUF], dids[NBUF];
-    for (int i = 0; i < NBUF; i++) {
-        fill_packed(h, (int64_t)W * T, N, 16384);
+    b.nbuf = rotated_copies(g, gbytes, "select");
+    uint64_t dg[MAX_BUF], dids[MAX_BUF];
+    for (int i = 0; i < b.nbuf; i++) {
+        if (i < MIN_BUF)
+            fill_packed(h, (int64_t)W * T, N, 16384);
         if (dc_mem_alloc(ctx, gbytes, &dg[i]) ||
-            dc_memcpy_htod(ctx, dg[i], h, gbytes) ||
+            (i < MIN_BUF ? dc_memcpy_htod(ctx, dg[i], h, gbytes)
+                         : dc_memcpy_dtod_async(ctx, dg[i], dg[i % MIN_BUF],
+                                                gbytes, stream)) ||
             dc_mem_alloc(ctx, (size_t)T * K * 4, &dids[i]))
             DIE("select buffers");
         dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
@@ -239,6 +326,8 @@ static void bench_select(const bench_gpu *g)
         a.stream = stream;
         b.a[i] = a;
     }
+    if (dc_stream_sync(ctx, stream))
+        DIE("select buffers");
     const int sel = only_is("select"), res = only_is("rescue");
     double us = 0;
     /* floor: 85 MB read + 55 MB ids written at 4.3 TB/s */
@@ -266,7 +355,7 @@ static void bench_select(const bench_gpu *g)
     }
     if (dcptopk_workspace_create(ctx, &b.c, T, 0, pr, pf, &b.ws))
         DIE("workspace");
-    for (int i = 0; i < NBUF; i++) {
+    for (int i = 0; i < b.nbuf; i++) {
         b.a[i].logits = (const uint16_t *)(uintptr_t)lg;
         b.a[i].logits_stride = 2048;
         b.a[i].max_local_len = 2048;
@@ -296,7 +385,7 @@ static void bench_select(const bench_gpu *g)
     dcptopk_workspace_destroy(b.ws);
     if (dcptopk_workspace_create(ctx, &b.c, T, 0, pr, pf, &b.ws))
         DIE("workspace");
-    for (int i = 0; i < NBUF; i++)
+    for (int i = 0; i < b.nbuf; i++)
         b.a[i].rows = 64;
     /* From here on every timed call is the rescue alone. */
     b.launch = dc_packed_rescue_launch;
@@ -323,7 +412,7 @@ static void bench_select(const bench_gpu *g)
     if (dc_memcpy_htod(ctx, flags, ones, (size_t)W * T * 4) ||
         dc_memcpy_htod(ctx, recv, lists, lay.recv_bytes))
         DIE("rescue inputs");
-    for (int i = 0; i < NBUF; i++)
+    for (int i = 0; i < b.nbuf; i++)
         b.a[i].rows = T;
     int pct[3] = {1, 10, 100}, npct = res ? 3 : 0;
     const char *pl = getenv("BENCH_PACKED_PCT");
@@ -344,6 +433,8 @@ static void bench_select(const bench_gpu *g)
         char shape[64];
         snprintf(shape, sizeof shape, "W=8 K=2048 N=384 T=6710 %d%% sat", pct[p]);
         report("rescue", shape, us2, 0);
+        if (pct[p] == 100)
+            report("rescue, rows out", shape, time_rescue_rows(g, &b, &z), 0);
     }
     dcptopk_workspace_destroy(b.ws);
     free(ones);
@@ -356,7 +447,8 @@ static void bench_select(const bench_gpu *g)
 
 typedef struct lb_bench {
     dcptopk_loopback *lb;
-    const uint16_t *lg[NBUF][16];
+    const uint16_t *lg[MAX_BUF][16];
+    int nbuf; /* copies in use */
     const int32_t *re[16];
     int32_t *ids[16];
     int64_t stride, rows;
@@ -366,7 +458,7 @@ typedef struct lb_bench {
 static dcptopk_result run_lb(void *user, int iter)
 {
     lb_bench *b = user;
-    return dcptopk_loopback_merge(b->lb, b->lg[iter % NBUF], b->stride, b->re,
+    return dcptopk_loopback_merge(b->lb, b->lg[iter % b->nbuf], b->stride, b->re,
                                   b->rows, b->ids, NULL, b->stream);
 }
 
@@ -388,17 +480,27 @@ static void bench_loopback(const bench_gpu *g, int64_t T, int64_t S)
     int32_t *ends = malloc((size_t)T * 4);
     for (int64_t t = 0; t < T; t++)
         ends[t] = (int32_t)S;
-    /* Rotate: NBUF x W logits buffers (>= 3 x L2 at T = 6710). */
-    int nb = lbytes * W >= (64u << 20) ? NBUF : NBUF;
-    for (int i = 0; i < nb; i++)
+    /* Rotate over copies of all W ranks' logits. */
+    b.nbuf = rotated_copies(g, lbytes * W, "loopback");
+    for (int i = 0; i < b.nbuf; i++)
         for (int r = 0; r < W; r++) {
-            for (size_t e = 0; e < (size_t)T * S; e++)
-                h[e] = bench_normal_bf16(&rng_state);
             uint64_t d;
-            if (dc_mem_alloc(ctx, lbytes, &d) || dc_memcpy_htod(ctx, d, h, lbytes))
+            if (dc_mem_alloc(ctx, lbytes, &d))
                 DIE("logits");
+            if (i < MIN_BUF) {
+                for (size_t e = 0; e < (size_t)T * S; e++)
+                    h[e] = bench_normal_bf16(&rng_state);
+                if (dc_memcpy_htod(ctx, d, h, lbytes))
+                    DIE("logits");
+            } else if (dc_memcpy_dtod_async(ctx, d,
+                                            (uint64_t)(uintptr_t)b.lg[i % MIN_BUF][r],
+                                            lbytes, stream)) {
+                DIE("logits");
+            }
             b.lg[i][r] = (const uint16_t *)(uintptr_t)d;
         }
+    if (dc_stream_sync(ctx, stream))
+        DIE("logits");
     for (int r = 0; r < W; r++) {
         uint64_t d, e;
         if (dc_mem_alloc(ctx, (size_t)T * K * 4, &d) ||
@@ -427,6 +529,7 @@ int main(int argc, char **argv)
     bench_gpu g;
     if (!bench_gpu_open(&g, NULL, "no CUDA device: nothing to measure"))
         return 0;
+    bench_print_cold(&g, "bench_packed");
     printf("%-34s %-36s %12s\n", "workload", "shape", "median");
     bench_select(&g);
     if (only_is("loopback")) {

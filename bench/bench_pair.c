@@ -3,11 +3,12 @@
  * and dcptopk_pair_pack, for the prefill (T = 6710) and decode (T = 64)
  * shapes.
  *
- * Timing: CUDA events around each call; before every timed call a 256 MiB
- * memset flushes the 60 MiB L2, so each call reads cold data; 3 warm-up
- * calls, then the median (and min) of `runs` calls. Scores are N(0,1) fp32,
- * gids distinct per rank (gid = l * W + r). Prints a table and one
- * `JSON {...}` line per measurement.
+ * Timing: CUDA events around each call; before every timed call a memset
+ * of bench_cold_bytes (4 x the device's L2, at least 256 MiB) flushes the
+ * L2, so each call reads cold data; 3 warm-up calls, then the median (and
+ * min) of `runs` calls. Scores are N(0,1) fp32, gids distinct per rank
+ * (gid = l * W + r). Prints a table and one `JSON {...}` line per
+ * measurement.
  *
  * Usage: bench_pair [runs (default 30)] */
 #include <math.h>
@@ -19,8 +20,6 @@
 #include "fixture.h"
 #include "pair.h"
 #include "runtime.h"
-
-#define FLUSH_BYTES (256u << 20)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -56,6 +55,7 @@ static float fast_normal(void)
 typedef struct bench_ctx {
     bench_gpu g;
     uint64_t flush;
+    size_t flush_bytes; /* bench_cold_bytes */
     int runs;
 } bench_ctx;
 
@@ -64,7 +64,7 @@ typedef struct bench_ctx {
 static dcptopk_result flush_l2(void *user, int iter)
 {
     const bench_ctx *b = user;
-    return dc_memset_async(b->g.ctx, b->flush, (uint8_t)iter, FLUSH_BYTES,
+    return dc_memset_async(b->g.ctx, b->flush, (uint8_t)iter, b->flush_bytes,
                            b->g.stream);
 }
 
@@ -210,16 +210,17 @@ static dcptopk_result run_select_rot(void *user, int iter)
 /* The select back to back (20 calls a batch, the median of 9), with its
  * dependent launch and in plain stream order: the A/B of programmatic
  * dependent launch. No flush between calls; the candidates rotate over
- * copies that together exceed twice a 60 MiB L2. */
+ * copies that together exceed bench_cold_bytes. */
 static void bench_b2b(bench_ctx *b, select_job *job, uint64_t d_rank,
                       size_t n, int64_t t, double bytes)
 {
     dcptopk_context *ctx = job->ctx;
     const size_t copy = sizeof(int32_t) * n;
-    int nrot = (int)((size_t)(160u << 20) / copy) + 1;
-    if (nrot > 64)
-        nrot = 64;
-    /* One buffer already past twice the L2 rotates over itself alone. */
+    const size_t copies = bench_cold_copies(&b->g, copy);
+    DIE_IF(copies > 4096, "%zu copies of %zu bytes to rotate over: too many",
+           copies, copy);
+    const int nrot = (int)copies;
+    /* One buffer already past the bound rotates over itself alone. */
     uint64_t d_rot = d_rank;
     if (nrot > 1) {
         DIE_IF(dc_mem_alloc(ctx, copy * (size_t)nrot, &d_rot), "alloc");
@@ -377,8 +378,10 @@ int main(int argc, char **argv)
     if (!bench_gpu_open(&b.g, &cc, "bench_pair: no CUDA device, nothing measured"))
         return 77;
     dcptopk_context *ctx = b.g.ctx;
-    DIE_IF(dc_mem_alloc(ctx, FLUSH_BYTES, &b.flush), "flush buffer");
+    b.flush_bytes = bench_cold_bytes(&b.g);
+    DIE_IF(dc_mem_alloc(ctx, b.flush_bytes, &b.flush), "flush buffer");
 
+    bench_print_cold(&b.g, "bench_pair");
     printf("pair merge on %s, median of %d runs, L2 flushed before each\n",
            dcptopk_context_arch(ctx), b.runs);
     static const struct { int32_t w, k; int64_t t; } shapes[] = {

@@ -6,10 +6,11 @@
  *
  * Method: CUDA events around each launch on one stream, 5 warm-up launches,
  * the median (and min) of `iters` (default 30) timed launches. The inputs
- * rotate over enough device copies to exceed the 60 MiB L2 (so every launch
- * reads cold HBM, as in a real step). `piped_us`: 20 launches between two
- * events, divided by 20 (no host gap between launches, as in a CUDA graph),
- * the median of 9 such batches.
+ * rotate over enough device copies to exceed bench_cold_bytes (4 x the
+ * device's L2, at least 256 MiB), so every launch reads cold HBM, as in a
+ * real step. `piped_us`: 20 launches between two events, divided by 20 (no
+ * host gap between launches, as in a CUDA graph), the median of 9 such
+ * batches.
  * Prints a table and one `JSON {...}` line per measurement. Usage: bench_topn [iters] [shape filter substring].
  */
 #include <math.h>
@@ -28,6 +29,10 @@ static const char *fam_names[FAM_COUNT] = {"normal", "normal+100",
                                            "integer0..3", "-inf-masked"};
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+/* Most input copies a shape rotates over: the 2 MiB inputs (8 x 131072 and
+ * 64 x 16384) take 257 past a 512 MiB bound (an L2 of 128 MiB). */
+#define MAX_BUF 512
 
 /* One row of a family; never all zeros. */
 static void gen_row(int fam, uint16_t *row, int64_t s)
@@ -87,6 +92,7 @@ int main(int argc, char **argv)
         return 0;
     dcptopk_context *ctx = g.ctx;
     const int32_t sms = dc_ctx_sm_count(ctx);
+    bench_print_cold(&g, "bench_topn");
     static const struct {
         int64_t t, s;
         int32_t n;
@@ -110,14 +116,15 @@ int main(int argc, char **argv)
         const size_t in_bytes = sizeof(uint16_t) * (size_t)(T * S);
         const int64_t words = n + n / 32;
         const size_t out_bytes = sizeof(int32_t) * (size_t)(T * words);
-        int nbuf = (int)((256u << 20) / in_bytes) + 1;
-        if (nbuf > 64)
-            nbuf = 64;
-        if (nbuf < 2)
-            nbuf = 2;
+        /* At least 2: consecutive launches never read the same buffer. */
+        const size_t copies = bench_cold_copies(&g, in_bytes);
+        if (copies > MAX_BUF)
+            DIE("%s: %zu copies of %zu bytes exceed the L2 bound; MAX_BUF is "
+                "%d", shape_name, copies, in_bytes, MAX_BUF);
+        const int nbuf = copies < 2 ? 2 : (int)copies;
         uint16_t *host = malloc(in_bytes);
         int32_t *ends = malloc(sizeof *ends * (size_t)T);
-        uint64_t d_in[64], d_out = 0, d_ends = 0;
+        uint64_t d_in[MAX_BUF], d_out = 0, d_ends = 0;
         if (!host || !ends)
             DIE("host memory");
         for (int64_t t = 0; t < T; t++)

@@ -1,6 +1,7 @@
 /* fixture.c - the benchmark programs' shared pieces (see fixture.h). */
 #include "fixture.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,46 @@ void bench_gpu_close(bench_gpu *g)
         dcptopk_context_destroy(g->ctx);
     }
     memset(g, 0, sizeof *g);
+}
+
+size_t bench_l2_bytes(const bench_gpu *g)
+{
+    static int said; /* the fallback is reported once a process */
+    const int32_t l2 = dc_ctx_l2_bytes(g->ctx);
+    if (l2 > 0)
+        return (size_t)l2;
+    if (!said) {
+        fprintf(stderr, "bench: the device's L2 size is unknown; assuming "
+                        "128 MiB\n");
+        said = 1;
+    }
+    return (size_t)128 << 20;
+}
+
+size_t bench_cold_bytes(const bench_gpu *g)
+{
+    const size_t four = 4 * bench_l2_bytes(g);
+    return four > BENCH_COLD_MIN_BYTES ? four : BENCH_COLD_MIN_BYTES;
+}
+
+size_t bench_cold_copies(const bench_gpu *g, size_t copy_bytes)
+{
+    assert(copy_bytes > 0);
+    return bench_cold_bytes(g) / copy_bytes + 1;
+}
+
+void bench_print_cold(const bench_gpu *g, const char *program)
+{
+    const size_t l2 = bench_l2_bytes(g), cold = bench_cold_bytes(g);
+    const int known = dc_ctx_l2_bytes(g->ctx) > 0;
+    printf("%s: L2 %.1f MiB%s; cold inputs: flushes write %.1f MiB, "
+           "rotations span more\n",
+           program, (double)l2 / 1048576.0, known ? "" : " (assumed)",
+           (double)cold / 1048576.0);
+    printf("JSON {\"bench\": \"cold_inputs\", \"program\": \"%s\", "
+           "\"l2_bytes\": %zu, \"l2_known\": %s, \"cold_bytes\": %zu}\n",
+           program, l2, known ? "true" : "false", cold);
+    fflush(stdout);
 }
 
 void bench_time_calls(const bench_gpu *g, bench_fn fn, void *user,

@@ -10,6 +10,7 @@
 #ifndef DC_BENCH_FIXTURE_H
 #define DC_BENCH_FIXTURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dcptopk.h"
@@ -56,6 +57,27 @@ typedef struct bench_gpu {
 int bench_gpu_open(bench_gpu *g, const dcptopk_context_config *cfg,
                    const char *no_device);
 void bench_gpu_close(bench_gpu *g);
+
+/* Cold inputs. A timed call reads cold data when, before it, either a
+ * flush wrote bench_cold_bytes or the inputs rotated over copies spanning
+ * more than that. Both are sized from the device's L2, so that a larger L2
+ * (a B200's) is not left holding the inputs. */
+#define BENCH_COLD_MIN_BYTES ((size_t)256 << 20)
+
+/* The device's L2 in bytes (dc_ctx_l2_bytes); 128 MiB, said once on
+ * stderr, when the runtime cannot tell: too large errs on the cold side. */
+size_t bench_l2_bytes(const bench_gpu *g);
+/* 4 x the L2 (a margin: its replacement policy is not documented, so one
+ * L2's worth of other data need not evict all of it), never below
+ * BENCH_COLD_MIN_BYTES, the flush that the H100 and H200 figures were
+ * measured with. */
+size_t bench_cold_bytes(const bench_gpu *g);
+/* How many copies of copy_bytes (> 0) together exceed bench_cold_bytes
+ * (1: one copy alone does). */
+size_t bench_cold_copies(const bench_gpu *g, size_t copy_bytes);
+/* Prints the L2 size and the cold bound a program uses, as a line of text
+ * and a `JSON {"bench": "cold_inputs", ...}` record naming `program`. */
+void bench_print_cold(const bench_gpu *g, const char *program);
 
 /* One unit of work enqueued on the stream: call number `iter` (0 for the
  * first warm-up). */

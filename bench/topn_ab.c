@@ -12,9 +12,12 @@
  * it prints three medians: a call (the stream synchronised before, so the
  * host's launch gap is in it), back to back (20 launches between two events,
  * per launch, rotating over C copies of the input: by default enough that
- * they exceed twice the L2, so that every launch reads HBM), and after a
- * 256 MB memset queued on the stream (L2 flushed, no host gap). The first cubin's outputs are the reference: every other
- * one's must be equal bit for bit ("same"), or the line says MISMATCH.
+ * they exceed the cold bound below, so that every launch reads HBM), and
+ * after a memset of the cold bound queued on the stream (L2 flushed, no host
+ * gap). The cold bound is bench/fixture.h's bench_cold_bytes: 4 x the
+ * device's L2 (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), at least 256 MiB; the
+ * header line states it. The first cubin's outputs are the reference: every
+ * other one's must be equal bit for bit ("same"), or the line says MISMATCH.
  *
  * bench/topn_empty.cu is the same entry doing nothing (nvcc -cubin -arch=sm_90a):
  * timed like the others, it shows the launch and event gap of that launch.
@@ -43,7 +46,11 @@
 #define TOPN_STATE_BYTES(cluster) ((cluster) == 1 ? 17664u : 17664u + ((cluster) - 1u) * 16448u)
 #define FAMILIES 5
 #define TRACE_SLOTS 32
-#define COPIES_MAX 64
+#define COPIES_MAX 512
+/* bench/fixture.h's BENCH_COLD_MIN_BYTES and fallback L2 (this program links
+ * the driver alone, not the fixture). */
+#define COLD_MIN_BYTES ((size_t)256 << 20)
+#define L2_FALLBACK_BYTES ((size_t)128 << 20)
 
 static const char *const family_names[FAMILIES] = {"normal", "plus100", "integers",
                                                    "neginf", "causal"};
@@ -113,6 +120,7 @@ typedef struct run_ctx {
     int copies;
     CUdeviceptr in[FAMILIES][COPIES_MAX];
     CUdeviceptr ends, out, flush;
+    size_t flush_bytes; /* the cold bound (a multiple of 4: D32 memsets) */
     size_t out_words;
     int32_t *ref[FAMILIES], *got;
     CUstream stream;
@@ -153,7 +161,7 @@ static void trace(run_ctx *r, launch *l, CUdeviceptr tr, size_t tr_bytes, int fa
         exit(1);
     }
     for (int rep = 0; rep < 9; rep++) {
-        CK(cuMemsetD32Async(r->flush, (unsigned)rep, (256u << 20) / 4, r->stream));
+        CK(cuMemsetD32Async(r->flush, (unsigned)rep, r->flush_bytes / 4, r->stream));
         CK(cuMemsetD8Async(tr, 0, tr_bytes, r->stream));
         launch_go(l, r->in[fam][rep % r->copies]);
         CK(cuStreamSynchronize(r->stream));
@@ -275,7 +283,7 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, i
             b2b[i] = elapsed_us(r) / 20.0;
         }
         for (int i = 0; i < 30; i++) {
-            CK(cuMemsetD32Async(r->flush, (unsigned)i, (256u << 20) / 4, r->stream));
+            CK(cuMemsetD32Async(r->flush, (unsigned)i, r->flush_bytes / 4, r->stream));
             CK(cuEventRecord(r->e0, r->stream));
             launch_go(&l, r->in[fam][0]);
             CK(cuEventRecord(r->e1, r->stream));
@@ -292,8 +300,8 @@ static void run_cubin(run_ctx *r, const char *label, int cluster, int threads, i
 static void usage(void)
 {
     fprintf(stderr, "usage: topn_ab [--rows T] [--cols S] [--copies C] LABEL:CLUSTER[xTHREADS][p]:FILE.cubin ...\n"
-                    "  defaults: 64 rows of 131072 columns; copies of each input (1..64): enough\n"
-                    "  that the copies of one family exceed twice the L2\n");
+                    "  defaults: 64 rows of 131072 columns; copies of each input (1..512): enough\n"
+                    "  that the copies of one family exceed 4 x the L2 (at least 256 MiB)\n");
     exit(2);
 }
 
@@ -326,13 +334,23 @@ int main(int argc, char **argv)
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     const size_t elems = (size_t)r.rows * (size_t)r.cols;
+    /* The flush and the back-to-back launches' copies must exceed the L2
+     * with a margin, or the decode shapes' rows are read from it. */
+    int l2_attr = 0;
+    CK(cuDeviceGetAttribute(&l2_attr, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+    const size_t l2 = l2_attr > 0 ? (size_t)l2_attr : L2_FALLBACK_BYTES;
+    if (l2_attr <= 0)
+        fprintf(stderr, "topn_ab: the device's L2 size is unknown; assuming 128 MiB\n");
+    r.flush_bytes = 4 * l2 > COLD_MIN_BYTES ? 4 * l2 : COLD_MIN_BYTES;
     if (r.copies == 0) {
-        /* Back-to-back launches rotate over the copies: together they must
-         * not fit the L2, or the decode shapes' rows are read from it. */
-        int l2 = 0;
-        CK(cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
-        const size_t want = ((size_t)l2 * 2 + elems * 2 - 1) / (elems * 2);
-        r.copies = want < 1 ? 1 : want > COPIES_MAX ? COPIES_MAX : (int)want;
+        const size_t want = r.flush_bytes / (elems * 2) + 1;
+        if (want > COPIES_MAX) {
+            fprintf(stderr, "topn_ab: %zu copies of %zu bytes needed to exceed %zu bytes; "
+                            "at most %d: pass --copies or more rows\n",
+                    want, elems * 2, r.flush_bytes, COPIES_MAX);
+            return 2;
+        }
+        r.copies = (int)want;
     }
     uint16_t *h = malloc(elems * 2);
     int32_t *ends = malloc(sizeof *ends * (size_t)r.rows);
@@ -353,13 +371,16 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&r.ends, sizeof *ends * (size_t)r.rows));
     CK(cuMemcpyHtoD(r.ends, ends, sizeof *ends * (size_t)r.rows));
     CK(cuMemAlloc(&r.out, r.out_words * 4));
-    CK(cuMemAlloc(&r.flush, 256u << 20));
+    CK(cuMemAlloc(&r.flush, r.flush_bytes));
     CK(cuStreamCreate(&r.stream, CU_STREAM_NON_BLOCKING));
     CK(cuEventCreate(&r.e0, 0));
     CK(cuEventCreate(&r.e1, 0));
 
-    printf("%ld x %ld, N = %d, %d copies: call / back to back / L2 flushed, us (medians)\n",
-           r.rows, r.cols, TOPN_N, r.copies);
+    printf("%ld x %ld, N = %d, %d copies (%.1f MiB), L2 %.1f MiB%s, flush %.1f MiB: "
+           "call / back to back / L2 flushed, us (medians)\n",
+           r.rows, r.cols, TOPN_N, r.copies,
+           (double)r.copies * (double)(elems * 2) / 1048576.0, (double)l2 / 1048576.0,
+           l2_attr > 0 ? "" : " (assumed)", (double)r.flush_bytes / 1048576.0);
     printf("%-14s %-9s %9s %9s %9s  %s\n", "version", "family", "call", "b2b", "flushed", "output");
     for (int a = first; a < argc; a++) {
         char label[64], file[512];

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch_pair.py - the torch baseline of the pair merge, on the shapes of
-bench_pair.c, measured the same way (CUDA events, L2 flushed by a 256 MiB
-fill before each timed call, 3 warm-up calls, median of `runs`):
+bench_pair.c, measured the same way (CUDA events, L2 flushed before each
+timed call by a fill of torch_cold.cold_bytes(): 4 x the L2, at least 256 MiB;
+3 warm-up calls, median of `runs`):
 
 - reorder: the rank-major all-gather output [W*T, K, 2] int32 copied to the
   row-major [T, W*K, 2] (what engines do before selecting);
@@ -22,6 +23,8 @@ import json
 import sys
 
 import torch
+
+from torch_cold import cold_bytes, env_fields
 
 SHAPES = [(8, 2048, 6710), (4, 2048, 6710), (2, 2048, 6710), (16, 2048, 6710),
           (8, 1024, 6710), (8, 4096, 6710), (8, 512, 6710),
@@ -60,11 +63,13 @@ def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    env = env_fields()
+    flush = torch.empty(cold_bytes(), dtype=torch.uint8, device=dev)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, "
-          f"median of {runs} runs, L2 flushed before each")
+          f"median of {runs} runs, L2 ({env['l2_bytes'] / 2**20:.1f} MiB) flushed before each "
+          f"by a {env['cold_bytes'] / 2**20:.1f} MiB fill")
     print("JSON " + json.dumps({"bench": "torch_env", "torch": torch.__version__,
-                                "gpu": torch.cuda.get_device_name()}), flush=True)
+                                "gpu": torch.cuda.get_device_name(), **env}), flush=True)
     for w, k, t in SHAPES:
         scores = torch.randn(w * t, k, device=dev, dtype=torch.float32)
         gids = (torch.arange(k, device=dev, dtype=torch.int32) * 3).repeat(w * t, 1)

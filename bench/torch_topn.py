@@ -4,13 +4,16 @@ bench_topn.c (the baseline of the fused local top-N + pack), in the same run.
 
 bf16 [T, S] rows, k = N, sorted=False, along the last dim. CUDA events around
 each call, 5 warm-up calls, the median and min of `iters` timed calls; the
-inputs rotate over enough copies to exceed the 60 MiB L2. Prints a table and
+inputs rotate over enough copies to exceed torch_cold.cold_bytes() (4 x the
+device's L2, at least 256 MiB), as bench_topn's do. Prints a table and
 one `JSON {...}` line per measurement (bench "torch_topk", keyed like
 bench_topn's records by T, S, N and family). Usage: torch_topn.py [iters]."""
 import json
 import sys
 
 import torch
+
+from torch_cold import cold_copies, env_fields
 
 SHAPES = [(64, 131072, 384), (8, 131072, 384), (64, 16384, 384), (6710, 16384, 384)]
 FAMILIES = ["normal", "normal+100", "integer0..3", "-inf-masked"]
@@ -33,12 +36,16 @@ def main():
     iters = max(20, int(sys.argv[1]) if len(sys.argv) > 1 else 30)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
+    env = env_fields()
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}, L2 "
+          f"{env['l2_bytes'] / 2**20:.1f} MiB, inputs rotated over more than "
+          f"{env['cold_bytes'] / 2**20:.1f} MiB")
     print("JSON " + json.dumps({"bench": "torch_env", "torch": torch.__version__,
-                                "gpu": torch.cuda.get_device_name()}))
+                                "gpu": torch.cuda.get_device_name(), **env}))
     print(f"{'T':<6} {'S':<7} {'N':<5} {'family':<12} {'median_us':>10} {'min_us':>10}")
     for t, s, n in SHAPES:
         nbytes = t * s * 2
-        nbuf = min(64, max(2, (256 << 20) // nbytes + 1))
+        nbuf = max(2, cold_copies(nbytes))  # 2: never one buffer twice in a row
         for fam in FAMILIES:
             x = make(fam, t, s, gen)
             bufs = [x.clone() for _ in range(nbuf)]
