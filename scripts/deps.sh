@@ -8,6 +8,7 @@ set -euo pipefail
 
 missing=()
 command -v cc >/dev/null || missing+=(gcc)
+command -v c++ >/dev/null || missing+=(g++) # the emulated kernel-helper tests (tests/emu)
 command -v make >/dev/null || missing+=(make)
 command -v cmake >/dev/null || missing+=(cmake)
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)

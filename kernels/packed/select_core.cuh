@@ -128,11 +128,17 @@ __device__ __forceinline__ int key_tag(uint64_t key)
     return (int)(key & ((1ull << TAG_BITS) - 1ull));
 }
 
+// The lanes below this one. DC_EMU: tests/emu's host emulator, which runs
+// no PTX (NVRTC never defines it).
 __device__ __forceinline__ uint32_t lanemask_lt()
 {
+#ifdef DC_EMU
+    return dc_emu_lanemask_lt();
+#else
     uint32_t m;
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
     return m;
+#endif
 }
 
 // Inclusive block-wide sum; *total = the block's sum. Ends with a barrier,

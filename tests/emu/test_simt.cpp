@@ -1,0 +1,171 @@
+// test_simt.cpp - the SIMT emulator itself (simt.h): its warp primitives
+// against their definitions (CUDA C++ Programming Guide, "Warp Shuffle
+// Functions", "Warp Vote Functions", "Warp Reduce Functions"), its barrier
+// against a write-then-read-the-neighbour block, and its reports of the
+// bugs it exists to catch: a barrier some threads never reach, lanes of one
+// warp in different primitives, a partial mask. After each report the next
+// block must run normally.
+#include <vector>
+
+#include "emu_test.h"
+
+// Each lane's results of every primitive, and what the definitions say.
+static bool warp_block(Rng &rng, int threads)
+{
+    constexpr int N = 12; // results a lane
+    std::vector<uint32_t> val((size_t)threads);
+    std::vector<int> src((size_t)threads), delta((size_t)threads);
+    for (int t = 0; t < threads; ++t) {
+        val[(size_t)t] = rng.chance(0.2) ? 0u : (uint32_t)rng.next();
+        src[(size_t)t] = rng.range(0, 31);
+    }
+    const int d = rng.range(0, 31), width = 1 << rng.range(1, 5);
+    std::vector<uint64_t> got((size_t)threads * N);
+    RUN_BLOCK(threads, [&] {
+        const int tid = (int)threadIdx.x;
+        const uint32_t v = val[(size_t)tid];
+        uint64_t *o = &got[(size_t)tid * N];
+        o[0] = __shfl_sync(0xFFFFFFFFu, v, src[(size_t)tid]);
+        o[1] = __shfl_sync(0xFFFFFFFFu, v, src[(size_t)tid], width);
+        o[2] = __shfl_up_sync(0xFFFFFFFFu, v, (unsigned)d, width);
+        o[3] = __shfl_down_sync(0xFFFFFFFFu, v, (unsigned)d, width);
+        o[4] = __shfl_xor_sync(0xFFFFFFFFu, v, d, width);
+        o[5] = __ballot_sync(0xFFFFFFFFu, v & 1u);
+        o[6] = (uint64_t)__any_sync(0xFFFFFFFFu, v == 0);
+        o[6] |= (uint64_t)__all_sync(0xFFFFFFFFu, v != 0) << 1;
+        o[7] = __reduce_or_sync(0xFFFFFFFFu, v & 0xFFu);
+        o[8] = __reduce_add_sync(0xFFFFFFFFu, v);
+        o[9] = dc_emu_lanemask_lt();
+        o[10] = __shfl_sync(0xFFFFFFFFu, (uint64_t)v << 32 | (uint64_t)tid, src[(size_t)tid]);
+        __syncwarp();
+        o[11] = blockDim.x;
+    });
+    for (int t = 0; t < threads; ++t) {
+        const int lane = t & 31, w0 = t & ~31, seg = w0 + (lane & ~(width - 1));
+        const uint32_t *wv = &val[(size_t)w0];
+        uint32_t ballot = 0, any = 0, all = 1, orv = 0, add = 0;
+        for (int l = 0; l < 32; ++l) {
+            ballot |= (wv[l] & 1u) << l;
+            any |= wv[l] == 0;
+            all &= wv[l] != 0;
+            orv |= wv[l] & 0xFFu;
+            add += wv[l];
+        }
+        const int sx = lane ^ d;
+        const uint64_t want[N] = {
+            wv[src[(size_t)t]],
+            val[(size_t)(seg + (src[(size_t)t] & (width - 1)))],
+            (lane & (width - 1)) >= d ? val[(size_t)(t - d)] : val[(size_t)t],
+            (lane & (width - 1)) + d < width ? val[(size_t)(t + d)] : val[(size_t)t],
+            w0 + sx < seg + width ? val[(size_t)(w0 + sx)] : val[(size_t)t],
+            ballot,
+            any | all << 1,
+            orv,
+            add,
+            (1u << lane) - 1u,
+            (uint64_t)wv[src[(size_t)t]] << 32 | (uint64_t)(w0 + src[(size_t)t]),
+            (uint64_t)threads};
+        for (int k = 0; k < N; ++k)
+            EXPECT(got[(size_t)t * N + k] == want[k],
+                   "thread %d result %d (delta %d width %d): 0x%" PRIx64 ", want 0x%" PRIx64, t, k, d,
+                   width, got[(size_t)t * N + k], want[k]);
+    }
+    return true;
+}
+
+TEST(warp_primitives)
+{
+    Rng rng(0x5171);
+    int blocks = 0;
+    for (int b = 0; b < scaled(100); ++b, ++blocks)
+        CHECK(warp_block(rng, 32 * rng.range(1, 32)));
+    printf("warp primitives: %d blocks of 32 to 1024 threads match their definitions\n", blocks);
+}
+
+// Every thread writes its slot, the barrier, every thread reads its
+// neighbour's; shared atomics hand out each old value once.
+static bool barrier_block(int threads)
+{
+    __shared__ int slot[1024];
+    __shared__ int counter;
+    std::vector<int> seen((size_t)threads), ticket((size_t)threads);
+    counter = 0;
+    RUN_BLOCK(threads, [&] {
+        const int tid = (int)threadIdx.x;
+        slot[tid] = 3 * tid + 1;
+        ticket[(size_t)tid] = atomicAdd(&counter, 1);
+        __syncthreads();
+        seen[(size_t)tid] = slot[(tid + 1) % threads];
+    });
+    std::vector<int> hits((size_t)threads, 0);
+    for (int t = 0; t < threads; ++t) {
+        EXPECT(seen[(size_t)t] == 3 * ((t + 1) % threads) + 1, "thread %d read %d", t, seen[(size_t)t]);
+        EXPECT(ticket[(size_t)t] >= 0 && ticket[(size_t)t] < threads && !hits[(size_t)ticket[(size_t)t]]++,
+               "thread %d: ticket %d twice or out of range", t, ticket[(size_t)t]);
+    }
+    EXPECT(counter == threads, "counter %d", counter);
+    return true;
+}
+
+TEST(block_barrier)
+{
+    for (int threads : {32, 256, 512, 1024})
+        CHECK(barrier_block(threads));
+    printf("__syncthreads, atomicAdd: 4 block sizes order and count as on a GPU\n");
+}
+
+// A block that must be reported, and a message that says why.
+static bool reports(const char *what, int threads, const std::function<void()> &body,
+                    const char *expect)
+{
+    const std::string err = dc_emu::run_block(threads, body);
+    EXPECT(err.find(expect) != std::string::npos, "%s: reported \"%s\", want it to say \"%s\"", what,
+           err.c_str(), expect);
+    printf("  %s: %s\n", what, err.c_str());
+    // The emulator is usable again at once.
+    return barrier_block(threads);
+}
+
+TEST(reports_misuse)
+{
+    const auto tid = [] { return (int)threadIdx.x; };
+    CHECK(reports("a warp exits before a barrier", 128,
+                  [&] {
+                      if (tid() >= 32)
+                          __syncthreads();
+                  },
+                  "32 of 128 threads exited, 96 wait at __syncthreads"));
+    CHECK(reports("two barriers on two lines", 64,
+                  [&] {
+                      if (tid() < 32)
+                          __syncthreads();
+                      else
+                          __syncthreads();
+                  },
+                  "__syncthreads reached from different lines"));
+    CHECK(reports("a lane skips a shuffle", 64,
+                  [&] {
+                      if (tid() != 3)
+                          (void)__shfl_sync(0xFFFFFFFFu, tid(), 0);
+                  },
+                  "warp 0: 31 lanes in __shfl_sync, 1 exited"));
+    CHECK(reports("a lane at a barrier, its warp in a ballot", 64,
+                  [&] {
+                      if (tid() == 5)
+                          __syncthreads();
+                      else
+                          (void)__ballot_sync(0xFFFFFFFFu, 1);
+                  },
+                  "warp 0: 31 lanes in __ballot_sync, 0 exited, 1 at __syncthreads"));
+    CHECK(reports("lanes in different primitives", 32,
+                  [&] {
+                      if (tid() & 1)
+                          (void)__ballot_sync(0xFFFFFFFFu, 1);
+                      else
+                          (void)__shfl_xor_sync(0xFFFFFFFFu, 1, 1);
+                  },
+                  "warp 0: lane"));
+    CHECK(reports("a partial mask", 32, [&] { (void)__ballot_sync(0xFFFFu, 1); },
+                  "only full-warp masks"));
+    printf("misuse: 6 kinds of non-uniform barrier or warp primitive reported\n");
+}
