@@ -386,8 +386,8 @@ dcptopk_result dcptopk_workspace_check(dcptopk_workspace *ws, void *stream)
 
 /* ------------------------------------------------------------ select */
 
-static dc_select_out out_param(const dcptopk_merge_config *c,
-                               const dcptopk_select_args *a)
+dc_select_out dc_packed_out_param(const dcptopk_merge_config *c,
+                                  const dcptopk_select_args *a)
 {
     dc_select_out o;
     memset(&o, 0, sizeof o);
@@ -471,7 +471,7 @@ dcptopk_result dc_packed_select_launch(dcptopk_context *ctx,
         .gathered = a->gathered,
         .rank_stride_rows = a->rank_stride_rows ? a->rank_stride_rows : a->rows,
         .rows = a->rows,
-        .o = out_param(c, a),
+        .o = dc_packed_out_param(c, a),
         .sat = c->exact ? (uint32_t *)(uintptr_t)ws->sat : NULL,
     };
     const int32_t w = c->world_size, n = c->local_topk;
@@ -548,7 +548,7 @@ dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
         .gathered = a->gathered,
         .rank_stride_rows = a->rank_stride_rows ? a->rank_stride_rows : a->rows,
         .rows = a->rows,
-        .o = out_param(c, a),
+        .o = dc_packed_out_param(c, a),
         .sat = (const uint32_t *)(uintptr_t)ws->sat,
         .seq = (uint32_t *)(uintptr_t)ws->seq,
         .recv = (const int32_t *)(uintptr_t)ws->recv,

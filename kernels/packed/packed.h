@@ -6,6 +6,7 @@
 #define DCPTOPK_PACKED_H
 
 #include "base.h"
+#include "packed_abi.h"
 
 /* The packed merge's argument checks (packed_check.c), for its entry points
  * and the CPU reference. Packed-merge config: kind, N < K, N a multiple of
@@ -53,6 +54,12 @@ DC_HIDDEN dcptopk_result dc_packed_rescue_launch(dcptopk_context *ctx,
                                                  const dcptopk_merge_config *c,
                                                  dcptopk_workspace *ws,
                                                  const dcptopk_select_args *a);
+
+/* The select's and the rescue's outputs parameter from a call's arguments
+ * (ids, the rows map with its defaults); tests/emu passes it to the rescue
+ * kernel it runs on the CPU. */
+DC_HIDDEN dc_select_out dc_packed_out_param(const dcptopk_merge_config *c,
+                                            const dcptopk_select_args *a);
 
 /* The key of the hierarchical merge's node_pairs kernel for a node config
  * (world_size = the node's ranks). */

@@ -12,7 +12,8 @@
 // slot s = popcount(mask & ((1 << r) - 1)) holds rank r's K + K/32 words),
 // overwrites the row's ids / rows / count and bumps seq[t].
 //
-// When the row's words fit shared memory (every shipped config) the selection
+// When the row's words fit shared memory (every named config but the
+// 16-rank one, whose keys are re-read from global memory) the selection
 // works on the 32-bit words, as the select's small path does: the load counts
 // the top byte of each candidate's ord16, a second counting pass the low byte
 // inside the cut bin, giving the boundary value P and how many keys equal to P
@@ -45,18 +46,28 @@ static_assert(!SMEM_KEYS || DC_RESCUE_SMEM_BYTES(TOPK, LTOPK, WORLD) == KPT * TH
               "the launcher's shared memory holds every word slot");
 constexpr uint32_t STATUS_TIMEOUT = DC_RESCUE_STATUS_TIMEOUT;
 
+// The PTX wrappers' DC_EMU sides run the kernel on tests/emu's host
+// emulator (NVRTC never defines it): plain loads, and its device clock.
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p)
 {
+#ifdef DC_EMU
+    return *p;
+#else
     uint32_t v;
     asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+#endif
 }
 
 __device__ __forceinline__ uint32_t ld_cg(const int32_t *p)
 {
+#ifdef DC_EMU
+    return (uint32_t)*p;
+#else
     uint32_t v;
     asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
     return v;
+#endif
 }
 
 __device__ __forceinline__ uint32_t ld_volatile(const uint32_t *p)
@@ -66,9 +77,23 @@ __device__ __forceinline__ uint32_t ld_volatile(const uint32_t *p)
 
 __device__ __forceinline__ unsigned long long globaltimer()
 {
+#ifdef DC_EMU
+    return dc_emu_globaltimer();
+#else
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+#endif
+}
+
+// A polling loop's back-off (the emulator's lets its other threads run).
+__device__ __forceinline__ void nanosleep_256()
+{
+#ifdef DC_EMU
+    dc_emu_nanosleep(256);
+#else
+    asm volatile("nanosleep.u32 256;");
+#endif
 }
 
 struct RowCtx {
@@ -379,7 +404,11 @@ __device__ __forceinline__ void rescue_row(const RowCtx &c, uint32_t *wbuf, Resc
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS)
 dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
 {
+#ifdef DC_EMU
+    uint32_t *const wbuf = (uint32_t *)dc_emu_dynamic_smem(); // the emulated launch's
+#else
     extern __shared__ uint32_t wbuf[]; // DC_RESCUE_SMEM_BYTES (smem words)
+#endif
     __shared__ __align__(16) Smem sm; // hist: shared_cut's int4 loads
     __shared__ __align__(16) RescueSmem rs;
     __shared__ int s_abort;
@@ -469,7 +498,7 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                         s_abort = 1;
                         break;
                     }
-                    asm volatile("nanosleep.u32 256;");
+                    nanosleep_256();
                 }
                 // As above: only the waiters fence; in every thread the
                 // fence would wait for its earlier id stores, every row.

@@ -141,6 +141,17 @@ __device__ __forceinline__ uint32_t lanemask_lt()
 #endif
 }
 
+// The ids emit's store (emit_with): st.global of an address built from the
+// base it read from shared memory. DC_EMU: a plain store.
+__device__ __forceinline__ void st_global_u32(int32_t *p, uint32_t v)
+{
+#ifdef DC_EMU
+    *p = (int32_t)v;
+#else
+    asm volatile("st.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+#endif
+}
+
 // Inclusive block-wide sum; *total = the block's sum. Ends with a barrier,
 // so it may be called again at once.
 __device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
@@ -547,10 +558,7 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
                 sm, [&](int i) { return sel_of(i); },
                 [&](int i, int r) {
                     int32_t *base = *(int32_t *volatile *)&sm.out_ids;
-                    asm volatile("st.global.u32 [%0], %1;"
-                                 :
-                                 : "l"(base + r), "r"(gid_of(i))
-                                 : "memory");
+                    st_global_u32(base + r, gid_of(i));
                 }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;

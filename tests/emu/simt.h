@@ -21,7 +21,22 @@
 // emulator checks the algorithm and its barrier structure, not the memory
 // model: a missing barrier between a write and another thread's read is
 // not reported. __shared__ is `static`: one block runs at a time, and a
-// kernel's shared memory starts undefined anyway.
+// kernel's shared memory starts undefined anyway (a static keeps what the
+// previous block left there). A test that defines DC_EMU_POISON_SHARED
+// before this header gets it poisoned instead: every __shared__ variable
+// then lives in one section, which run_block fills with a non-zero byte
+// before each block (not for __shared__ in inline functions, such as
+// common.cuh's indptr_scan: GCC cannot put their COMDAT copies in the
+// section of the others, "section type conflict").
+//
+// A whole kernel runs as a 1-D grid, one block after the other (run_grid:
+// blockIdx and gridDim, and the launch's dynamic shared memory, refilled
+// with a non-zero poison before every block). That is one legal schedule of
+// the blocks; a kernel whose blocks wait for each other cannot run so. A
+// polling loop must yield (yield(), or the device clock's nanosleep below):
+// a fiber that spins without one never lets another thread run. The device
+// clock (%globaltimer) is a counter that every read advances by
+// timer_tick_ns, so a bounded wait ends on its timeout, deterministically.
 //
 // The including test defines the templates' constants and includes this
 // header before any kernel header. It defines DC_EMU, which selects the host
@@ -75,8 +90,17 @@
 #define __host__
 #define __global__
 #define __forceinline__ inline
+#ifdef DC_EMU_POISON_SHARED
+#define __shared__ static __attribute__((section("dc_emu_shared")))
+// The linker's bounds of the section (weak: absent when nothing is in it).
+extern "C" char __start_dc_emu_shared[] __attribute__((weak));
+extern "C" char __stop_dc_emu_shared[] __attribute__((weak));
+#else
 #define __shared__ static
-#define __align__(n) alignas(n)
+#endif
+// GCC's spelling, not alignas: it may stand after `static` (__shared__).
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
 
 struct uint3 {
     unsigned x, y, z;
@@ -158,6 +182,16 @@ struct Emu {
     const std::function<void()> *body = nullptr;
     std::string error;
     uint3 dim{0, 1, 1};
+    uint3 block{0, 0, 0};             // blockIdx of the running block
+    uint3 grid{1, 1, 1};              // gridDim (run_grid; 1 for run_block)
+    std::vector<uint4> dyn_smem;      // the launch's dynamic shared memory
+    // The device clock: every globaltimer read advances it by
+    // timer_tick_ns, every nanosleep by its argument, after which
+    // on_sleep (if set) runs: a test's stand-in for another agent (a peer
+    // that stores a flag late).
+    uint64_t clock_ns = 0;
+    uint64_t timer_tick_ns = 1000000;
+    std::function<void()> on_sleep;
     // The caller's stack and fake stack (ASan), learnt at the first switch.
     const void *main_bottom = nullptr;
     size_t main_size = 0;
@@ -289,10 +323,28 @@ inline void fiber_main()
     __builtin_unreachable();
 }
 
+// The poison of shared memory (run_grid's dynamic, DC_EMU_POISON_SHARED's
+// static), every byte: a word read before the block wrote it is 0xA5A5A5A5,
+// neither zero nor what the previous block left.
+constexpr unsigned char SMEM_POISON = 0xA5;
+
+// Fills the __shared__ section with the poison (DC_EMU_POISON_SHARED). Byte
+// by byte through volatile, unsanitized: the section is the globals' own
+// bytes, which no interceptor needs to see.
+__attribute__((no_sanitize("address", "thread"))) inline void poison_shared()
+{
+#ifdef DC_EMU_POISON_SHARED
+    for (volatile char *p = __start_dc_emu_shared; p < __stop_dc_emu_shared; ++p)
+        *p = (char)SMEM_POISON;
+#endif
+}
+
 // Runs body() as every thread of one block of `threads` threads (a multiple
-// of 32, at most 1024). Returns "" when every thread returned, else what
-// went wrong. Not reentrant: body must not call it.
-inline std::string run_block(int threads, const std::function<void()> &body)
+// of 32, at most 1024), block `block` of a grid of `grid`. Returns "" when
+// every thread returned, else what went wrong. Not reentrant: body must not
+// call it.
+inline std::string run_block_at(int threads, const std::function<void()> &body, unsigned block,
+                                unsigned grid)
 {
     if (g.cur >= 0)
         return "emu: run_block called from inside a block";
@@ -310,8 +362,11 @@ inline std::string run_block(int threads, const std::function<void()> &body)
         g.tsan.push_back(__tsan_create_fiber(0));
 #endif
     }
+    poison_shared();
     g.n = threads;
     g.dim = uint3{(unsigned)threads, 1u, 1u};
+    g.block = uint3{block, 0u, 0u};
+    g.grid = uint3{grid, 1u, 1u};
     g.body = &body;
     g.error.clear();
     g.at_barrier = 0;
@@ -336,6 +391,49 @@ inline std::string run_block(int threads, const std::function<void()> &body)
     // Back here when every thread exited or the block was abandoned.
     g.body = nullptr;
     return g.error;
+}
+
+// One block: blockIdx 0 of a grid of one.
+inline std::string run_block(int threads, const std::function<void()> &body)
+{
+    return run_block_at(threads, body, 0u, 1u);
+}
+
+// Runs body() as a kernel launch of `blocks` blocks of `threads` threads
+// with `smem_bytes` of dynamic shared memory (dc_emu_dynamic_smem), block
+// 0 first. Returns "" or the first block's failure, naming the block; the
+// blocks after it do not run.
+inline std::string run_grid(int blocks, int threads, size_t smem_bytes,
+                            const std::function<void()> &body)
+{
+    if (blocks < 1)
+        return "emu: a grid has at least one block";
+    g.dyn_smem.assign((smem_bytes + sizeof(uint4) - 1) / sizeof(uint4), uint4{});
+    for (int b = 0; b < blocks; ++b) {
+        if (!g.dyn_smem.empty())
+            memset((void *)g.dyn_smem.data(), SMEM_POISON, g.dyn_smem.size() * sizeof(uint4));
+        const std::string err = run_block_at(threads, body, (unsigned)b, (unsigned)blocks);
+        if (!err.empty()) {
+            g.dyn_smem.clear();
+            return "block " + std::to_string(b) + ": " + err;
+        }
+    }
+    g.dyn_smem.clear();
+    return "";
+}
+
+// Hands the CPU to the next thread that can run, if any; the caller stays
+// runnable and continues once the others wait or exit (a polling loop's
+// back-off: the thread it waits for may be one of them).
+inline void yield()
+{
+    for (int k = 1; k < g.n; ++k) {
+        const int j = (g.cur + k) % g.n;
+        if (g.fibers[(size_t)j].state == State::runnable) {
+            transfer(j, false);
+            return;
+        }
+    }
 }
 
 // The block barrier: completes when all n threads reached it, from one line.
@@ -420,8 +518,8 @@ template <class T> inline T from_bits(uint64_t b)
 
 #define threadIdx (::dc_emu::self().idx)
 #define blockDim (::dc_emu::g.dim)
-#define blockIdx (::uint3{0u, 0u, 0u})
-#define gridDim (::uint3{1u, 1u, 1u})
+#define blockIdx (::dc_emu::g.block)
+#define gridDim (::dc_emu::g.grid)
 // A macro, so that the barrier knows its line.
 #define __syncthreads() ::dc_emu::syncthreads(__FILE__, __LINE__)
 
@@ -515,6 +613,27 @@ inline int __reduce_add_sync(unsigned mask, int value)
 // The lanes below this one (PTX %lanemask_lt), for select_core.cuh's wrapper.
 inline uint32_t dc_emu_lanemask_lt() { return (1u << dc_emu::lane()) - 1u; }
 
+// The launch's dynamic shared memory (extern __shared__; run_grid's
+// smem_bytes, 16-byte aligned; NULL when none), for a template's DC_EMU side.
+inline void *dc_emu_dynamic_smem()
+{
+    return dc_emu::g.dyn_smem.empty() ? nullptr : (void *)dc_emu::g.dyn_smem.data();
+}
+
+// %globaltimer and nanosleep (the templates' DC_EMU sides): the device clock
+// of the emulator (see Emu::clock_ns). A sleep lets the other threads run.
+inline unsigned long long dc_emu_globaltimer()
+{
+    return dc_emu::g.clock_ns += dc_emu::g.timer_tick_ns;
+}
+inline void dc_emu_nanosleep(unsigned ns)
+{
+    dc_emu::g.clock_ns += ns;
+    if (dc_emu::g.on_sleep)
+        dc_emu::g.on_sleep();
+    dc_emu::yield();
+}
+
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
@@ -559,6 +678,13 @@ template <class T> inline T atomicMin(T *p, typename dc_emu::same<T>::type v)
 {
     const T old = *p;
     *p = old < v ? old : v;
+    return old;
+}
+template <class T>
+inline T atomicCAS(T *p, typename dc_emu::same<T>::type compare, typename dc_emu::same<T>::type v)
+{
+    const T old = *p;
+    *p = old == compare ? v : old;
     return old;
 }
 

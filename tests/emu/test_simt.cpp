@@ -4,7 +4,8 @@
 // against a write-then-read-the-neighbour block, and its reports of the
 // bugs it exists to catch: a barrier some threads never reach, lanes of one
 // warp in different primitives, a partial mask. After each report the next
-// block must run normally.
+// block must run normally. And a grid: blockIdx, gridDim, the dynamic shared
+// memory, polling through yield, the device clock.
 #include <vector>
 
 #include "emu_test.h"
@@ -168,4 +169,53 @@ TEST(reports_misuse)
     CHECK(reports("a partial mask", 32, [&] { (void)__ballot_sync(0xFFFFu, 1); },
                   "only full-warp masks"));
     printf("misuse: 6 kinds of non-uniform barrier or warp primitive reported\n");
+}
+
+// run_grid: each block sees its blockIdx and the grid's size, and dynamic
+// shared memory that the block's threads share and that is poisoned again
+// before the next block (the previous block's words are gone). A thread
+// that polls a flag which a later thread of its block sets gets it through
+// yield (a spin without one would never let that thread run); the device
+// clock advances by its tick a read, and a nanosleep runs on_sleep.
+TEST(grid_and_polling)
+{
+    constexpr int BLOCKS = 3, T = 64;
+    std::vector<uint32_t> got((size_t)(BLOCKS * T)), first((size_t)BLOCKS);
+    std::vector<unsigned long long> clock((size_t)BLOCKS);
+    static int flag;
+    int sleeps = 0;
+    dc_emu::g.clock_ns = 0;
+    dc_emu::g.on_sleep = [&] { ++sleeps; };
+    const std::string err = dc_emu::run_grid(BLOCKS, T, T * sizeof(uint32_t), [&] {
+        const unsigned tid = threadIdx.x, b = blockIdx.x;
+        uint32_t *dyn = (uint32_t *)dc_emu_dynamic_smem();
+        if (tid == 0) {
+            first[b] = dyn[T - 1]; // before any thread of this block wrote it
+            flag = 0;
+        }
+        __syncthreads();
+        dyn[tid] = b * 1000u + tid + gridDim.x * 100000u;
+        if (tid == 1) {
+            while (flag == 0)
+                dc_emu::yield();
+            clock[b] = dc_emu_globaltimer();
+            dc_emu_nanosleep(10);
+        } else if (tid == T - 2) {
+            flag = 1;
+        }
+        __syncthreads();
+        got[(size_t)(b * T + tid)] = dyn[(tid + 1) % T];
+    });
+    dc_emu::g.on_sleep = nullptr;
+    CHECK_MSG(err.empty(), "%s", err.c_str());
+    for (int b = 0; b < BLOCKS; ++b) {
+        CHECK_EQ(first[(size_t)b], 0xA5A5A5A5u);
+        for (int t = 0; t < T; ++t)
+            CHECK_EQ(got[(size_t)(b * T + t)], b * 1000u + (unsigned)((t + 1) % T) + BLOCKS * 100000u);
+        CHECK_EQ(clock[(size_t)b], (unsigned long long)(b + 1) * dc_emu::g.timer_tick_ns + 10ull * b);
+    }
+    CHECK_EQ(sleeps, BLOCKS);
+    CHECK(!dc_emu::run_grid(0, T, 0, [] {}).empty()); // reported: no blocks
+    printf("grid: %d blocks of %d threads see their blockIdx and gridDim, share fresh poisoned "
+           "dynamic shared memory, and poll through yield\n", BLOCKS, T);
 }
