@@ -114,22 +114,11 @@ static dcptopk_merge_config packed_config(int32_t w, int32_t k, int32_t n,
 }
 
 /* Rotated input copies: at least the 3 that the earlier figures used, more
- * where 3 do not exceed the L2 bound (bench_cold_copies), at most MAX_BUF.
+ * where 3 do not exceed the L2 bound, at most MAX_BUF (bench_cold_copies).
  * Copies past the third repeat the first three's data (device copies): the
  * random stream, and so every later input, stays what those figures used. */
 #define MIN_BUF 3
 #define MAX_BUF 64
-
-static int rotated_copies(const bench_gpu *g, size_t copy_bytes, const char *what)
-{
-    dcptopk_context *ctx = g->ctx;
-    const size_t n = bench_cold_copies(g, copy_bytes);
-    if (n > MAX_BUF)
-        DIE("%s: %zu copies of %zu bytes needed to exceed the L2 bound (%zu "
-            "bytes); MAX_BUF is %d",
-            what, n, copy_bytes, bench_cold_bytes(g), MAX_BUF);
-    return n < MIN_BUF ? MIN_BUF : (int)n;
-}
 
 /* ----------------------------------------------------------- select */
 
@@ -308,7 +297,7 @@ static void bench_select(const bench_gpu *g)
     memset(&b, 0, sizeof b);
     b.ctx = ctx;
     b.c = packed_config(W, K, N, 0);
-    b.nbuf = rotated_copies(g, gbytes, "select");
+    b.nbuf = bench_cold_copies(g, gbytes, MIN_BUF, MAX_BUF, "select");
     uint64_t dg[MAX_BUF], dids[MAX_BUF];
     for (int i = 0; i < b.nbuf; i++) {
         if (i < MIN_BUF)
@@ -481,7 +470,7 @@ static void bench_loopback(const bench_gpu *g, int64_t T, int64_t S)
     for (int64_t t = 0; t < T; t++)
         ends[t] = (int32_t)S;
     /* Rotate over copies of all W ranks' logits. */
-    b.nbuf = rotated_copies(g, lbytes * W, "loopback");
+    b.nbuf = bench_cold_copies(g, lbytes * W, MIN_BUF, MAX_BUF, "loopback");
     for (int i = 0; i < b.nbuf; i++)
         for (int r = 0; r < W; r++) {
             uint64_t d;

@@ -216,10 +216,7 @@ static void bench_b2b(bench_ctx *b, select_job *job, uint64_t d_rank,
 {
     dcptopk_context *ctx = job->ctx;
     const size_t copy = sizeof(int32_t) * n;
-    const size_t copies = bench_cold_copies(&b->g, copy);
-    DIE_IF(copies > 4096, "%zu copies of %zu bytes to rotate over: too many",
-           copies, copy);
-    const int nrot = (int)copies;
+    const int nrot = bench_cold_copies(&b->g, copy, 1, 4096, "pair back to back");
     /* One buffer already past the bound rotates over itself alone. */
     uint64_t d_rot = d_rank;
     if (nrot > 1) {

@@ -117,11 +117,7 @@ int main(int argc, char **argv)
         const int64_t words = n + n / 32;
         const size_t out_bytes = sizeof(int32_t) * (size_t)(T * words);
         /* At least 2: consecutive launches never read the same buffer. */
-        const size_t copies = bench_cold_copies(&g, in_bytes);
-        if (copies > MAX_BUF)
-            DIE("%s: %zu copies of %zu bytes exceed the L2 bound; MAX_BUF is "
-                "%d", shape_name, copies, in_bytes, MAX_BUF);
-        const int nbuf = copies < 2 ? 2 : (int)copies;
+        const int nbuf = bench_cold_copies(&g, in_bytes, 2, MAX_BUF, shape_name);
         uint16_t *host = malloc(in_bytes);
         int32_t *ends = malloc(sizeof *ends * (size_t)T);
         uint64_t d_in[MAX_BUF], d_out = 0, d_ends = 0;

@@ -116,10 +116,16 @@ size_t bench_cold_bytes(const bench_gpu *g)
     return four > BENCH_COLD_MIN_BYTES ? four : BENCH_COLD_MIN_BYTES;
 }
 
-size_t bench_cold_copies(const bench_gpu *g, size_t copy_bytes)
+int bench_cold_copies(const bench_gpu *g, size_t copy_bytes, int min, int max,
+                      const char *what)
 {
-    assert(copy_bytes > 0);
-    return bench_cold_bytes(g) / copy_bytes + 1;
+    dcptopk_context *ctx = g->ctx;
+    assert(copy_bytes > 0 && min <= max);
+    const size_t n = bench_cold_bytes(g) / copy_bytes + 1;
+    if (n > (size_t)max)
+        DIE("%s: %zu copies of %zu bytes needed to exceed the L2 bound (%zu "
+            "bytes); at most %d fit", what, n, copy_bytes, bench_cold_bytes(g), max);
+    return n < (size_t)min ? min : (int)n;
 }
 
 void bench_print_cold(const bench_gpu *g, const char *program)

@@ -72,9 +72,11 @@ size_t bench_l2_bytes(const bench_gpu *g);
  * BENCH_COLD_MIN_BYTES, the flush that the H100 and H200 figures were
  * measured with. */
 size_t bench_cold_bytes(const bench_gpu *g);
-/* How many copies of copy_bytes (> 0) together exceed bench_cold_bytes
- * (1: one copy alone does). */
-size_t bench_cold_copies(const bench_gpu *g, size_t copy_bytes);
+/* How many copies of copy_bytes (> 0) to rotate over: enough to exceed
+ * bench_cold_bytes together, at least `min`; exits naming `what` when that
+ * is more than `max` (the caller's arrays). */
+int bench_cold_copies(const bench_gpu *g, size_t copy_bytes, int min, int max,
+                      const char *what);
 /* Prints the L2 size and the cold bound a program uses, as a line of text
  * and a `JSON {"bench": "cold_inputs", ...}` record naming `program`. */
 void bench_print_cold(const bench_gpu *g, const char *program);
