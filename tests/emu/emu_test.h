@@ -1,5 +1,5 @@
 // emu_test.h - what the emulator's tests share: the C harness (TEST, CHECK),
-// a seeded generator, EXPECT, and RUN_BLOCK, which runs one block under
+// a seeded generator (gen.h's), EXPECT, and RUN_BLOCK, which runs one block under
 // simt.h and fails with the emulator's message if the block went wrong.
 #pragma once
 
@@ -12,25 +12,21 @@
 #include "simt.h"
 
 extern "C" {
+#include "gen.h"
 #include "harness.h"
 }
 
-// splitmix64: small, seedable, the same sequence on every machine.
+// The tests' seeded generator: gen.h's dc_rng, in the spelling the C++
+// tests use.
 struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed) {}
-    uint64_t next()
-    {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    // Uniform in [0, n) (n >= 1; the bias of the modulo is irrelevant here).
-    uint32_t below(uint32_t n) { return (uint32_t)(next() % n); }
+    dc_rng r;
+    explicit Rng(uint64_t seed) { dc_rng_seed(&r, seed); }
+    uint64_t next() { return dc_rng_next(&r); }
+    // Uniform in [0, n), n >= 1.
+    uint32_t below(uint32_t n) { return (uint32_t)dc_rng_below(&r, n); }
     // Uniform in [lo, hi].
-    int range(int lo, int hi) { return lo + (int)below((uint32_t)(hi - lo + 1)); }
-    bool chance(double p) { return (double)(next() >> 11) * 0x1.0p-53 < p; }
+    int range(int lo, int hi) { return (int)dc_rng_range(&r, lo, hi); }
+    bool chance(double p) { return dc_rng_uniform(&r) < p; }
 };
 
 // Case counts: the sanitizer builds (scripts/test.sh, Debug) look for memory

@@ -655,37 +655,33 @@ namespace dc_emu {
 template <class T> struct same {
     using type = T;
 };
+template <class T, class F> inline T rmw(T *p, F f)
+{
+    const T old = *p;
+    *p = f(old);
+    return old;
+}
 } // namespace dc_emu
-template <class T> inline T atomicAdd(T *p, typename dc_emu::same<T>::type v)
+template <class T> using dc_emu_arg = typename dc_emu::same<T>::type;
+template <class T> inline T atomicAdd(T *p, dc_emu_arg<T> v)
 {
-    const T old = *p;
-    *p = old + v;
-    return old;
+    return dc_emu::rmw(p, [&](T o) { return (T)(o + v); });
 }
-template <class T> inline T atomicOr(T *p, typename dc_emu::same<T>::type v)
+template <class T> inline T atomicOr(T *p, dc_emu_arg<T> v)
 {
-    const T old = *p;
-    *p = old | v;
-    return old;
+    return dc_emu::rmw(p, [&](T o) { return (T)(o | v); });
 }
-template <class T> inline T atomicMax(T *p, typename dc_emu::same<T>::type v)
+template <class T> inline T atomicMax(T *p, dc_emu_arg<T> v)
 {
-    const T old = *p;
-    *p = old > v ? old : v;
-    return old;
+    return dc_emu::rmw(p, [&](T o) { return o > v ? o : v; });
 }
-template <class T> inline T atomicMin(T *p, typename dc_emu::same<T>::type v)
+template <class T> inline T atomicMin(T *p, dc_emu_arg<T> v)
 {
-    const T old = *p;
-    *p = old < v ? old : v;
-    return old;
+    return dc_emu::rmw(p, [&](T o) { return o < v ? o : v; });
 }
-template <class T>
-inline T atomicCAS(T *p, typename dc_emu::same<T>::type compare, typename dc_emu::same<T>::type v)
+template <class T> inline T atomicCAS(T *p, dc_emu_arg<T> compare, dc_emu_arg<T> v)
 {
-    const T old = *p;
-    *p = old == compare ? v : old;
-    return old;
+    return dc_emu::rmw(p, [&](T o) { return o == compare ? v : o; });
 }
 
 inline void __threadfence_block() {}
