@@ -92,6 +92,8 @@ struct Smem {
     uint64_t fin_thr;   // the threshold key
     uint64_t fin_keys[FIN_MAX];
     int32_t *out_ids;   // emit: the row's ids (see emit_with)
+    int32_t *out_rows;  // emit: the row's owned rows
+    const int32_t *out_bt; // emit: its request's block table row
 };
 
 // Decoded key of slot j of a packed row sent by `owner` (0 = empty).
@@ -569,8 +571,12 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             const RowsMap &m = o.rm;
             const int32_t req = m.req_id[t];
             const bool req_ok = req >= 0 && req < m.num_reqs;
-            const int32_t *bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
             int32_t *rows = m.rows_out + t * m.rows_out_stride;
+            // Both bases come from shared memory, as the ids emit's does.
+            if (tid == 0) {
+                sm.out_rows = rows;
+                sm.out_bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
+            }
             auto local_of = [&](uint32_t gid) -> uint32_t {
                 return (gid / (uint32_t)(WORLD * ILV)) * ILV + gid % ILV;
             };
@@ -584,8 +590,10 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
                 },
                 [&](int i, int r) {
                     const uint32_t l = local_of(gid_of(i));
+                    const int32_t *bt = *(const int32_t *const volatile *)&sm.out_bt;
+                    int32_t *base = *(int32_t *volatile *)&sm.out_rows;
                     const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
-                    rows[r] = (int32_t)(entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+                    st_global_u32(base + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
                 }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 rows[p] = -1;
