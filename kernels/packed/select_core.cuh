@@ -53,7 +53,7 @@ constexpr uint64_t GID_MASK = (1ull << GID_BITS) - 1ull;
 constexpr int RADIX = 9;
 constexpr int BINS = 1 << RADIX;
 constexpr int PASSES = (KEY_BITS + RADIX - 1) / RADIX;
-constexpr int CHUNK = 32; // rounds per ballot-scan chunk
+constexpr int CHUNK = 32; // rounds per ballot-scan chunk (ballot_rank: a bit a round)
 constexpr int REG_MAX = DC_SELECT_REG_MAX;
 // When the boundary bin of a pass holds at most FIN_MAX keys, they are
 // gathered and one warp ranks them by comparison (two keys per lane)
@@ -228,8 +228,14 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int base = 0;
     auto chunk = [&](int c0) {
+        // pred(i) once a key: bit i - c0 (CHUNK = 32 rounds) for the second
+        // pass, where the owned-rows emit's (a gid decoded, its rank and
+        // block checked) cost more than the ballot.
+        uint32_t pm = 0u;
         for_chunk<KPT>(c0, [&](int i) {
-            const uint32_t b = __ballot_sync(0xFFFFFFFFu, pred(i));
+            const bool p = pred(i);
+            pm |= (p ? 1u : 0u) << (i - c0);
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
             if (lane == 0)
                 sm.scan[(i - c0) * NW + w] = __popc(b);
         }, rounds);
@@ -242,7 +248,7 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
             sm.scan[threadIdx.x] = base + incl - v;
         __syncthreads();
         for_chunk<KPT>(c0, [&](int i) {
-            const bool p = pred(i);
+            const bool p = (pm >> (i - c0)) & 1u;
             const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
             if (p)
                 emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
