@@ -12,7 +12,8 @@
 #
 # OLD_DIR is a copy of kernels/ (or a flat folder of templates) of the
 # version to compare against, e.g. `git show OLD:kernels/packed/select.cu`
-# written into it. Correctness is the GPU tests' job (bit-exact against the
+# written into it; several, separated by ':', are each compared with the
+# build's templates in the same rounds (a side is named by its folder). Correctness is the GPU tests' job (bit-exact against the
 # CPU reference on both sides); this script only times.
 set -uo pipefail
 build="${1:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
@@ -23,18 +24,24 @@ if [ "${AB_BENCH:-packed}" = pair ]; then
 fi
 only="${3:-$only_default}"
 rounds="${4:-3}"
-[ -d "$old" ] || { echo "packed_ab: $old is not a folder" >&2; exit 2; }
-old=$(cd "$old" && pwd)
+IFS=: read -r -a olds <<<"$old"
+for ((j = 0; j < ${#olds[@]}; j++)); do
+    [ -d "${olds[j]}" ] || { echo "packed_ab: ${olds[j]} is not a folder" >&2; exit 2; }
+    olds[j]=$(cd "${olds[j]}" && pwd)
+done
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 chmod 700 "$cache"
 export DCPTOPK_CACHE_DIR="$cache" NCCL_NVLS_ENABLE=0
 lines=$(mktemp)
 for ((i = 1; i <= rounds; i++)); do
-    for side in old new; do
-        if [ "$side" = old ]; then
-            out=$(env DCPTOPK_TEMPLATE_DIR="$old" "$only_var=$only" "$build/bench/bench_$bench" 2>&1)
+    for dir in "${olds[@]}" new; do
+        if [ "$dir" != new ]; then
+            side=old
+            [ ${#olds[@]} -gt 1 ] && side=$(basename "$dir" | tr -c 'A-Za-z0-9_.\n-' _)
+            out=$(env DCPTOPK_TEMPLATE_DIR="$dir" "$only_var=$only" "$build/bench/bench_$bench" 2>&1)
         else
+            side=new
             out=$(env -u DCPTOPK_TEMPLATE_DIR "$only_var=$only" "$build/bench/bench_$bench" 2>&1)
         fi
         echo "$out" | grep '^JSON ' | sed "s/^JSON /$side $i /" | tee -a "$lines"
@@ -54,8 +61,11 @@ for line in open(sys.argv[1]):
     key = (r["bench"], shape)
     rows.setdefault(key, {}).setdefault(side, []).append(r.get("us", r.get("median_us")))
 for (bench, shape), sides in rows.items():
-    o = statistics.median(sides.get("old", [float("nan")]))
     n = statistics.median(sides.get("new", [float("nan")]))
-    print(f"AB {bench} | {shape} | old {o:.2f} us | new {n:.2f} us | new/old {n / o:.3f}")
+    for side, v in sides.items():
+        if side == "new":
+            continue
+        o = statistics.median(v)
+        print(f"AB {bench} | {shape} | {side} {o:.2f} us | new {n:.2f} us | new/{side} {n / o:.3f}")
 EOF
 rm -f "$lines"

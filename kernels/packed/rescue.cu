@@ -370,13 +370,24 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
             __syncthreads();
             thr = rs.tie_thr;
         }
+        // P = 0 when all are taken. Untied rows (most) take every key at or
+        // above P: a loop without the tie key's gid decode.
+        if (tied) {
 #pragma unroll
-        for (int i = 0; i < KPT; ++i) {
-            if (i < rounds) {
-                const uint32_t x = words.word(i), v = x >> 16;
-                const bool in = x != 0u && (all || v > P ||
-                                            (v == P && (!tied || tie_key(words, i) <= thr)));
-                selm |= (in ? 1u : 0u) << i;
+            for (int i = 0; i < KPT; ++i) {
+                if (i < rounds) {
+                    const uint32_t x = words.word(i), v = x >> 16;
+                    const bool in = x != 0u && (v > P || (v == P && tie_key(words, i) <= thr));
+                    selm |= (in ? 1u : 0u) << i;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < KPT; ++i) {
+                if (i < rounds) {
+                    const uint32_t x = words.word(i);
+                    selm |= (x != 0u && (x >> 16) >= P ? 1u : 0u) << i;
+                }
             }
         }
     }
