@@ -91,8 +91,7 @@ struct Smem {
     int fin_eq;         // gathered keys equal to it
     uint64_t fin_thr;   // the threshold key
     uint64_t fin_keys[FIN_MAX];
-    int32_t *out_ids;   // emit: the row's ids (see emit_with)
-    int32_t *out_rows;  // emit: the row's owned rows
+    int32_t *out_base;     // emit: the row's ids, then its owned rows (emit_with)
     const int32_t *out_bt; // emit: its request's block table row
 };
 
@@ -143,7 +142,16 @@ __device__ __forceinline__ uint32_t lanemask_lt()
 #endif
 }
 
-// The ids emit's store (emit_with): st.global of an address built from the
+// A pointer that thread 0 stored in shared memory, read again at each use
+// (ordered by the caller's barriers): kept in registers it was rebuilt from
+// t and the strides for every key at the register bound.
+template <class T>
+__device__ __forceinline__ T *smem_ptr(T *const &slot)
+{
+    return *(T *const volatile *)&slot;
+}
+
+// The emits' store (emit_with): st.global of an address built from the
 // base it read from shared memory. DC_EMU: a plain store.
 __device__ __forceinline__ void st_global_u32(int32_t *p, uint32_t v)
 {
@@ -557,16 +565,14 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
     if constexpr (EMIT_IDS) {
         if (o.ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
-            // Each store reads the row's base from shared memory (ordered by
-            // ballot_rank's barriers): kept in registers it was rebuilt from
-            // t and the stride for every key at the register bound.
+            // Each store reads the row's base from shared memory (smem_ptr),
+            // ordered by ballot_rank's barriers.
             if (tid == 0)
-                sm.out_ids = ids;
+                sm.out_base = ids;
             const int n = ballot_rank<KPT>(
                 sm, [&](int i) { return sel_of(i); },
                 [&](int i, int r) {
-                    int32_t *base = *(int32_t *volatile *)&sm.out_ids;
-                    st_global_u32(base + r, gid_of(i));
+                    st_global_u32(smem_ptr(sm.out_base) + r, gid_of(i));
                 }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
@@ -578,9 +584,10 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             const int32_t req = m.req_id[t];
             const bool req_ok = req >= 0 && req < m.num_reqs;
             int32_t *rows = m.rows_out + t * m.rows_out_stride;
-            // Both bases come from shared memory, as the ids emit's does.
+            // Both bases come from shared memory, as the ids emit's does
+            // (whose last barrier is behind every read of its base).
             if (tid == 0) {
-                sm.out_rows = rows;
+                sm.out_base = rows;
                 sm.out_bt = m.block_table + (long long)(req_ok ? req : 0) * m.block_table_stride;
             }
             auto local_of = [&](uint32_t gid) -> uint32_t {
@@ -596,10 +603,8 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
                 },
                 [&](int i, int r) {
                     const uint32_t l = local_of(gid_of(i));
-                    const int32_t *bt = *(const int32_t *const volatile *)&sm.out_bt;
-                    int32_t *base = *(int32_t *volatile *)&sm.out_rows;
-                    const uint32_t entry = (uint32_t)bt[l / (uint32_t)BLOCK];
-                    st_global_u32(base + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+                    const uint32_t entry = (uint32_t)smem_ptr(sm.out_bt)[l / (uint32_t)BLOCK];
+                    st_global_u32(smem_ptr(sm.out_base) + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
                 }, rounds);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 rows[p] = -1;
