@@ -1044,20 +1044,16 @@ TEST(grid)
     st.print("grid");
 }
 
-TEST(late_push)
+// Two flags cases from one seed: pushes that land late, or never.
+static void flags_cases(uint64_t seed, bool timeout, const char *what)
 {
-    Rng rng(0x1A7E);
+    Rng rng(seed);
     Stats st;
     for (int n = 0; n < 2; ++n)
-        CHECK(flags_case(rng, n, false, st));
-    st.print("late pushes");
+        CHECK(flags_case(rng, n, timeout, st));
+    st.print(what);
 }
 
-TEST(timeout)
-{
-    Rng rng(0x713E);
-    Stats st;
-    for (int n = 0; n < 2; ++n)
-        CHECK(flags_case(rng, n, true, st));
-    st.print("timeout");
-}
+TEST(late_push) { flags_cases(0x1A7E, false, "late pushes"); }
+
+TEST(timeout) { flags_cases(0x713E, true, "timeout"); }
