@@ -13,8 +13,9 @@
 # OLD_DIR is a copy of kernels/ (or a flat folder of templates) of the
 # version to compare against, e.g. `git show OLD:kernels/packed/select.cu`
 # written into it; several, separated by ':', are each compared with the
-# build's templates in the same rounds (a side is named by its folder). Correctness is the GPU tests' job (bit-exact against the
-# CPU reference on both sides); this script only times.
+# build's templates in the same rounds (a side is named by its folder).
+# Correctness is the GPU tests' job (bit-exact against the CPU reference on
+# both sides); this script only times.
 set -uo pipefail
 build="${1:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
 old="${2:?usage: bench/packed_ab.sh BUILD_DIR OLD_DIR [ONLY] [ROUNDS]}"
