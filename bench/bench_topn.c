@@ -134,7 +134,7 @@ int main(int argc, char **argv)
             DIE("alloc");
         dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
         c.local_topk = n;
-        const int32_t auto_v = dc_topn_variant(T, S, sms);
+        const int32_t auto_v = dc_topn_variant(T, S, sms, dc_ctx_smem_optin(ctx));
         for (int fam = 0; fam < FAM_COUNT; fam++) {
             /* One family alone for a profiler (bench/profile.sh). */
             const char *only = getenv("BENCH_TOPN_FAMILY");
@@ -151,10 +151,8 @@ int main(int argc, char **argv)
             int32_t variants[5];
             int nv = 0;
             variants[nv++] = -1;
-            int32_t min_v = 0;
-            while ((1 << min_v) < (1 << DC_TOPN_CAPACITY_VARIANT(DC_TOPN_COLS(S))))
-                min_v++;
-            if (T <= 64)
+            const int32_t min_v = dc_topn_capacity_variant(S, dc_ctx_smem_optin(ctx));
+            if (T <= 64 && min_v >= 0)
                 for (int32_t v = min_v; v <= 3; v++)
                     if (v != auto_v)
                         variants[nv++] = v;

@@ -6,19 +6,26 @@
 
 #include "check.h"
 #include "packed.h"
+#include "runtime.h"
+#include "topn.h"
 #include "topn_abi.h"
 
 #define DC_MAX_LOCAL_LEN (1 << DCPTOPK_LOCAL_INDEX_BITS)
 
 /* The local top-N (dcptopk_pack, and the push of the exact select) takes at
- * least 2^DC_TOPN_CAPACITY_VARIANT CTAs per row: a row past 65536 columns is
- * split over 2. The grid holds at most 2^31 - 1 CTAs; refused here so that
- * the exact select never fails after its select was launched. */
+ * least 2^dc_topn_capacity_variant CTAs per row: a row past 65536 columns is
+ * split over 2, and on a device of less shared memory a block sooner, or
+ * not held at all. The grid holds at most 2^31 - 1 CTAs. Both are refused
+ * here so that the exact select never fails after its select was launched.
+ * Without a device (the CPU reference) the template's bound alone. */
 static dcptopk_result check_topn_grid(const dcptopk_context *ctx, int64_t rows,
                                       int64_t max_local_len)
 {
-    const int32_t per_row =
-        1 << DC_TOPN_CAPACITY_VARIANT(DC_TOPN_COLS(max_local_len));
+    const int32_t optin = dc_ctx_smem_optin(ctx);
+    const int32_t v = dc_topn_capacity_variant(max_local_len, optin);
+    if (v < 0)
+        return dc_topn_unfit(ctx, max_local_len, optin);
+    const int32_t per_row = 1 << v;
     if (rows > INT32_MAX / per_row)
         return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
                        "args->rows = %lld: with args->max_local_len = %lld "

@@ -53,6 +53,8 @@ dcptopk_push(DC_KERNEL_PARAMS(DC_PUSH_PARAMS))
     extern __shared__ dc::u32x4 dc_topn_smem[];
     __shared__ uint32_t s_rows[DCPTOPK_THREADS];
     __shared__ int s_warps[DCPTOPK_THREADS / 32];
+    static_assert(sizeof s_rows + sizeof s_warps == DC_PUSH_STATIC_BYTES,
+                  "the plan counts the push's static shared memory");
     dc::TopnShared &sh = *(dc::TopnShared *)dc_topn_smem;
     uint16_t *keys = (uint16_t *)((char *)dc_topn_smem + DC_TOPN_SHARED_BYTES);
     // Launched as a dependent of the select (topn.c): the rescue may start

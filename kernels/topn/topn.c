@@ -28,12 +28,59 @@ typedef struct topn_plan {
 } topn_plan;
 
 
+/* Columns of each of the 2^v CTAs of a row of `cols` (a multiple of 8). */
+static int64_t topn_chunk(int64_t cols, int32_t v)
+{
+    const int64_t c = (cols + (1 << v) - 1) / (1 << v);
+    return (c + 7) / 8 * 8;
+}
+
+/* Whether 2^v CTAs hold a row of `cols`: the template's bound, and the
+ * device's opt-in shared memory a block (smem_optin; 0 = not known, the
+ * template's bound alone) with the push's static bytes. A cluster's state
+ * grows with its size, so on a device of about 100 KiB a block no split
+ * holds 2^17 columns. */
+static int topn_fits(int64_t cols, int32_t v, int32_t smem_optin)
+{
+    const int64_t chunk = topn_chunk(cols, v);
+    return chunk <= DC_TOPN_CHUNK_MAX &&
+           (smem_optin <= 0 ||
+            DC_TOPN_SMEM_BYTES(1ll << v, chunk) + DC_PUSH_STATIC_BYTES <=
+                (long long)smem_optin);
+}
+
+int32_t dc_topn_capacity_variant(int64_t max_local_len, int32_t smem_optin)
+{
+    const int64_t cols = DC_TOPN_COLS(max_local_len);
+    for (int32_t v = 0; v <= DC_TOPN_MAX_VARIANT; v++)
+        if (topn_fits(cols, v, smem_optin))
+            return v;
+    return -1;
+}
+
+dcptopk_result dc_topn_unfit(const dcptopk_context *ctx, int64_t max_local_len,
+                             int32_t smem_optin)
+{
+    return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
+                   "args->max_local_len = %lld: the local top-N keeps a row's "
+                   "%lld columns in shared memory, on 1 to %d CTAs, and no "
+                   "split fits this device's %d bytes a block",
+                   (long long)max_local_len,
+                   (long long)DC_TOPN_COLS(max_local_len),
+                   1 << DC_TOPN_MAX_VARIANT, smem_optin);
+}
+
+/* variant -1 when no cluster size holds the row (dc_topn_capacity_variant). */
 static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
-                                int32_t sm_count, int32_t forced)
+                                int32_t sm_count, int32_t smem_optin,
+                                int32_t forced)
 {
     const int64_t s = DC_TOPN_COLS(max_local_len);
+    topn_plan p = {-1, 0};
     /* Capacity: a CTA's columns must fit its shared memory. */
-    int32_t v = DC_TOPN_CAPACITY_VARIANT(s);
+    int32_t v = dc_topn_capacity_variant(max_local_len, smem_optin);
+    if (v < 0)
+        return p;
     /* Parallelism: with few rows, split further while the grid stays within
      * one CTA per SM and the chunks stay long (at 64 rows of 131072 columns,
      * 2 CTAs a row beat 4; at 8 rows, 4 beat 2 and 8). */
@@ -45,19 +92,19 @@ static topn_plan topn_plan_make(int64_t rows, int64_t max_local_len,
     } else {
         while (v < DC_TOPN_MAX_VARIANT &&
                rows * ((int64_t)2 << v) <= (int64_t)sm_count &&
-               (s + (2 << v) - 1) / (2 << v) >= DC_TOPN_CHUNK_MIN)
+               (s + (2 << v) - 1) / (2 << v) >= DC_TOPN_CHUNK_MIN &&
+               topn_fits(s, v + 1, smem_optin))
             v++;
     }
-    topn_plan p;
     p.variant = v;
-    int64_t chunk = (s + (1 << v) - 1) / (1 << v);
-    p.chunk = (int32_t)((chunk + 7) / 8 * 8);
+    p.chunk = (int32_t)topn_chunk(s, v);
     return p;
 }
 
-int32_t dc_topn_variant(int64_t rows, int64_t max_local_len, int32_t sm_count)
+int32_t dc_topn_variant(int64_t rows, int64_t max_local_len, int32_t sm_count,
+                        int32_t smem_optin)
 {
-    return topn_plan_make(rows, max_local_len, sm_count, -1).variant;
+    return topn_plan_make(rows, max_local_len, sm_count, smem_optin, -1).variant;
 }
 
 dcptopk_result dc_topn_pack_launch(dcptopk_context *ctx,
@@ -76,8 +123,11 @@ static dcptopk_result topn_launch_cfg(dcptopk_context *ctx,
                                       void *stream, dcptopk_key *key,
                                       dc_launch_cfg *cfg, int *chunk)
 {
-    const topn_plan p =
-        topn_plan_make(rows, max_local_len, dc_ctx_sm_count(ctx), variant);
+    const int32_t optin = dc_ctx_smem_optin(ctx);
+    const topn_plan p = topn_plan_make(rows, max_local_len, dc_ctx_sm_count(ctx),
+                                       optin, variant);
+    if (p.variant < 0)
+        return dc_topn_unfit(ctx, max_local_len, optin);
     const int64_t ctas = rows << p.variant;
     if (ctas > 0x7FFFFFFFll)
         return dc_fail(ctx, DCPTOPK_UNSUPPORTED,

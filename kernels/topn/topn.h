@@ -57,8 +57,20 @@ DC_HIDDEN dcptopk_result dc_push_launch_variant(dcptopk_context *ctx,
                                                 const dc_push_args *a,
                                                 int32_t variant);
 /* The variant the automatic choice takes for `rows` rows of max_local_len
- * columns on a GPU of sm_count SMs. */
+ * columns on a GPU of sm_count SMs and smem_optin bytes of opt-in shared
+ * memory a block (0 = not known: the template's bound alone); -1 when no
+ * cluster size holds such a row. */
 DC_HIDDEN int32_t dc_topn_variant(int64_t rows, int64_t max_local_len,
-                                  int32_t sm_count);
+                                  int32_t sm_count, int32_t smem_optin);
+/* log2 of the fewest CTAs that hold a row of max_local_len columns (at most
+ * 2^17 are kept) on such a device, -1 when none does. The host checks
+ * (packed_check.c) size the grid and refuse an unfit row by it before
+ * anything launches. */
+DC_HIDDEN int32_t dc_topn_capacity_variant(int64_t max_local_len,
+                                           int32_t smem_optin);
+/* The error of a row that no cluster size holds, naming max_local_len. */
+DC_HIDDEN dcptopk_result dc_topn_unfit(const dcptopk_context *ctx,
+                                       int64_t max_local_len,
+                                       int32_t smem_optin);
 
 #endif /* DCPTOPK_TOPN_H */

@@ -15,6 +15,10 @@
 
 #define DC_TOPN_PACK_THREADS 512
 #define DC_PUSH_THREADS 1024
+/* The push's static shared memory (its row list and warp counts), on top of
+ * the dynamic bytes that it and topn_pack share: the plan (topn.c) counts it
+ * for both, as one plan serves both kernels of an exact call. */
+#define DC_PUSH_STATIC_BYTES (DC_PUSH_THREADS * 4 + DC_PUSH_THREADS / 32 * 4)
 
 /* Most columns one CTA keeps in shared memory (2 bytes each); the template
  * relies on it (at most 8192 8-key vectors: 32 flag bits a thread). */
@@ -22,18 +26,11 @@
 /* log2 of the largest cluster: 8 CTAs, the portable maximum. */
 #define DC_TOPN_MAX_VARIANT 3
 
-/* The capacity rule, one for the launcher's plan (topn.c) and for the host
- * checks that size the grid before anything launches (packed_check.c): the
- * columns a row of max_local_len keeps (at most 2^17, the local ids a packed
- * word can name), and log2 of the fewest CTAs whose chunks of them fit
- * DC_TOPN_CHUNK_MAX each (a row past 65536 columns takes 2). */
+/* The columns a row of max_local_len keeps: at most 2^17, the local ids a
+ * packed word can name (the capacity rule built on it, with the device's
+ * shared memory, is dc_topn_capacity_variant in topn.c). */
 #define DC_TOPN_COLS(len)                                                      \
     ((len) < 0 ? 0 : (len) > (1ll << 17) ? (1ll << 17) : (long long)(len))
-#define DC_TOPN_CAPACITY_VARIANT(cols)                                         \
-    ((cols) > 4ll * DC_TOPN_CHUNK_MAX   ? 3                                    \
-     : (cols) > 2ll * DC_TOPN_CHUNK_MAX ? 2                                    \
-     : (cols) > DC_TOPN_CHUNK_MAX       ? 1                                    \
-                                        : 0)
 
 /* Bytes of the selection's state (TopnShared) at the start of the dynamic
  * shared memory; the keys follow, 128-byte aligned. One CTA a row: one

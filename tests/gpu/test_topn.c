@@ -399,10 +399,10 @@ TEST(pack_keys_and_empty)
     dc_topn_keys(&c, "sm_90a", &small);
     CHECK_EQ(small.n, 4);
     /* The automatic choice: prefill one CTA per row, decode split. */
-    CHECK_EQ(dc_topn_variant(6710, 16384, 132), 0);
-    CHECK(dc_topn_variant(64, 131072, 132) >= 1);
-    CHECK_EQ(dc_topn_variant(8, 131072, 132), 2);
-    CHECK(dc_topn_variant(1000, 131072, 132) >= 1);
+    CHECK_EQ(dc_topn_variant(6710, 16384, 132, 0), 0);
+    CHECK(dc_topn_variant(64, 131072, 132, 0) >= 1);
+    CHECK_EQ(dc_topn_variant(8, 131072, 132, 0), 2);
+    CHECK(dc_topn_variant(1000, 131072, 132, 0) >= 1);
 
     GPU_CTX(ctx);
     /* Every key compiles and loads. */
