@@ -151,6 +151,17 @@ inline const char *op_name(Op op)
     return names[(int)op];
 }
 
+// The order in which the fibers run (DC_EMU_SCHEDULE, read as each block
+// starts). round (the default): the next thread that can run after the one
+// that stopped, so the warps advance together. low: the lowest-numbered
+// thread that can run, so warp 0 goes on to its next barrier before warp 1
+// starts; high: the highest first. Under low and high one warp's writes
+// after a point without a barrier land before another warp's reads of the
+// same phase, so a missing barrier changes the result, which round hides.
+// yield() stays round-robin either way (a polling loop must let the others
+// run).
+enum class Schedule : uint8_t { round, low, high };
+
 struct Fiber {
     ucontext_t ctx;
     uint3 idx;
@@ -174,6 +185,7 @@ struct Emu {
     std::vector<void *> tsan;
     std::vector<int> arrived;         // a warp's lanes in its current primitive
     std::vector<uint64_t> snapshot;   // [warp][lane]: the values of its last primitive
+    Schedule schedule = Schedule::round;
     int cur = -1;                     // the running fiber, -1: run_block's caller
     int prev = -1;                    // the context that switched to `cur`
     int at_barrier = 0;
@@ -291,7 +303,9 @@ inline std::string describe_deadlock()
 inline void run_next(bool leaving)
 {
     for (int k = 1; k <= g.n; ++k) {
-        const int j = (g.cur + k) % g.n;
+        const int j = g.schedule == Schedule::low    ? k - 1
+                      : g.schedule == Schedule::high ? g.n - k
+                                                     : (g.cur + k) % g.n;
         if (g.fibers[(size_t)j].state == State::runnable) {
             transfer(j, leaving);
             return;
@@ -362,6 +376,15 @@ inline std::string run_block_at(int threads, const std::function<void()> &body, 
         g.tsan.push_back(__tsan_create_fiber(0));
 #endif
     }
+    const char *sched = getenv("DC_EMU_SCHEDULE");
+    if (!sched || !*sched || !strcmp(sched, "round"))
+        g.schedule = Schedule::round;
+    else if (!strcmp(sched, "low"))
+        g.schedule = Schedule::low;
+    else if (!strcmp(sched, "high"))
+        g.schedule = Schedule::high;
+    else
+        return "emu: DC_EMU_SCHEDULE is \"" + std::string(sched) + "\", not round, low or high";
     poison_shared();
     g.n = threads;
     g.dim = uint3{(unsigned)threads, 1u, 1u};
@@ -387,7 +410,7 @@ inline std::string run_block_at(int threads, const std::function<void()> &body, 
         f.ctx.uc_link = nullptr; // fiber_main never returns
         makecontext(&f.ctx, fiber_main, 0);
     }
-    transfer(0, false);
+    transfer(g.schedule == Schedule::high ? threads - 1 : 0, false);
     // Back here when every thread exited or the block was abandoned.
     g.body = nullptr;
     return g.error;

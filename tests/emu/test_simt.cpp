@@ -6,6 +6,8 @@
 // warp in different primitives, a partial mask. After each report the next
 // block must run normally. And a grid: blockIdx, gridDim, the dynamic shared
 // memory, polling through yield, the device clock.
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "emu_test.h"
@@ -169,6 +171,61 @@ TEST(reports_misuse)
     CHECK(reports("a partial mask", 32, [&] { (void)__ballot_sync(0xFFFFu, 1); },
                   "only full-warp masks"));
     printf("misuse: 6 kinds of non-uniform barrier or warp primitive reported\n");
+}
+
+// DC_EMU_SCHEDULE: the order in which the fibers run. A block whose warps
+// read each other's words after a __syncwarp but no __syncthreads: round
+// runs every warp to the same primitive first, which mostly hides the
+// missing barrier; low (high) runs warp 0 (1) on to its exit first, so that its
+// reads come before the other warp's writes. The log of events (tid before
+// the __syncwarp, 1000 + tid after) shows the order: *order is 0 when the
+// warps interleave, 1 when warp 0 ends before warp 1 starts, 2 for the
+// reverse.
+static bool schedule_block(const char *sched, int &stale, int &order)
+{
+    setenv("DC_EMU_SCHEDULE", sched, 1);
+    std::vector<int> word(64, -1), seen(64, 0), log;
+    RUN_BLOCK(64, [&] {
+        const int tid = (int)threadIdx.x;
+        word[(size_t)tid] = tid;
+        log.push_back(tid);
+        __syncwarp();
+        log.push_back(1000 + tid);
+        seen[(size_t)tid] = word[(size_t)((tid + 32) % 64)];
+    });
+    unsetenv("DC_EMU_SCHEDULE");
+    EXPECT(log.size() == 128, "%s: %zu events", sched, log.size());
+    int first[2] = {-1, -1}, last[2] = {-1, -1};
+    for (int i = 0; i < (int)log.size(); ++i) {
+        const int w = (log[(size_t)i] % 1000) / 32;
+        first[w] = first[w] < 0 ? i : first[w];
+        last[w] = i;
+    }
+    order = last[0] < first[1] ? 1 : last[1] < first[0] ? 2 : 0;
+    stale = 0;
+    for (int t = 0; t < 64; ++t)
+        stale += seen[(size_t)t] != (t + 32) % 64;
+    return true;
+}
+
+TEST(schedules)
+{
+    int stale = 0, order = 0;
+    CHECK(schedule_block("round", stale, order));
+    // Only the lane that completes warp 0's primitive, and runs on at once,
+    // reads before warp 1 wrote.
+    CHECK_MSG(stale == 1 && order == 0, "round: %d stale reads, order %d", stale, order);
+    CHECK(schedule_block("low", stale, order));
+    // The warp that runs first reads the other's words before they exist.
+    CHECK_MSG(stale == 32 && order == 1, "low: %d stale reads, order %d", stale, order);
+    CHECK(schedule_block("high", stale, order));
+    CHECK_MSG(stale == 32 && order == 2, "high: %d stale reads, order %d", stale, order);
+    setenv("DC_EMU_SCHEDULE", "random", 1);
+    const std::string err = dc_emu::run_block(32, [] {});
+    unsetenv("DC_EMU_SCHEDULE");
+    CHECK_MSG(err.find("DC_EMU_SCHEDULE") != std::string::npos, "an unknown schedule: \"%s\"",
+              err.c_str());
+    printf("schedules: round mostly hides a missing barrier, low and high expose it\n");
 }
 
 // run_grid: each block sees its blockIdx and the grid's size, and dynamic
