@@ -396,7 +396,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     }
     emit_with<KPT>([&](int i) -> bool { return (selm >> i) & 1u; },
                    [&](int i) { return words.gid(i); }, [&](int i) { return words.rank(i); },
-                   o, t, sm, rounds);
+                   o, t, sm, rounds, false);
 }
 
 // Row t's selection and emit: a template, so that only the store in use is
@@ -410,7 +410,7 @@ __device__ __forceinline__ void rescue_row(const RowCtx &c, uint32_t *wbuf, Resc
     } else {
         const RescueKeys<S> keys(c, rounds);
         const Sel s = radix_select<KPT>(keys, sm, rounds);
-        emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm, rounds);
+        emit<KPT>(keys, s, [&](int i) { return key_tag(keys.get(i)); }, o, t, sm, rounds, false);
     }
 }
 
@@ -536,7 +536,9 @@ dcptopk_rescue(DC_KERNEL_PARAMS(DC_RESCUE_PARAMS))
                 if (tid == 0)
                     seq[t] = expected;
             }
-            __syncthreads(); // sm.seg and s_abort are rewritten for the next row
+            // sm.seg and s_abort are rewritten for the next row, and sm.scan
+            // and sm.out_base (the emit's last barrier is this one).
+            __syncthreads();
         }
     } // s_rows, s_word.. are rewritten only after the last row's barrier above
 }

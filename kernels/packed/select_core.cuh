@@ -229,9 +229,12 @@ __device__ __forceinline__ void for_keys(F f, int rounds = KPT)
 
 // For every key with pred(i) true, calls emit(i, rank) with its rank among
 // those keys in position order. Returns the number of such keys. Every
-// thread of the block must call it (barriers inside).
+// thread of the block must call it (barriers inside). tail = false leaves
+// out the barrier after the last emit, for a caller with a barrier of its
+// own before sm.scan is written again (and before what emit read).
 template <int KPT, class Pred, class Emit>
-__device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT)
+__device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT,
+                                           bool tail = true)
 {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int base = 0;
@@ -262,7 +265,8 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
                 emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
         }, rounds);
         base += total;
-        __syncthreads();
+        if (tail || c0 + CHUNK < rounds)
+            __syncthreads();
     };
     if constexpr (KPT <= REG_MAX) {
         chunk(0);
@@ -584,12 +588,17 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 // Writes the row's ids and/or owned rows (+ count) in ascending position
 // order: sel_of(i) says whether key i is selected, gid_of(i) its global id
 // (called for selected keys only, possibly in divergent code), seg_of(i)
-// the rank whose segment holds it.
+// the rank whose segment holds it. tail = false: the caller has a barrier
+// after it before sm.scan and sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
-                                          long long t, Smem &sm, int rounds = KPT)
+                                          long long t, Smem &sm, int rounds = KPT,
+                                          bool tail = true)
 {
     const int tid = threadIdx.x;
+    // Block-uniform: the owned-rows emit follows the ids emit, which must
+    // then end in its barrier.
+    const bool rows_next = BLOCK > 0 && o.rm.rows_out != nullptr;
     if constexpr (EMIT_IDS) {
         if (o.ids) {
             int32_t *ids = o.ids + t * o.ids_stride;
@@ -601,7 +610,7 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
                 sm, [&](int i) { return sel_of(i); },
                 [&](int i, int r) {
                     st_global_u32(smem_ptr(sm.out_base) + r, gid_of(i));
-                }, rounds);
+                }, rounds, tail || rows_next);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
         }
@@ -633,7 +642,7 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
                     const uint32_t l = local_of(gid_of(i));
                     const uint32_t entry = (uint32_t)smem_ptr(sm.out_bt)[l / (uint32_t)BLOCK];
                     st_global_u32(smem_ptr(sm.out_base) + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                }, rounds);
+                }, rounds, tail);
             for (int p = n + tid; p < TOPK; p += THREADS)
                 rows[p] = -1;
             if (tid == 0)
@@ -645,7 +654,7 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
 // emit_with for the radix select's result over 64-bit keys.
 template <int KPT, class Keys, class Seg>
 __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of, const Out &o,
-                                     long long t, Smem &sm, int rounds = KPT)
+                                     long long t, Smem &sm, int rounds = KPT, bool tail = true)
 {
     const int tid = threadIdx.x;
     // Register-resident keys: the selection is decided once a key, as one
@@ -660,7 +669,7 @@ __device__ __forceinline__ void emit(const Keys &keys, const Sel &s, Seg seg_of,
             else
                 return selected(s, keys.get(i), i * THREADS + tid);
         },
-        [&](int i) { return key_gid(keys.get(i)); }, seg_of, o, t, sm, rounds);
+        [&](int i) { return key_gid(keys.get(i)); }, seg_of, o, t, sm, rounds, tail);
 }
 
 } // namespace dcsel
