@@ -102,19 +102,24 @@ static int compile_all(const dcptopk_key *keys, size_t n, int *missing)
     return failed;
 }
 
-TEST(every_named_config_compiles_for_sm_90a)
+static void named_configs_compile(const char *arch)
 {
     unsetenv("DCPTOPK_TEMPLATE_DIR");
     dcptopk_key keys[256];
-    size_t n = all_keys("sm_90a", keys, 256);
+    size_t n = all_keys(arch, keys, 256);
     CHECK(n > 0);
     int missing = 0;
     int failed = compile_all(keys, n, &missing);
     CHECK_MSG(failed == 0,
-              "%d of %zu keys failed to compile (%d for a missing template); "
-              "see the FAIL lines above",
-              failed, n, missing);
+              "%s: %d of %zu keys failed to compile (%d for a missing "
+              "template); see the FAIL lines above",
+              arch, failed, n, missing);
 }
+
+TEST(every_named_config_compiles_for_sm_90a) { named_configs_compile("sm_90a"); }
+/* Blackwell: the arch-specific code paths (clusters, bulk copies, PDL) and
+ * the templates' static_asserts must hold there too. */
+TEST(every_named_config_compiles_for_sm_100a) { named_configs_compile("sm_100a"); }
 
 TEST(pack_indices_compiles_for_other_archs)
 {
