@@ -310,6 +310,7 @@ constexpr int TIE_MAX = 128;
 static_assert(TIE_MAX <= THREADS, "one tied key a thread");
 
 struct RescueSmem {
+    int4 cut[2];            // shared_cut's results: bin, before, cnt, total
     int nties;
     uint64_t tie_thr;
     uint64_t ties[TIE_MAX]; // (gid << 16) | flat of the keys equal to P
@@ -335,10 +336,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     const RescueWords words(c, wbuf, rs.tags, h1, rounds);
     __syncthreads();
     // Block-uniform from here: every thread reads the same cuts.
-    // Each warp finds the cuts itself (shared_cut's ALL): a CTA of this
-    // kernel waits at its barriers more than it issues.
-    int4 unused;
-    const Cut c1 = shared_cut<true, true>(h1, TOPK, unused, 0);
+    const Cut c1 = shared_cut<true>(h1, TOPK, rs.cut[0], 0);
     const bool all = c1.total <= TOPK;
     uint32_t P = 0u;
     int need = 0, m = 0;
@@ -350,7 +348,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
                 atomicAdd(&h2[(x >> 16) & 0xFFu], 1);
         }, rounds);
         __syncthreads();
-        const Cut c2 = shared_cut<true, true>(h2, TOPK - c1.before, unused, 0);
+        const Cut c2 = shared_cut<true>(h2, TOPK - c1.before, rs.cut[1], 0);
         P = (b1 << 8) | (uint32_t)c2.bin;
         need = TOPK - c1.before - c2.before;
         m = c2.cnt;
@@ -358,7 +356,6 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     const bool tied = m > need;
     uint32_t selm = 0u; // bit i: slot i is selected
     if (tied && m > TIE_MAX) {
-        __syncthreads(); // radix_select clears h1 and h2: every warp's cuts behind
         selm = selected_mask<KPT>(words, radix_select<KPT>(words, sm, rounds), rounds);
     } else {
         uint64_t thr = 0ull;

@@ -314,19 +314,11 @@ __device__ __forceinline__ Cut load_cut(const int4 &slot)
     return r;
 }
 
-// ALL: every warp finds the cut on its own, without the barrier after it,
-// for a CTA whose warps wait at barriers more than they issue (the rescue,
-// two CTAs an SM); slot is not used. The histogram stays unwritten until
-// every warp passed a later barrier: a warp can be past its cut while
-// another still reads the bins.
-template <bool DESC, bool ALL = false>
+template <bool DESC>
 __device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot, int adj0)
 {
-    int4 found = make_int4(0, 0, 0, 0); // ALL: this lane's cut, if it has it
-    bool has = false;
-    int all_total = 0;
-    if (ALL || threadIdx.x < 32) {
-        const int lane = ALL ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
         const int4 *v =
             reinterpret_cast<const int4 *>(hist + (DESC ? CUT_BINS - 8 - 8 * lane : 8 * lane));
         // Bin 0 is the first word of the last lane's bins (DESC), or of the
@@ -345,7 +337,6 @@ __device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot,
                 incl += y;
         }
         const int total = __shfl_sync(0xFFFFFFFFu, incl, 31);
-        all_total = total;
         const int excl = incl - s;
         if (excl < need && incl >= need) {
             // The lane's running sums rise along the scan order: the bins
@@ -372,32 +363,13 @@ __device__ __forceinline__ Cut shared_cut(const int *hist, int need, int4 &slot,
                 before = below ? cum : before;
                 cnt = was_below && !below ? c[q] : cnt;
             }
-            const int4 r =
-                make_int4(DESC ? CUT_BINS - 1 - (8 * lane + k) : 8 * lane + k, before, cnt, total);
-            if (ALL) {
-                found = r;
-                has = true;
-            } else {
-                slot = r;
-            }
-        } else if (!ALL && lane == 31 && total < need) {
+            slot = make_int4(DESC ? CUT_BINS - 1 - (8 * lane + k) : 8 * lane + k, before, cnt, total);
+        } else if (lane == 31 && total < need) {
             slot = make_int4(0, 0, 0, total);
         }
     }
-    if constexpr (ALL) {
-        // One lane at most has it (none when total < need: bin 0, as below).
-        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, has);
-        const int src = hit ? __ffs(hit) - 1 : 0;
-        Cut c;
-        c.bin = __shfl_sync(0xFFFFFFFFu, found.x, src);
-        c.before = __shfl_sync(0xFFFFFFFFu, found.y, src);
-        c.cnt = __shfl_sync(0xFFFFFFFFu, found.z, src);
-        c.total = all_total;
-        return c;
-    } else {
-        __syncthreads();
-        return load_cut(slot);
-    }
+    __syncthreads();
+    return load_cut(slot);
 }
 
 // Of the m unique keys in list (m <= THREADS), the need-th smallest into

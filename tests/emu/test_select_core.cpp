@@ -105,10 +105,8 @@ static void fill_hist(Rng &rng, int *h)
 }
 
 // CUTS cuts in one block, alternating two result slots as select.cu does
-// (a slot is written again only after the next cut's barrier); or, warp,
-// each warp finding them on its own (ALL), back to back without a barrier (the
-// histograms stay as they are).
-static bool cut_block(Rng &rng, int &cases, int &edge, bool warp)
+// (a slot is written again only after the next cut's barrier).
+static bool cut_block(Rng &rng, int &cases, int &edge)
 {
     constexpr int CUTS = 16;
     alignas(16) static int hist[CUTS][dcsel::CUT_BINS]; // shared_cut loads int4
@@ -135,13 +133,9 @@ static bool cut_block(Rng &rng, int &cases, int &edge, bool warp)
     RUN_BLOCK(THREADS, [&] {
         for (int c = 0; c < CUTS; ++c) {
             const Spec &s = spec[c];
-            Cut &r = got[(size_t)(c * THREADS) + threadIdx.x];
-            if (warp)
-                r = s.desc ? (dcsel::shared_cut<true, true>(hist[c], s.need, slot[0], s.adj0))
-                           : (dcsel::shared_cut<false, true>(hist[c], s.need, slot[0], s.adj0));
-            else
-                r = s.desc ? dcsel::shared_cut<true>(hist[c], s.need, slot[c & 1], s.adj0)
-                           : dcsel::shared_cut<false>(hist[c], s.need, slot[c & 1], s.adj0);
+            got[(size_t)(c * THREADS) + threadIdx.x] =
+                s.desc ? dcsel::shared_cut<true>(hist[c], s.need, slot[c & 1], s.adj0)
+                       : dcsel::shared_cut<false>(hist[c], s.need, slot[c & 1], s.adj0);
         }
     });
     for (int c = 0; c < CUTS; ++c, ++cases) {
@@ -160,18 +154,15 @@ static bool cut_block(Rng &rng, int &cases, int &edge, bool warp)
     return true;
 }
 
-static void cut_test(uint64_t seed, bool all, const char *what)
+TEST(shared_cut)
 {
-    Rng rng(seed);
+    Rng rng(0xC0C07);
     int cases = 0, edge = 0;
     for (int b = 0; b < scaled(300); ++b)
-        CHECK(cut_block(rng, cases, edge, all));
-    printf("%s: %d cuts (%d with need 1, need == total or total < need) match the walk\n", what,
+        CHECK(cut_block(rng, cases, edge));
+    printf("shared_cut: %d cuts (%d with need 1, need == total or total < need) match the walk\n",
            cases, edge);
 }
-
-TEST(shared_cut) { cut_test(0xC0C07, false, "shared_cut"); }
-TEST(shared_cut_all_warps) { cut_test(0xC0C08, true, "shared_cut (all warps)"); }
 
 // ------------------------------------------------------ kth_smallest_unique
 
