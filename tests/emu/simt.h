@@ -20,7 +20,8 @@
 // is sequentially consistent (no fence or volatile matters here), so the
 // emulator checks the algorithm and its barrier structure, not the memory
 // model: a missing barrier between a write and another thread's read is
-// not reported. __shared__ is `static`: one block runs at a time, and a
+// not reported, though under DC_EMU_SCHEDULE=low or high (below) one
+// between two warps mostly changes the result. __shared__ is `static`: one block runs at a time, and a
 // kernel's shared memory starts undefined anyway (a static keeps what the
 // previous block left there). A test that defines DC_EMU_POISON_SHARED
 // before this header gets it poisoned instead: every __shared__ variable
@@ -157,7 +158,8 @@ inline const char *op_name(Op op)
 // thread that can run, so warp 0 goes on to its next barrier before warp 1
 // starts; high: the highest first. Under low and high one warp's writes
 // after a point without a barrier land before another warp's reads of the
-// same phase, so a missing barrier changes the result, which round hides.
+// same phase, so a missing barrier changes the result, which round mostly
+// hides.
 // yield() stays round-robin either way (a polling loop must let the others
 // run).
 enum class Schedule : uint8_t { round, low, high };
