@@ -312,7 +312,6 @@ static_assert(TIE_MAX <= THREADS, "one tied key a thread");
 struct RescueSmem {
     int4 cut[2];            // shared_cut's results: bin, before, cnt, total
     int nties;
-    uint64_t tie_thr;
     uint64_t ties[TIE_MAX]; // (gid << 16) | flat of the keys equal to P
     uint8_t tags[SMEM_KEYS ? KPT * NW : 1];
 };
@@ -322,6 +321,26 @@ struct RescueSmem {
 __device__ __forceinline__ uint64_t tie_key(const RescueWords &w, int i)
 {
     return ((uint64_t)w.gid(i) << 16) | (uint64_t)(i * THREADS + (int)threadIdx.x);
+}
+
+// Of the m tied keys in ties (unique), the need smallest are taken: thread
+// i < m ranks ties[i] by comparison and, when it is not taken, clears its
+// word in shared memory. Then every row takes every word at or above P by
+// one compare a word, where testing the tie key in the selection loop
+// decoded a gid for every word equal to P. The caller's barriers order the
+// list before it and the cleared words after it.
+__device__ __forceinline__ void drop_untaken_ties(const uint64_t *ties, int m, int need,
+                                                  uint32_t *wbuf)
+{
+    const int tid = threadIdx.x;
+    if (tid < m) {
+        const uint64_t x = ties[tid];
+        int less = 0;
+        for (int q = 0; q < m; ++q)
+            less += ties[q] < x ? 1 : 0;
+        if (less >= need)
+            wbuf[(uint32_t)x & 0xFFFFu] = 0u;
+    }
 }
 
 // Selects the top K of row t from its words in shared memory and emits it.
@@ -358,7 +377,6 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     if (tied && m > TIE_MAX) {
         selm = selected_mask<KPT>(words, radix_select<KPT>(words, sm, rounds), rounds);
     } else {
-        uint64_t thr = 0ull;
         if (tied) {
             for_keys<KPT>([&](int i) {
                 const uint32_t x = words.word(i);
@@ -366,28 +384,15 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
                     rs.ties[atomicAdd(&rs.nties, 1)] = tie_key(words, i);
             }, rounds);
             __syncthreads();
-            kth_smallest_unique(rs.ties, m, need, &rs.tie_thr); // tie keys are unique
+            drop_untaken_ties(rs.ties, m, need, wbuf);
             __syncthreads();
-            thr = rs.tie_thr;
         }
-        // P = 0 when all are taken. Untied rows (most) take every key at or
-        // above P: a loop without the tie key's gid decode.
-        if (tied) {
+        // P = 0 when all are taken; the tied keys not taken are cleared.
 #pragma unroll
-            for (int i = 0; i < KPT; ++i) {
-                if (i < rounds) {
-                    const uint32_t x = words.word(i), v = x >> 16;
-                    const bool in = x != 0u && (v > P || (v == P && tie_key(words, i) <= thr));
-                    selm |= (in ? 1u : 0u) << i;
-                }
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < KPT; ++i) {
-                if (i < rounds) {
-                    const uint32_t x = words.word(i);
-                    selm |= (x != 0u && (x >> 16) >= P ? 1u : 0u) << i;
-                }
+        for (int i = 0; i < KPT; ++i) {
+            if (i < rounds) {
+                const uint32_t x = words.word(i);
+                selm |= (x != 0u && (x >> 16) >= P ? 1u : 0u) << i;
             }
         }
     }
