@@ -396,7 +396,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
             }
         }
     }
-    emit_with<KPT>([&](int i) -> bool { return (selm >> i) & 1u; },
+    emit_with<KPT>(SelBits{selm},
                    [&](int i) { return words.gid(i); }, [&](int i) { return words.rank(i); },
                    o, t, sm, rounds, false);
 }

@@ -227,15 +227,33 @@ __device__ __forceinline__ void for_keys(F f, int rounds = KPT)
     }
 }
 
+// A selection already decided, as bits: bit i is the thread's key of round
+// i (KPT <= 32). ballot_rank takes it in place of a predicate.
+struct SelBits {
+    uint32_t m;
+    __device__ __forceinline__ bool operator()(int i) const { return (m >> i) & 1u; }
+};
+template <class P>
+struct IsSelBits {
+    static constexpr bool value = false;
+};
+template <>
+struct IsSelBits<SelBits> {
+    static constexpr bool value = true;
+};
+
 // For every key with pred(i) true, calls emit(i, rank) with its rank among
 // those keys in position order. Returns the number of such keys. Every
 // thread of the block must call it (barriers inside). tail = false leaves
 // out the barrier after the last emit, for a caller with a barrier of its
-// own before sm.scan is written again (and before what emit read).
+// own before sm.scan is written again (and before what emit read). pred
+// may be a SelBits.
 template <int KPT, class Pred, class Emit>
 __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT,
                                            bool tail = true)
 {
+    constexpr bool BITS = IsSelBits<Pred>::value;
+    static_assert(!BITS || KPT <= 32, "a bit a round, in one chunk");
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int base = 0;
     auto chunk = [&](int c0) {
@@ -243,13 +261,28 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
         // pass, where the owned-rows emit's (a gid decoded, its rank and
         // block checked) cost more than the ballot.
         uint32_t pm = 0u;
-        for_chunk<KPT>(c0, [&](int i) {
-            const bool p = pred(i);
-            pm |= (p ? 1u : 0u) << (i - c0);
-            const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
-            if (lane == 0)
-                sm.scan[(i - c0) * NW + w] = __popc(b);
-        }, rounds);
+        if constexpr (BITS) {
+            // The warp's count of every round at once, not a ballot a
+            // round: the bits of rounds k, k + 8, k + 16 and k + 24 summed
+            // over the lanes by one reduction, a byte each (at most 32).
+            pm = rounds < 32 ? pred.m & ((1u << rounds) - 1u) : pred.m;
+            uint32_t v = 0u;
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const uint32_t sum = __reduce_add_sync(0xFFFFFFFFu, (pm >> k) & 0x01010101u);
+                v = (lane & 7) == k ? sum : v;
+            }
+            if (lane < rounds)
+                sm.scan[lane * NW + w] = (int)((v >> ((lane >> 3) * 8)) & 0xFFu);
+        } else {
+            for_chunk<KPT>(c0, [&](int i) {
+                const bool p = pred(i);
+                pm |= (p ? 1u : 0u) << (i - c0);
+                const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
+                if (lane == 0)
+                    sm.scan[(i - c0) * NW + w] = __popc(b);
+            }, rounds);
+        }
         __syncthreads();
         const int n_entries = (rounds - c0 < CHUNK ? rounds - c0 : CHUNK) * NW;
         const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
@@ -558,9 +591,9 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 }
 
 // Writes the row's ids and/or owned rows (+ count) in ascending position
-// order: sel_of(i) says whether key i is selected, gid_of(i) its global id
-// (called for selected keys only, possibly in divergent code), seg_of(i)
-// the rank whose segment holds it. tail = false: the caller has a barrier
+// order: sel_of(i) (a callable or a SelBits) says whether key i is
+// selected, gid_of(i) its global id (called for selected keys only,
+// possibly in divergent code), seg_of(i) the rank whose segment holds it. tail = false: the caller has a barrier
 // after it before sm.scan and sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
@@ -579,7 +612,7 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             if (tid == 0)
                 sm.out_base = ids;
             const int n = ballot_rank<KPT>(
-                sm, [&](int i) { return sel_of(i); },
+                sm, sel_of,
                 [&](int i, int r) {
                     st_global_u32(smem_ptr(sm.out_base) + r, gid_of(i));
                 }, rounds, tail || rows_next);

@@ -249,7 +249,8 @@ TEST(kth_smallest_unique)
 // of which the first `rounds` rounds count: every flagged key gets its rank
 // in ascending position order, once; nothing else is emitted; every thread
 // gets the count. Flags past `rounds` are set too: they must be ignored.
-template <int KPT> static bool ballot_block(Rng &rng, int rounds, double density)
+// bits: the flags are passed as a SelBits (KPT <= 32), not as a predicate.
+template <int KPT> static bool ballot_block(Rng &rng, int rounds, double density, bool bits)
 {
     constexpr int P = KPT * THREADS;
     static dcsel::Smem sm;
@@ -259,13 +260,21 @@ template <int KPT> static bool ballot_block(Rng &rng, int rounds, double density
     std::vector<int> rank(P, -1), calls(P, 0), count(THREADS, -1);
     RUN_BLOCK(THREADS, [&] {
         const int tid = (int)threadIdx.x;
+        auto emit = [&](int i, int r) {
+            rank[(size_t)(i * THREADS + tid)] = r;
+            ++calls[(size_t)(i * THREADS + tid)];
+        };
+        if constexpr (KPT <= 32) {
+            if (bits) {
+                uint32_t m = 0u;
+                for (int i = 0; i < KPT; ++i)
+                    m |= (flag[(size_t)(i * THREADS + tid)] ? 1u : 0u) << i;
+                count[(size_t)tid] = dcsel::ballot_rank<KPT>(sm, dcsel::SelBits{m}, emit, rounds);
+                return;
+            }
+        }
         count[(size_t)tid] = dcsel::ballot_rank<KPT>(
-            sm, [&](int i) { return flag[(size_t)(i * THREADS + tid)] != 0; },
-            [&](int i, int r) {
-                rank[(size_t)(i * THREADS + tid)] = r;
-                ++calls[(size_t)(i * THREADS + tid)];
-            },
-            rounds);
+            sm, [&](int i) { return flag[(size_t)(i * THREADS + tid)] != 0; }, emit, rounds);
     });
     int n = 0;
     for (int p = 0; p < P; ++p) {
@@ -288,7 +297,7 @@ template <int KPT> static bool ballot_shape(Rng &rng, int blocks, int &cases)
     static const double density[] = {0.0, 0.02, 0.5, 0.97, 1.0};
     for (int b = 0; b < blocks; ++b, ++cases) {
         const int rounds = b % 2 ? KPT : rng.range(0, KPT);
-        if (!ballot_block<KPT>(rng, rounds, density[rng.below(5)]))
+        if (!ballot_block<KPT>(rng, rounds, density[rng.below(5)], KPT <= 32 && b % 4 >= 2))
             return false;
     }
     return true;
