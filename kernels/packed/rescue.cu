@@ -227,14 +227,20 @@ struct RescueWords {
     // compiler kept each slot's loads apart from the next slot's, one
     // memory latency a slot). Ten: a row with one saturated rank at the
     // goal shape is one batch. The load also counts the top byte of each
-    // candidate's ord16 in hist (the first counting pass).
+    // candidate's ord16 in hist (the first counting pass); an empty slot's
+    // count goes to *sink, so that the atomic needs no branch.
     static constexpr int LOAD_BATCH = 10;
     __device__ __forceinline__ RescueWords(const RowCtx &c, uint32_t *wbuf, uint8_t *tagbuf,
-                                           int *hist, int rounds)
+                                           int *hist, int *sink, int rounds)
         : wb(wbuf + threadIdx.x), tags(tagbuf), pb(0u)
     {
         const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
         const RoundSrc mine = round_src(c, rounds);
+        // Lane i holds round i's source: it stores the round's rank once,
+        // and the words below tau are dropped unless the rank pushed them.
+        if (lane < rounds)
+            tagbuf[lane * NW + w] = (uint8_t)(mine.tag & 15);
+        const uint32_t floor16 = (mine.tag & 16) ? 0u : c.tau;
 #pragma unroll 1
         for (int i0 = 0; i0 < rounds; i0 += LOAD_BATCH) {
             uint32_t wd[LOAD_BATCH], pl[LOAD_BATCH];
@@ -246,16 +252,11 @@ struct RescueWords {
             for (int b = 0; b < LOAD_BATCH; ++b) {
                 const int i = i0 + b;
                 if (i < rounds) {
-                    const int tag = __shfl_sync(0xFFFFFFFFu, mine.tag, i);
-                    uint32_t x = wd[b];
-                    if (!(tag & 16) && (x >> 16) < c.tau)
-                        x = 0u;
+                    const uint32_t f = __shfl_sync(0xFFFFFFFFu, floor16, i);
+                    const uint32_t x = (wd[b] >> 16) < f ? 0u : wd[b];
                     wb[i * THREADS] = x;
                     pb |= ((pl[b] >> lane) & 1u) << i;
-                    if (lane == 0)
-                        tagbuf[i * NW + w] = (uint8_t)(tag & 15);
-                    if (x != 0u)
-                        atomicAdd(&hist[x >> 24], 1);
+                    atomicAdd(x != 0u ? &hist[x >> 24] : sink, 1);
                 }
             }
         }
@@ -312,6 +313,7 @@ static_assert(TIE_MAX <= THREADS, "one tied key a thread");
 struct RescueSmem {
     int4 cut[2];            // shared_cut's results: bin, before, cnt, total
     int nties;
+    int sink;               // the load's count of empty slots (never read)
     uint64_t ties[TIE_MAX]; // (gid << 16) | flat of the keys equal to P
     uint8_t tags[SMEM_KEYS ? KPT * NW : 1];
 };
@@ -352,7 +354,7 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
 {
     static_assert(S == Store::smem, "the words are in shared memory");
     int *h1 = sm.hist, *h2 = sm.hist + CUT_BINS;
-    const RescueWords words(c, wbuf, rs.tags, h1, rounds);
+    const RescueWords words(c, wbuf, rs.tags, h1, &rs.sink, rounds);
     __syncthreads();
     // Block-uniform from here: every thread reads the same cuts.
     const Cut c1 = shared_cut<true>(h1, TOPK, rs.cut[0], 0);
