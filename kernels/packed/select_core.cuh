@@ -635,19 +635,30 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             auto local_of = [&](uint32_t gid) -> uint32_t {
                 return (gid / (uint32_t)(WORLD * ILV)) * ILV + gid % ILV;
             };
-            const int n = ballot_rank<KPT>(
-                sm,
-                [&](int i) {
-                    if (!req_ok || !sel_of(i) || seg_of(i) != o.rank)
-                        return false;
-                    return (long long)(local_of(gid_of(i)) / (uint32_t)BLOCK) <
-                           (long long)m.block_table_cols;
-                },
-                [&](int i, int r) {
-                    const uint32_t l = local_of(gid_of(i));
-                    const uint32_t entry = (uint32_t)smem_ptr(sm.out_bt)[l / (uint32_t)BLOCK];
-                    st_global_u32(smem_ptr(sm.out_base) + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                }, rounds, tail);
+            auto owned = [&](int i) {
+                if (!req_ok || !sel_of(i) || seg_of(i) != o.rank)
+                    return false;
+                return (long long)(local_of(gid_of(i)) / (uint32_t)BLOCK) <
+                       (long long)m.block_table_cols;
+            };
+            auto store = [&](int i, int r) {
+                const uint32_t l = local_of(gid_of(i));
+                const uint32_t entry = (uint32_t)smem_ptr(sm.out_bt)[l / (uint32_t)BLOCK];
+                st_global_u32(smem_ptr(sm.out_base) + r, entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
+            };
+            int n;
+            if constexpr (IsSelBits<SelOf>::value) {
+                // The owned keys as bits too, so that ballot_rank counts
+                // them by reduction.
+                uint32_t own = 0u;
+#pragma unroll
+                for (int i = 0; i < KPT; ++i)
+                    if (i < rounds && owned(i))
+                        own |= 1u << i;
+                n = ballot_rank<KPT>(sm, SelBits{own}, store, rounds, tail);
+            } else {
+                n = ballot_rank<KPT>(sm, owned, store, rounds, tail);
+            }
             for (int p = n + tid; p < TOPK; p += THREADS)
                 rows[p] = -1;
             if (tid == 0)
