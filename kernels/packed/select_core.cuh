@@ -242,90 +242,39 @@ struct IsSelBits<SelBits> {
     static constexpr bool value = true;
 };
 
-// ballot_rank for a SelBits: bit i of m is the thread's key of round i
-// (rounds <= KPT <= 32, one chunk). A warp counts its keys of every round at
-// once (the bits of rounds k, k + 8, k + 16 and k + 24 summed over the lanes
-// by one reduction, a byte each: at most 32), and after one barrier each
-// warp places its own rounds from the counts of all warps, where a block
-// scan of the counts took three barriers more.
-template <int KPT, class Emit>
-__device__ __forceinline__ int ballot_rank_bits(Smem &sm, uint32_t m, Emit emit, int rounds,
-                                                bool tail)
-{
-    static_assert(KPT <= 32 && KPT <= CHUNK, "a bit a round, in one chunk");
-    static_assert(NW % 2 == 0, "a round's counts read in pairs");
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const uint32_t pm = rounds < 32 ? m & ((1u << rounds) - 1u) : m;
-    uint32_t v = 0u;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const uint32_t sum = __reduce_add_sync(0xFFFFFFFFu, (pm >> k) & 0x01010101u);
-        v = (lane & 7) == k ? sum : v;
-    }
-    if (lane < rounds)
-        sm.scan[lane * NW + w] = (int)((v >> ((lane >> 3) * 8)) & 0xFFu);
-    __syncthreads();
-    // Lane i: round i's keys in every warp, and in the warps before this
-    // one; the rounds before i come from a warp scan. (Smem is 8-byte
-    // aligned, and so is each round's row of NW counts.)
-    int all = 0, before = 0;
-    if (lane < rounds) {
-        const int2 *row = reinterpret_cast<const int2 *>(sm.scan + lane * NW);
-        // Not unrolled: at the rescue's 64-register bound the unrolled
-        // loads spilled.
-#pragma unroll 1
-        for (int q = 0; q < NW / 2; ++q) {
-            const int2 c = row[q];
-            all += c.x + c.y;
-            before += (2 * q < w ? c.x : 0) + (2 * q + 1 < w ? c.y : 0);
-        }
-    }
-    int incl = all;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (lane >= o)
-            incl += y;
-    }
-    const int total = __shfl_sync(0xFFFFFFFFu, incl, 31);
-    const int first = incl - all + before; // round lane's first output of this warp
-#pragma unroll
-    for (int i = 0; i < KPT; ++i) {
-        if (i < rounds) {
-            const bool p = (pm >> i) & 1u;
-            const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
-            const int f = __shfl_sync(0xFFFFFFFFu, first, i);
-            if (p)
-                emit(i, f + __popc(b & lanemask_lt()));
-        }
-    }
-    // sm.scan is read above by every warp: the barrier before the next
-    // writer (or the caller's own, tail = false).
-    if (tail)
-        __syncthreads();
-    return total;
-}
-
 // For every key with pred(i) true, calls emit(i, rank) with its rank among
 // those keys in position order. Returns the number of such keys. Every
 // thread of the block must call it (barriers inside). tail = false leaves
 // out the barrier after the last emit, for a caller with a barrier of its
 // own before sm.scan is written again (and before what emit read). pred
-// may be a SelBits (ballot_rank_bits).
+// may be a SelBits.
 template <int KPT, class Pred, class Emit>
 __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT,
                                            bool tail = true)
 {
-    if constexpr (IsSelBits<Pred>::value) {
-        return ballot_rank_bits<KPT>(sm, pred.m, emit, rounds, tail);
-    } else {
-        const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-        int base = 0;
-        auto chunk = [&](int c0) {
-            // pred(i) once a key: bit i - c0 (CHUNK = 32 rounds) for the
-            // second pass, where the owned-rows emit's (a gid decoded, its
-            // rank and block checked) cost more than the ballot.
-            uint32_t pm = 0u;
+    constexpr bool BITS = IsSelBits<Pred>::value;
+    static_assert(!BITS || KPT <= 32, "a bit a round, in one chunk");
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int base = 0;
+    auto chunk = [&](int c0) {
+        // pred(i) once a key: bit i - c0 (CHUNK = 32 rounds) for the second
+        // pass, where the owned-rows emit's (a gid decoded, its rank and
+        // block checked) cost more than the ballot.
+        uint32_t pm = 0u;
+        if constexpr (BITS) {
+            // The warp's count of every round at once, not a ballot a
+            // round: the bits of rounds k, k + 8, k + 16 and k + 24 summed
+            // over the lanes by one reduction, a byte each (at most 32).
+            pm = rounds < 32 ? pred.m & ((1u << rounds) - 1u) : pred.m;
+            uint32_t v = 0u;
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                const uint32_t sum = __reduce_add_sync(0xFFFFFFFFu, (pm >> k) & 0x01010101u);
+                v = (lane & 7) == k ? sum : v;
+            }
+            if (lane < rounds)
+                sm.scan[lane * NW + w] = (int)((v >> ((lane >> 3) * 8)) & 0xFFu);
+        } else {
             for_chunk<KPT>(c0, [&](int i) {
                 const bool p = pred(i);
                 pm |= (p ? 1u : 0u) << (i - c0);
@@ -333,33 +282,33 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
                 if (lane == 0)
                     sm.scan[(i - c0) * NW + w] = __popc(b);
             }, rounds);
-            __syncthreads();
-            const int n_entries = (rounds - c0 < CHUNK ? rounds - c0 : CHUNK) * NW;
-            const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
-            int total;
-            const int incl = block_incl_scan(v, sm.warp_tot, &total);
-            if ((int)threadIdx.x < n_entries)
-                sm.scan[threadIdx.x] = base + incl - v;
-            __syncthreads();
-            for_chunk<KPT>(c0, [&](int i) {
-                const bool p = (pm >> (i - c0)) & 1u;
-                const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
-                if (p)
-                    emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
-            }, rounds);
-            base += total;
-            if (tail || c0 + CHUNK < rounds)
-                __syncthreads();
-        };
-        if constexpr (KPT <= REG_MAX) {
-            chunk(0);
-        } else {
-#pragma unroll 1
-            for (int c0 = 0; c0 < rounds; c0 += CHUNK)
-                chunk(c0);
         }
-        return base;
+        __syncthreads();
+        const int n_entries = (rounds - c0 < CHUNK ? rounds - c0 : CHUNK) * NW;
+        const int v = (int)threadIdx.x < n_entries ? sm.scan[threadIdx.x] : 0;
+        int total;
+        const int incl = block_incl_scan(v, sm.warp_tot, &total);
+        if ((int)threadIdx.x < n_entries)
+            sm.scan[threadIdx.x] = base + incl - v;
+        __syncthreads();
+        for_chunk<KPT>(c0, [&](int i) {
+            const bool p = (pm >> (i - c0)) & 1u;
+            const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
+            if (p)
+                emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
+        }, rounds);
+        base += total;
+        if (tail || c0 + CHUNK < rounds)
+            __syncthreads();
+    };
+    if constexpr (KPT <= REG_MAX) {
+        chunk(0);
+    } else {
+#pragma unroll 1
+        for (int c0 = 0; c0 < rounds; c0 += CHUNK)
+            chunk(c0);
     }
+    return base;
 }
 
 constexpr int CUT_BINS = 256; // shared_cut's histograms: 8-bit digits
