@@ -363,10 +363,11 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     int need = 0, m = 0;
     if (!all) {
         const uint32_t b1 = (uint32_t)c1.bin;
+        // h1 has been read: its first bin takes the words outside the cut bin,
+        // so that the atomic needs no branch.
         for_keys<KPT>([&](int i) {
             const uint32_t x = words.word(i);
-            if (x != 0u && (x >> 24) == b1)
-                atomicAdd(&h2[(x >> 16) & 0xFFu], 1);
+            atomicAdd(&h1[x != 0u && (x >> 24) == b1 ? CUT_BINS + (int)((x >> 16) & 0xFFu) : 0], 1);
         }, rounds);
         __syncthreads();
         const Cut c2 = shared_cut<true>(h2, TOPK - c1.before, rs.cut[1], 0);
