@@ -593,8 +593,9 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 // Writes the row's ids and/or owned rows (+ count) in ascending position
 // order: sel_of(i) (a callable or a SelBits) says whether key i is
 // selected, gid_of(i) its global id (called for selected keys only,
-// possibly in divergent code), seg_of(i) the rank whose segment holds it. tail = false: the caller has a barrier
-// after it before sm.scan and sm.out_base are written again (ballot_rank).
+// possibly in divergent code), seg_of(i) the rank whose segment holds it.
+// tail = false: the caller has a barrier after it before sm.scan and
+// sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
                                           long long t, Smem &sm, int rounds = KPT,
