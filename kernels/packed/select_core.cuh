@@ -162,6 +162,21 @@ __device__ __forceinline__ void st_global_u32(int32_t *p, uint32_t v)
 #endif
 }
 
+// st_global_u32 where q holds, as one predicated store: every lane computes
+// the address and value, and no branch goes around them.
+__device__ __forceinline__ void st_global_u32_if(bool q, int32_t *p, uint32_t v)
+{
+#ifdef DC_EMU
+    if (q)
+        *p = (int32_t)v;
+#else
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q st.global.u32 [%0], %1;\n\t}"
+                 :
+                 : "l"(p), "r"(v), "r"((uint32_t)q)
+                 : "memory");
+#endif
+}
+
 // Inclusive block-wide sum; *total = the block's sum. Ends with a barrier,
 // so it may be called again at once.
 __device__ __forceinline__ int block_incl_scan(int x, int *warp_tot, int *total)
@@ -247,8 +262,10 @@ struct IsSelBits<SelBits> {
 // thread of the block must call it (barriers inside). tail = false leaves
 // out the barrier after the last emit, for a caller with a barrier of its
 // own before sm.scan is written again (and before what emit read). pred
-// may be a SelBits.
-template <int KPT, class Pred, class Emit>
+// may be a SelBits. EMIT_ALL: emit(i, rank, p) is called for every key of
+// the rounds, selected (p) or not, and acts only where p holds (a
+// predicated store instead of a branch a key).
+template <int KPT, bool EMIT_ALL = false, class Pred, class Emit>
 __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int rounds = KPT,
                                            bool tail = true)
 {
@@ -294,7 +311,9 @@ __device__ __forceinline__ int ballot_rank(Smem &sm, Pred pred, Emit emit, int r
         for_chunk<KPT>(c0, [&](int i) {
             const bool p = (pm >> (i - c0)) & 1u;
             const uint32_t b = __ballot_sync(0xFFFFFFFFu, p);
-            if (p)
+            if constexpr (EMIT_ALL)
+                emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()), p);
+            else if (p)
                 emit(i, sm.scan[(i - c0) * NW + w] + __popc(b & lanemask_lt()));
         }, rounds);
         base += total;
@@ -593,8 +612,9 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 // Writes the row's ids and/or owned rows (+ count) in ascending position
 // order: sel_of(i) (a callable or a SelBits) says whether key i is
 // selected, gid_of(i) its global id (called for selected keys only,
-// possibly in divergent code), seg_of(i) the rank whose segment holds it.
-// tail = false: the caller has a barrier after it before sm.scan and
+// possibly in divergent code; with a SelBits the ids emit calls it for
+// every key of the rounds, so it may read only shared memory), seg_of(i)
+// the rank whose segment holds it. tail = false: the caller has a barrier after it before sm.scan and
 // sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
@@ -612,11 +632,22 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             // ordered by ballot_rank's barriers.
             if (tid == 0)
                 sm.out_base = ids;
-            const int n = ballot_rank<KPT>(
-                sm, sel_of,
-                [&](int i, int r) {
-                    st_global_u32(smem_ptr(sm.out_base) + r, gid_of(i));
-                }, rounds, tail || rows_next);
+            // A known selection's stores are predicated: gid_of reads only
+            // shared memory, so every lane may compute it.
+            int n;
+            if constexpr (IsSelBits<SelOf>::value) {
+                n = ballot_rank<KPT, true>(
+                    sm, sel_of,
+                    [&](int i, int r, bool p) {
+                        st_global_u32_if(p, smem_ptr(sm.out_base) + r, gid_of(i));
+                    }, rounds, tail || rows_next);
+            } else {
+                n = ballot_rank<KPT>(
+                    sm, sel_of,
+                    [&](int i, int r) {
+                        st_global_u32(smem_ptr(sm.out_base) + r, gid_of(i));
+                    }, rounds, tail || rows_next);
+            }
             for (int p = n + tid; p < TOPK; p += THREADS)
                 ids[p] = -1;
         }
