@@ -162,23 +162,6 @@ __device__ __forceinline__ void st_global_u32(int32_t *p, uint32_t v)
 #endif
 }
 
-// A load of a u32 where q holds (0 elsewhere), predicated as
-// st_global_u32_if: an address computed where q fails is never read.
-__device__ __forceinline__ uint32_t ld_global_u32_if(bool q, const int32_t *p)
-{
-#ifdef DC_EMU
-    return q ? (uint32_t)*p : 0u;
-#else
-    uint32_t v;
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\tmov.u32 %0, 0;\n\t"
-                 "@q ld.global.u32 %0, [%1];\n\t}"
-                 : "=r"(v)
-                 : "l"(p), "r"((uint32_t)q)
-                 : "memory");
-    return v;
-#endif
-}
-
 // st_global_u32 where q holds, as one predicated store: every lane computes
 // the address and value, and no branch goes around them.
 __device__ __forceinline__ void st_global_u32_if(bool q, int32_t *p, uint32_t v)
@@ -629,11 +612,10 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 // Writes the row's ids and/or owned rows (+ count) in ascending position
 // order: sel_of(i) (a callable or a SelBits) says whether key i is
 // selected, gid_of(i) its global id (called for selected keys only,
-// possibly in divergent code; with a SelBits both emits call it for
-// every key of the rounds, so it may read only shared memory; the
-// owned-rows emit's block-table load is predicated too), seg_of(i)
-// the rank whose segment holds it. tail = false: the caller has a barrier
-// after it before sm.scan and sm.out_base are written again (ballot_rank).
+// possibly in divergent code; with a SelBits the ids emit calls it for
+// every key of the rounds, so it may read only shared memory), seg_of(i)
+// the rank whose segment holds it. tail = false: the caller has a barrier after it before sm.scan and
+// sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
                                           long long t, Smem &sm, int rounds = KPT,
@@ -699,22 +681,13 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             int n;
             if constexpr (IsSelBits<SelOf>::value) {
                 // The owned keys as bits too, so that ballot_rank counts
-                // them by reduction, and the block-table load and the
-                // store predicated, as the ids emit's store.
+                // them by reduction.
                 uint32_t own = 0u;
 #pragma unroll
                 for (int i = 0; i < KPT; ++i)
                     if (i < rounds && owned(i))
                         own |= 1u << i;
-                n = ballot_rank<KPT, true>(
-                    sm, SelBits{own},
-                    [&](int i, int r, bool p) {
-                        const uint32_t l = local_of(gid_of(i));
-                        const uint32_t entry =
-                            ld_global_u32_if(p, smem_ptr(sm.out_bt) + l / (uint32_t)BLOCK);
-                        st_global_u32_if(p, smem_ptr(sm.out_base) + r,
-                                         entry * (uint32_t)m.stride_rows + l % (uint32_t)BLOCK);
-                    }, rounds, tail);
+                n = ballot_rank<KPT>(sm, SelBits{own}, store, rounds, tail);
             } else {
                 n = ballot_rank<KPT>(sm, owned, store, rounds, tail);
             }
