@@ -614,8 +614,8 @@ __device__ __forceinline__ uint32_t selected_mask(const Keys &keys, const Sel &s
 // selected, gid_of(i) its global id (called for selected keys only,
 // possibly in divergent code; with a SelBits the ids emit calls it for
 // every key of the rounds, so it may read only shared memory), seg_of(i)
-// the rank whose segment holds it. tail = false: the caller has a barrier after it before sm.scan and
-// sm.out_base are written again (ballot_rank).
+// the rank whose segment holds it. tail = false: the caller has a barrier
+// after it before sm.scan and sm.out_base are written again (ballot_rank).
 template <int KPT, class SelOf, class GidOf, class Seg>
 __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of, const Out &o,
                                           long long t, Smem &sm, int rounds = KPT,
