@@ -13,6 +13,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "bench",
                                                           "sass_segments.py")
@@ -35,16 +38,6 @@ LINES = [
     ("EXIT", 20, 0, 0, 0),
 ]
 
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
 
 
 def write_page(path, header, lines):
@@ -110,5 +103,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("missing column", r.returncode == 2 and "'Instructions Executed'" in r.stderr,
           r.stderr)
 
-print(f"sass_segments: {passed} checks passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("sass_segments")

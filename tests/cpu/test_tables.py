@@ -18,21 +18,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "bench", "tables.py")
 OLD = os.path.join(HERE, "tables", "old_run.jsonl")
 NEW = os.path.join(HERE, "tables", "new_run.jsonl")
 
-passed = failed = 0
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
 
 
 def run(*args):
@@ -207,5 +200,4 @@ try:
 finally:
     shutil.rmtree(tmp)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("tables")
