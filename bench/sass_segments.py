@@ -103,7 +103,8 @@ def main(argv):
     except (OSError, ValueError) as e:
         print(f"sass_segments: {e}", file=sys.stderr)
         return 2
-    segs = [summarize(s, stalls) for s in split(lines)]
+    raw = split(lines)
+    segs = [summarize(s, stalls) for s in raw]
     ti = sum(s["ins"] for s in segs) or 1.0
     ts = sum(s["smp"] for s in segs) or 1.0
     print(f"{len(lines)} lines, {len(segs)} barrier segments, "
@@ -121,8 +122,7 @@ def main(argv):
             print(f"sass_segments: --seg {a.seg}: the kernel has segments 0..{len(segs) - 1}",
                   file=sys.stderr)
             return 2
-        seg = split(lines)[a.seg]
-        for line in sorted(seg, key=lambda l: -number(l[EXECUTED]))[:a.lines]:
+        for line in sorted(raw[a.seg], key=lambda l: -number(l[EXECUTED]))[:a.lines]:
             print(f"{number(line[EXECUTED]):12.0f} {number(line[SAMPLES]):7.0f}  "
                   f"{line[SOURCE].strip()}")
     return 0

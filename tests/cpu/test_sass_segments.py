@@ -13,10 +13,10 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from checks import check, finish  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "bench",
                                                           "sass_segments.py")
 HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",

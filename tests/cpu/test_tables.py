@@ -18,14 +18,13 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from checks import check, finish  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 TABLES = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "bench", "tables.py")
 OLD = os.path.join(HERE, "tables", "old_run.jsonl")
 NEW = os.path.join(HERE, "tables", "new_run.jsonl")
-
 
 
 def run(*args):
