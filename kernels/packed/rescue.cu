@@ -364,7 +364,8 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
     if (!all) {
         const uint32_t b1 = (uint32_t)c1.bin;
         // h1 has been read: its first bin takes the words outside the cut bin,
-        // so that the atomic needs no branch.
+        // so that the atomic needs no branch (rs.sink, as the load uses,
+        // spilled here at the 64-register bound).
         for_keys<KPT>([&](int i) {
             const uint32_t x = words.word(i);
             atomicAdd(&h1[x != 0u && (x >> 24) == b1 ? CUT_BINS + (int)((x >> 16) & 0xFFu) : 0], 1);
