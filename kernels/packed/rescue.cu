@@ -392,12 +392,14 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
             __syncthreads();
         }
         // P = 0 when all are taken; the tied keys not taken are cleared.
+        // A break, not a guard: the compiler predicates a guarded unrolled
+        // body, so every warp would issue all KPT rounds.
 #pragma unroll
         for (int i = 0; i < KPT; ++i) {
-            if (i < rounds) {
-                const uint32_t x = words.word(i);
-                selm |= (x != 0u && (x >> 16) >= P ? 1u : 0u) << i;
-            }
+            if (i >= rounds)
+                break;
+            const uint32_t x = words.word(i);
+            selm |= (x != 0u && (x >> 16) >= P ? 1u : 0u) << i;
         }
     }
     emit_with<KPT>(SelBits{selm},

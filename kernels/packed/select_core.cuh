@@ -681,12 +681,16 @@ __device__ __forceinline__ void emit_with(SelOf sel_of, GidOf gid_of, Seg seg_of
             int n;
             if constexpr (IsSelBits<SelOf>::value) {
                 // The owned keys as bits too, so that ballot_rank counts
-                // them by reduction.
+                // them by reduction. A break past the row's rounds, as in
+                // the rescue's selection loop.
                 uint32_t own = 0u;
 #pragma unroll
-                for (int i = 0; i < KPT; ++i)
-                    if (i < rounds && owned(i))
+                for (int i = 0; i < KPT; ++i) {
+                    if (i >= rounds)
+                        break;
+                    if (owned(i))
                         own |= 1u << i;
+                }
                 n = ballot_rank<KPT>(sm, SelBits{own}, store, rounds, tail);
             } else {
                 n = ballot_rank<KPT>(sm, owned, store, rounds, tail);
