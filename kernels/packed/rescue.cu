@@ -366,9 +366,12 @@ __device__ __forceinline__ void rescue_words(const RowCtx &c, uint32_t *wbuf, Re
         // h1 has been read: its first bin takes the words outside the cut bin,
         // so that the atomic needs no branch (rs.sink, as the load uses,
         // spilled here at the 64-register bound).
+        // d < 256 iff x's top byte is b1 (unsigned wrap otherwise).
+        const uint32_t b1lo = b1 << 8;
         for_keys<KPT>([&](int i) {
             const uint32_t x = words.word(i);
-            atomicAdd(&h1[x != 0u && (x >> 24) == b1 ? CUT_BINS + (int)((x >> 16) & 0xFFu) : 0], 1);
+            const uint32_t d = (x >> 16) - b1lo;
+            atomicAdd(&h1[x != 0u && d < 256u ? CUT_BINS + (int)d : 0], 1);
         }, rounds);
         __syncthreads();
         const Cut c2 = shared_cut<true>(h2, TOPK - c1.before, rs.cut[1], 0);
