@@ -22,10 +22,13 @@ instructions or of the stall samples, one line gives:
 A segment whose lines all ran the same number of times, though its code
 loops over a row's rounds, was predicated rather than branched: each warp
 issued every round, used or not. --lines N then prints the N most executed
-lines of segment --seg S.
+lines of segment --seg S; with --in-order, its first N lines in address
+order, each with its byte offset from the segment's start, so that an
+unrolled loop reads round by round (how many instructions a round costs).
 
     bench/sass_segments.py prof/rescue100.sass.csv
     bench/sass_segments.py prof/rescue100.sass.csv --seg 11 --lines 40
+    bench/sass_segments.py prof/rescue100.sass.csv --seg 5 --lines 400 --in-order
 """
 import argparse
 import csv
@@ -97,6 +100,8 @@ def main(argv):
                     help="percent of instructions or samples a segment needs to be listed")
     ap.add_argument("--seg", type=int, help="segment whose lines --lines prints")
     ap.add_argument("--lines", type=int, default=0, help="most executed lines of --seg to print")
+    ap.add_argument("--in-order", action="store_true",
+                    help="--lines prints the segment's first lines in address order instead")
     a = ap.parse_args(argv)
     try:
         lines, stalls = read_lines(a.csv)
@@ -122,9 +127,15 @@ def main(argv):
             print(f"sass_segments: --seg {a.seg}: the kernel has segments 0..{len(segs) - 1}",
                   file=sys.stderr)
             return 2
-        for line in sorted(raw[a.seg], key=lambda l: -number(l[EXECUTED]))[:a.lines]:
-            print(f"{number(line[EXECUTED]):12.0f} {number(line[SAMPLES]):7.0f}  "
-                  f"{line[SOURCE].strip()}")
+        if a.in_order:
+            base = int(raw[a.seg][0][ADDR], 16)
+            for line in raw[a.seg][:a.lines]:
+                print(f"{int(line[ADDR], 16) - base:6x} {number(line[EXECUTED]):12.0f} "
+                      f"{number(line[SAMPLES]):7.0f}  {line[SOURCE].strip()}")
+        else:
+            for line in sorted(raw[a.seg], key=lambda l: -number(l[EXECUTED]))[:a.lines]:
+                print(f"{number(line[EXECUTED]):12.0f} {number(line[SAMPLES]):7.0f}  "
+                      f"{line[SOURCE].strip()}")
     return 0
 
 

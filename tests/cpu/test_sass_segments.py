@@ -92,6 +92,12 @@ with tempfile.TemporaryDirectory() as tmp:
     tail = r.stdout.splitlines()[-2:]
     check("lines", len(tail) == 2 and tail[0].split()[0] == "10" and "ISETP" in tail[0]
           and "BAR.SYNC" in tail[1], tail)
+    # --in-order: segment 1's first three lines in address order, offsets
+    # from its first line (16 bytes a line), counts as written.
+    r = run(page, "--seg", "1", "--lines", "3", "--in-order")
+    tail = [l.split() for l in r.stdout.splitlines()[-3:]]
+    check("in order", [t[:2] for t in tail] == [["0", "10"], ["10", "5"], ["20", "0"]]
+          and tail[0][3] == "ISETP.GE.AND" and tail[2][3] == "STS", tail)
     # Errors name what is wrong and exit 2.
     r = run(page, "--seg", "7", "--lines", "1")
     check("seg range", r.returncode == 2 and "--seg 7" in r.stderr and "0..2" in r.stderr,
