@@ -64,16 +64,24 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * at DC_PAIR_SELECT_SHARED_BYTES(c); a cluster's CTAs add two local
  * histograms and the owned-row counts they send each other), then the CTA's
  * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
- * template re-reads them from global memory); a cluster's CTAs then keep
- * their gids (4 bytes a candidate), which one CTA re-reads instead. */
+ * template re-reads them from global memory), then the gids (4 bytes a
+ * candidate) where DC_PAIR_SELECT_SMEM_GIDS holds, else the emit re-reads
+ * them. Gids stay on chip where the shared memory they take costs no CTA
+ * an SM: a cluster's CTAs, a one-CTA row of 16384 (one 1024-thread CTA an
+ * SM, 136 KiB) and rows of 8192 to 12288 (two 512-thread CTAs an SM, at
+ * most 105 KiB each). The largest total stays that of a row of 32768's
+ * keys. */
 #define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
     ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
+#define DC_PAIR_SELECT_SMEM_GIDS(w, k, c)                                      \
+    ((c) > 1 || (long long)(w) * (k) == 16384 ||                               \
+     ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))
 #define DC_PAIR_SELECT_SMEM_BYTES(w, k, c)                                     \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
-     ((c) > 1 ? (w) * (k) / (c) * 4 : 0))
+     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c) ? (w) * (k) / (c) * 4 : 0))
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

@@ -34,7 +34,7 @@
 // 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
 //    soon as the boundary bin is taken whole. If the boundary primary value is
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
-//    candidates (gids re-read from global). If even the full keys are tied
+//    candidates (gids from shared memory or global, as in 3). If even the full keys are tied
 //    (duplicates), the first ones in position order are taken. With at most
 //    32 positions a thread (kMask), pass 1 also leaves two bit masks in
 //    registers, the keys above and in the pass-0 boundary bin, and pass 2
@@ -42,8 +42,8 @@
 // 3. Emit: thread tid owns a contiguous run of kChunk positions; it flags its
 //    selected candidates (from the masks when the threshold came after pass
 //    1), one block scan gives its output offsets, it lists their positions
-//    in shared memory, and the block loads their gids (mostly L2 hits) and
-//    writes ids and owned rows in ascending position order. Keys are read
+//    in shared memory, and the block reads their gids (from shared memory
+//    where pair_abi.h keeps them there, else mostly L2 hits) and writes ids and owned rows in ascending position order. Keys are read
 //    back from shared memory in 16-byte groups; their XOR-swizzled layout
 //    keeps both access patterns free of bank conflicts.
 #include "pair_abi.h"
@@ -88,6 +88,9 @@ constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kSeg, kK, kClu);
 // and the emit keep per-key flags as bit masks in registers (bit j =
 // position tid * kChunk + j).
 constexpr bool kMask = kChunk <= 32 && kSmemKeys;
+// Gids beside the keys in shared memory (pair_abi.h says where), so that
+// the emit and the tie modes read them there instead of from the L2.
+constexpr bool kSmemGids = kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu);
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
@@ -101,8 +104,8 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // CTAs as their registers allow. Slower (docs/TUNING.md): streaming every
 // row through a cp.async ring, a persistent grid prefetching the next row
 // into L2, prefetching it at one CTA an SM. A split row's CTA keeps its
-// gids on chip too (no re-read): its shared memory allows two CTAs an SM
-// at 512 threads, three at fewer.
+// gids on chip (no re-read), as do the rows kSmemGids names: its shared
+// memory allows two CTAs an SM at 512 threads, three at fewer.
 constexpr int kMinBlocks =
     kGroup ? (kThreads >= 512 ? 2 : 3) : kThreads == 512 && kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8,
@@ -118,7 +121,7 @@ static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
 static_assert(kCands % 4 == 0, "whole 16-byte key groups");
 static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
-static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemKeys && kMask),
+static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemGids && kMask),
               "a split row: two 16-bit counts a bin, keys and flags on chip");
 
 // Selection modes, decided by the radix passes.
@@ -316,7 +319,7 @@ struct Row {
     long long rank_stride; // int32 words between two ranks (rank-major)
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
-    const int32_t *gids;   // a split row's: the gids, beside the keys in shared memory
+    const int32_t *gids;   // the gids, beside the keys in shared memory (kSmemGids)
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -399,7 +402,7 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
-    if (kGroup)
+    if (kSmemGids)
         return row.gids[key_index(p)];
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
@@ -423,7 +426,7 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 }
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
-// to shared memory (when kept there; a split row's gids too, kCands words
+// to shared memory (when kept there; their gids too with kSmemGids, kCands words
 // past the keys), their top 11 bits to `hist`.
 // dst = skeys + key_index(2 * v).
 __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
@@ -433,7 +436,7 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
         *reinterpret_cast<uint2 *>(dst) = make_uint2(k0, k1);
-    if (kGroup)
+    if (kSmemGids)
         *reinterpret_cast<uint2 *>(dst + kCands) =
             make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.

@@ -525,6 +525,26 @@ TEST(select_rows_of_1024_threads)
     dcptopk_context_destroy(ctx);
 }
 
+/* Rows at the edges of DC_PAIR_SELECT_SMEM_GIDS (the emit and the tie
+ * modes read gids from shared memory inside them, from global memory
+ * outside): 8160 and 8192, 12288 and 12320, 16384 as 16 ranks of 1024. */
+TEST(select_rows_at_the_gid_rule_edges)
+{
+    GPU_CTX(ctx);
+    static const struct { int32_t w, k; int64_t t; } shapes[] = {
+        {5, 1632, 9}, {16, 512, 5}, {6, 2048, 140}, {11, 1120, 6}, {16, 1024, 3},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int f = 0; f < DC_PFAM_COUNT; f++) {
+            pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t, f,
+                                      900 + 16 * i + (uint64_t)f);
+            pc.s = 2;
+            pc.b = 64;
+            CHECK(run_case(ctx, &pc) == 0);
+        }
+    dcptopk_context_destroy(ctx);
+}
+
 /* Every candidate identical (same score, same gid): the first K positions. */
 TEST(select_identical_candidates)
 {
