@@ -235,7 +235,10 @@ __device__ __forceinline__ uint32_t warps_before(const Shared &sh, uint32_t warp
 
 // Inclusive scan of one value per thread over the block; returns the
 // inclusive prefix, *total = the block sum. Two barriers; warp_sums is free
-// again on return.
+// again on return. OPEN: one barrier, and warp_sums stays read until the
+// caller's next barrier, which must come before the next scan (a barrier
+// costs a latency-bound row more than its instructions: docs/TUNING.md).
+template <bool OPEN = false>
 __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t *total)
 {
     const uint32_t lane = dc::lane_id(), warp = dc::warp_id();
@@ -250,7 +253,8 @@ __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t 
     __syncthreads();
     uint32_t all;
     const uint32_t before = warps_before(sh, warp, &all);
-    __syncthreads();
+    if (!OPEN)
+        __syncthreads();
     *total = all;
     return x + before;
 }
@@ -261,7 +265,9 @@ __device__ __forceinline__ uint32_t row_count(uint32_t w) { return kGroup ? w & 
 // Finds the bin of the `need`-th largest element in sh.hist: sh.bin, sh.above
 // (elements in higher bins), sh.cnt (elements in the bin), sh.total; in a
 // cluster also their counts in the CTAs before this one (*_before). When
-// total < need, no bin is found (sh.bin = 0xFFFFFFFF). Ends with a barrier.
+// total < need, no bin is found and sh.bin is stale: only pass 0 may have
+// fewer, and radix_select reads sh.total first. Two barriers: every thread
+// knows the total from the scan, so one barrier publishes all of it.
 // A cluster's packed words add without carries: each half sums to at most
 // kRowCands < 65536.
 __device__ void find_bin(Shared &sh, uint32_t need)
@@ -275,14 +281,12 @@ __device__ void find_bin(Shared &sh, uint32_t need)
         if (lo + c < kBins)
             mine += sh.hist[lo + c];
     uint32_t total;
-    const uint32_t incl = block_scan(sh, mine, &total);
+    const uint32_t incl = block_scan<true>(sh, mine, &total);
     if (tid == 0) {
         sh.total = row_count(total);
         if (kGroup)
             sh.total_before = total >> 16;
-        sh.bin = 0xFFFFFFFFu;
     }
-    __syncthreads();
     uint32_t above = total - incl; // elements in bins past this thread's range
     if (row_count(above) < need && row_count(above + mine) >= need) {
         for (int c = kPer - 1; c >= 0; c--) {
@@ -880,7 +884,8 @@ __device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const
     if (kMask)
         nsel = __popc(selmask);
     uint32_t nsel_all;
-    const uint32_t before = block_scan(sh, nsel, &nsel_all) - nsel;
+    // Open: (B)'s barrier comes before warp_sums is written again.
+    const uint32_t before = block_scan<true>(sh, nsel, &nsel_all) - nsel;
 
     // (B) positions, in order.
     if (kMask) {
