@@ -505,23 +505,43 @@ TEST(select_prefill_rows)
     dcptopk_context_destroy(ctx);
 }
 
+typedef struct {
+    int32_t w, k;
+    int64_t t;
+} pair_shape;
+
+/* Every family on each of n shapes, interleave s, block 64, seeds from
+ * seed0 on: the number of cases that do not match the reference (each one
+ * named on stderr). */
+static int run_shapes(dcptopk_context *ctx, const pair_shape *shapes, size_t n, uint64_t seed0,
+                      int32_t s)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int f = 0; f < DC_PFAM_COUNT; f++) {
+            pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t, f,
+                                      seed0 + 16 * i + (uint64_t)f);
+            pc.s = s;
+            pc.b = 64;
+            if (run_case(ctx, &pc) != 0) {
+                fprintf(stderr, "failed: W=%d K=%d T=%lld family %d\n", pc.w, pc.k,
+                        (long long)pc.t, f);
+                bad++;
+            }
+        }
+    return bad;
+}
+
 /* One-CTA rows of 16384 to 32768 candidates run 1024 threads (pair_abi.h):
  * sizes that are not powers of two, a last load iteration only partly in
  * the row (W = 9, K = 1824), and more rows than SMs. */
 TEST(select_rows_of_1024_threads)
 {
     GPU_CTX(ctx);
-    static const struct { int32_t w, k; int64_t t; } shapes[] = {
+    static const pair_shape shapes[] = {
         {9, 1824, 7}, {5, 4096, 3}, {12, 2048, 300}, {7, 4096, 2}, {11, 1504, 5},
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int f = 0; f < DC_PFAM_COUNT; f++) {
-            pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t, f,
-                                      700 + 16 * i + (uint64_t)f);
-            pc.s = 1;
-            pc.b = 64;
-            CHECK(run_case(ctx, &pc) == 0);
-        }
+    CHECK(run_shapes(ctx, shapes, sizeof shapes / sizeof shapes[0], 700, 1) == 0);
     dcptopk_context_destroy(ctx);
 }
 
@@ -531,17 +551,10 @@ TEST(select_rows_of_1024_threads)
 TEST(select_rows_at_the_gid_rule_edges)
 {
     GPU_CTX(ctx);
-    static const struct { int32_t w, k; int64_t t; } shapes[] = {
+    static const pair_shape shapes[] = {
         {5, 1632, 9}, {16, 512, 5}, {6, 2048, 140}, {11, 1120, 6}, {16, 1024, 3},
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int f = 0; f < DC_PFAM_COUNT; f++) {
-            pair_case pc = small_case(shapes[i].w, shapes[i].k, shapes[i].t, f,
-                                      900 + 16 * i + (uint64_t)f);
-            pc.s = 2;
-            pc.b = 64;
-            CHECK(run_case(ctx, &pc) == 0);
-        }
+    CHECK(run_shapes(ctx, shapes, sizeof shapes / sizeof shapes[0], 900, 2) == 0);
     dcptopk_context_destroy(ctx);
 }
 
