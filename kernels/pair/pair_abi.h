@@ -69,8 +69,8 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * them. Gids stay on chip where the shared memory they take costs no CTA
  * an SM: a cluster's CTAs, a one-CTA row of 16384 (one 1024-thread CTA an
  * SM, 136 KiB) and rows of 8192 to 12288 (two 512-thread CTAs an SM, at
- * most 105 KiB each). The largest total stays that of a row of 32768's
- * keys. */
+ * most 105 KiB each). The largest total is still 128 KiB past Shared: a
+ * row of 32768's keys, or a row of 16384's keys and gids. */
 #define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \

@@ -34,7 +34,7 @@
 // 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
 //    soon as the boundary bin is taken whole. If the boundary primary value is
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
-//    candidates (gids from shared memory or global, as in 3). If even the full keys are tied
+//    candidates (their gids read as in 3). If even the full keys are tied
 //    (duplicates), the first ones in position order are taken. With at most
 //    32 positions a thread (kMask), pass 1 also leaves two bit masks in
 //    registers, the keys above and in the pass-0 boundary bin, and pass 2
@@ -43,9 +43,10 @@
 //    selected candidates (from the masks when the threshold came after pass
 //    1), one block scan gives its output offsets, it lists their positions
 //    in shared memory, and the block reads their gids (from shared memory
-//    where pair_abi.h keeps them there, else mostly L2 hits) and writes ids and owned rows in ascending position order. Keys are read
-//    back from shared memory in 16-byte groups; their XOR-swizzled layout
-//    keeps both access patterns free of bank conflicts.
+//    where pair_abi.h keeps them there, else mostly L2 hits) and writes ids
+//    and owned rows in ascending position order. Keys are read back from
+//    shared memory in 16-byte groups; their XOR-swizzled layout keeps both
+//    access patterns free of bank conflicts.
 #include "pair_abi.h"
 #define DCPTOPK_THREADS                                                        \
     DC_PAIR_SELECT_THREADS(DC_PAIR_SEGMENTS(DCPTOPK_WORLD_SIZE, DCPTOPK_VARIANT), DCPTOPK_TOPK, \
@@ -104,8 +105,8 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // CTAs as their registers allow. Slower (docs/TUNING.md): streaming every
 // row through a cp.async ring, a persistent grid prefetching the next row
 // into L2, prefetching it at one CTA an SM. A split row's CTA keeps its
-// gids on chip (no re-read), as do the rows kSmemGids names: its shared
-// memory allows two CTAs an SM at 512 threads, three at fewer.
+// gids on chip (no re-read; its shared memory allows two CTAs an SM at 512
+// threads, three at fewer), as do the rows kSmemGids names.
 constexpr int kMinBlocks =
     kGroup ? (kThreads >= 512 ? 2 : 3) : kThreads == 512 && kCands * 4 <= 65536 ? 2 : 1;
 // Vectors loaded per batch of the load phase (registers in flight): 8,
@@ -236,8 +237,7 @@ __device__ __forceinline__ uint32_t warps_before(const Shared &sh, uint32_t warp
 // Inclusive scan of one value per thread over the block; returns the
 // inclusive prefix, *total = the block sum. Two barriers; warp_sums is free
 // again on return. OPEN: one barrier, and warp_sums stays read until the
-// caller's next barrier, which must come before the next scan (a barrier
-// costs a latency-bound row more than its instructions: docs/TUNING.md).
+// caller's next barrier, which must come before the next scan.
 template <bool OPEN = false>
 __device__ __forceinline__ uint32_t block_scan(Shared &sh, uint32_t x, uint32_t *total)
 {
