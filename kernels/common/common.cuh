@@ -152,7 +152,9 @@ __device__ __forceinline__ uint32_t warp_id()
 
 // ------------------------------------------------- thread-block clusters
 // For templates that split a row over a cluster (sm_90+). Used only where
-// the launcher sets a cluster dimension.
+// the launcher sets a cluster dimension. tests/emu runs one block at a time,
+// never a cluster: there they only compile, and stop a test that calls one.
+#ifndef DC_EMU
 
 // This CTA's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_ctarank()
@@ -210,6 +212,22 @@ __device__ __forceinline__ void cluster_push1(uint32_t *p, uint64_t *bar, uint32
                  "r"(v), "r"(cluster_map(bar, rank))
                  : "memory");
 }
+
+#else
+__device__ __forceinline__ uint32_t cluster_ctarank() { return dc_emu_no_cluster(); }
+__device__ __forceinline__ void cluster_arrive() { dc_emu_no_cluster(); }
+__device__ __forceinline__ void cluster_wait() { dc_emu_no_cluster(); }
+__device__ __forceinline__ uint32_t cluster_map(const void *, uint32_t) { return dc_emu_no_cluster(); }
+__device__ __forceinline__ uint4 cluster_ld4(const uint32_t *, uint32_t)
+{
+    dc_emu_no_cluster();
+    return make_uint4(0u, 0u, 0u, 0u);
+}
+__device__ __forceinline__ void cluster_push1(uint32_t *, uint64_t *, uint32_t, uint32_t)
+{
+    dc_emu_no_cluster();
+}
+#endif
 
 // Programmatic dependent launch (sm_90+; no-ops before): pdl_trigger lets
 // the next kernel on the stream, when launched with the attribute, be

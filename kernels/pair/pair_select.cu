@@ -866,8 +866,8 @@ __device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const
     uint32_t nsel = 0, selmask = 0;
     if (kMask && masked && d.mode == kModePrimary) {
         selmask = above_mask;
-        for (uint32_t m = inbin_mask; m != 0u; m &= m - 1u) {
-            const uint32_t j = (uint32_t)(__ffs(m) - 1);
+        for (uint32_t bits = inbin_mask; bits != 0u; bits &= bits - 1u) {
+            const uint32_t j = (uint32_t)(__ffs(bits) - 1);
             if (row.keys[key_index(p0 + j)] >= lo)
                 selmask |= 1u << j;
         }
@@ -890,8 +890,8 @@ __device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const
     // (B) positions, in order.
     if (kMask) {
         uint32_t at = before;
-        for (uint32_t m = selmask; m != 0u; m &= m - 1u)
-            list[at++] = (uint16_t)(p0 + (uint32_t)(__ffs(m) - 1));
+        for (uint32_t bits = selmask; bits != 0u; bits &= bits - 1u)
+            list[at++] = (uint16_t)(p0 + (uint32_t)(__ffs(bits) - 1));
     } else {
         uint32_t at = before, eq = eq_base;
         for_my_keys<4>(row, [&](uint32_t k, uint32_t j) {
@@ -1007,7 +1007,11 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     dc::pdl_wait();
     // All shared memory is dynamic (the launcher asks for kSharedBytes plus
     // the keys), so that the runtime opts in past 48 KiB from one number.
+#ifdef DC_EMU
+    uint32_t *const dyn_smem = (uint32_t *)dc_emu_dynamic_smem(); // tests/emu's launch
+#else
     extern __shared__ __align__(16) uint32_t dyn_smem[];
+#endif
     Shared &sh = *reinterpret_cast<Shared *>(dyn_smem);
     uint32_t *dyn_keys = dyn_smem + kSharedBytes / 4;
     const uint32_t tid = threadIdx.x;

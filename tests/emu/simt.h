@@ -117,12 +117,33 @@ struct alignas(16) uint4 {
 struct alignas(8) int2 {
     int x, y;
 };
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
 inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 {
     return uint4{x, y, z, w};
 }
 inline int2 make_int2(int x, int y) { return int2{x, y}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+
+// Read-only loads and the float bit casts, as CUDA's intrinsics.
+template <class T> inline T __ldg(const T *p) { return *p; }
+inline float __int_as_float(int x)
+{
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+inline int __float_as_int(float f)
+{
+    int x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+// Toward zero; the templates call it on values inside int's range only.
+inline int __float2int_rz(float f) { return (int)f; }
 
 constexpr int warpSize = 32;
 
@@ -633,6 +654,14 @@ inline unsigned __reduce_add_sync(unsigned mask, unsigned value)
 inline int __reduce_add_sync(unsigned mask, int value)
 {
     return (int)__reduce_add_sync(mask, (unsigned)value);
+}
+
+// common.cuh's cluster wrappers here: a block of a cluster cannot run one
+// block at a time, so a test that reaches one stops.
+inline uint32_t dc_emu_no_cluster()
+{
+    fputs("emu: thread-block clusters are not emulated\n", stderr);
+    abort();
 }
 
 // The lanes below this one (PTX %lanemask_lt), for select_core.cuh's wrapper.

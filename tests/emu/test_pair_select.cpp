@@ -1,0 +1,265 @@
+// test_pair_select.cpp - the pair merge's select kernel, dcptopk_pair_select
+// (kernels/pair/pair_select.cu), one CTA a row, run by the SIMT emulator
+// (simt.h) as a grid of a few rows, against the library's CPU reference
+// (dcptopk_ref_pair_select): every word of the ids, the owned rows and the
+// counts, with the padding past K and the rows' trailing words that must
+// keep their sentinels, bit for bit.
+//
+// Built once a key (tests/CMakeLists.txt, KEYS), with the renderer's own
+// #defines (DC_EMU_PRELUDE; TEST(prelude) checks them), so the test runs the
+// template as NVRTC compiles it. The keys cover where a row's keys and gids
+// live (pair_abi.h): keys and gids in shared memory at 1024 and 512 threads,
+// keys alone with the gids re-read, keys re-read too; and the layouts: rank-
+// and row-major, int32 and float ids. A split row (a cluster) does not run
+// here: its CTAs wait for each other, which one block at a time cannot.
+//
+// Inputs: gen.h's pair families (normal, 30% invalid, all invalid, inf/NaN/
+// zeros, ties, duplicates, near ties) and rows of one repeated candidate,
+// laid out as the key's layout reads them. Rank-major buffers carry padding
+// rows of winning candidates past T, so a read past the rows shows; float
+// ids are the gids' values, some with a fraction the conversion truncates,
+// the invalid ones -1, NaN or 2^31 and above.
+#include <cmath>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "dcptopk.h"
+#include "gen.h"
+}
+
+// The kernel's __shared__ variables start as junk in every block (simt.h),
+// as a GPU may leave them.
+#define DC_EMU_POISON_SHARED 1
+#include "emu_test.h"
+
+#ifndef DC_EMU_PRELUDE
+#error "the build defines DC_EMU_PRELUDE: the key's rendered #defines (tests/CMakeLists.txt)"
+#endif
+#include DC_EMU_PRELUDE
+// A host compile takes the ABI header's C side (the launchers' argument
+// structs), whose size checks are C11's keyword.
+#define _Static_assert static_assert
+// The kernel's name is also the C API's (dcptopk.h): renamed here.
+#define dcptopk_pair_select dc_emu_pair_select_kernel
+#include "pair_select.cu"
+#undef dcptopk_pair_select
+#undef _Static_assert
+
+namespace {
+
+constexpr int W = DCPTOPK_WORLD_SIZE, K = DCPTOPK_TOPK, S = DCPTOPK_INTERLEAVE;
+constexpr int B = DCPTOPK_BLOCK_SIZE, LAYOUT = DCPTOPK_LAYOUT;
+constexpr int64_t WK = (int64_t)W * K;
+static_assert(ps::kClu == 1 && ps::kSeg == W, "one CTA a row of the flat merge");
+static_assert(DCPTOPK_EMIT_IDS == 1, "the keys under test emit ids");
+
+constexpr int32_t SENTINEL = 0x5A5A5A5A;
+constexpr int PAD_COLS = 3; // output columns past K that must keep SENTINEL
+
+// One case: a family (-1: every candidate the same), rows, seed, rank, and
+// which outputs the kernel writes.
+struct Case {
+    int family;
+    int64_t rows;
+    uint64_t seed;
+    int32_t rank;
+    bool ids, owned;
+};
+
+struct Buffers {
+    std::vector<int32_t> cand; // the key's layout
+    int64_t t_alloc = 0;       // rank-major: rows a rank holds (T + padding)
+    std::vector<int32_t> req_id, table;
+    int64_t table_stride = 0;
+    int32_t cols = 0, num_reqs = 3, stride_rows = B + 5;
+    std::vector<int32_t> ids, prow, counts;
+};
+
+// The id word the layout reads for a gid: the gid, or with float ids its
+// value (a fraction now and then, which the conversion drops), and for an
+// invalid gid a float that converts to none.
+int32_t id_word(int32_t gid, Rng &rng)
+{
+    if ((LAYOUT & 2) == 0)
+        return gid;
+    float f;
+    if (gid >= 0)
+        f = (float)gid + (rng.chance(0.1) ? 0.25f : 0.0f);
+    else
+        f = rng.chance(0.3) ? NAN : rng.chance(0.5) ? -1.0f : 3.0e9f;
+    return __float_as_int(f);
+}
+
+bool make_buffers(const Case &c, Buffers &b)
+{
+    const int64_t t = c.rows;
+    std::vector<int32_t> gen;
+    if (c.family >= 0) {
+        int32_t *g = dc_gen_pair_candidates(c.family, K, W, S, t, c.seed);
+        EXPECT(g != nullptr, "dc_gen_pair_candidates failed");
+        gen.assign(g, g + (size_t)W * (size_t)t * K * 2);
+        free(g);
+    }
+    Rng rng(c.seed * 3 + 1);
+    const bool rank_major = (LAYOUT & 1) == 0;
+    b.t_alloc = rank_major ? t + 2 : t;
+    b.cand.assign((size_t)W * (size_t)b.t_alloc * K * 2, 0);
+    for (int32_t r = 0; r < W; r++)
+        for (int64_t row = 0; row < b.t_alloc; row++)
+            for (int32_t j = 0; j < K; j++) {
+                int32_t score, gid;
+                if (row >= t) {
+                    score = 0x7F800000; // +inf, gid 7: would win if read
+                    gid = 7;
+                } else if (gen.empty()) {
+                    score = 0x3F800000; // every candidate 1.0f, gid 5
+                    gid = 5;
+                } else {
+                    const int32_t *src = &gen[(size_t)(((int64_t)r * t + row) * K + j) * 2];
+                    score = src[0];
+                    gid = src[1];
+                }
+                const int64_t at = rank_major ? ((int64_t)r * b.t_alloc + row) * K + j
+                                              : row * WK + (int64_t)r * K + j;
+                b.cand[(size_t)at * 2] = score;
+                b.cand[(size_t)at * 2 + 1] = id_word(gid, rng);
+            }
+    // Requests -1..3 (-1 and 3 own nothing with 3 requests); a block table
+    // that drops the highest block indices (local ids stay below 3K).
+    const int32_t blocks = (3 * K + B - 1) / B;
+    b.cols = blocks - blocks / 4;
+    b.table_stride = b.cols + 3;
+    b.req_id.resize((size_t)t);
+    for (int64_t i = 0; i < t; i++)
+        b.req_id[(size_t)i] = (int32_t)((i + (int64_t)c.seed) % 5) - 1;
+    b.table.resize((size_t)(b.table_stride * b.num_reqs));
+    for (auto &e : b.table)
+        e = (int32_t)rng.below(100000);
+    const size_t out = (size_t)t * (K + PAD_COLS);
+    b.ids.assign(out, SENTINEL);
+    b.prow.assign(out, SENTINEL);
+    b.counts.assign((size_t)t + 1, SENTINEL);
+    return true;
+}
+
+const char *family_name(int f) { return f < 0 ? "identical" : dc_pair_family_name(f); }
+
+// Runs the kernel on a case and the reference on a copy of its outputs,
+// then compares every word.
+bool check_case(const Case &c)
+{
+    Buffers got;
+    if (!make_buffers(c, got))
+        return false;
+    Buffers want = got;
+    const int64_t t = c.rows;
+    const int64_t stride = K + PAD_COLS;
+
+    dcptopk_merge_config cfg = DCPTOPK_MERGE_CONFIG_INIT;
+    cfg.kind = DCPTOPK_MERGE_PAIR;
+    cfg.topk = K;
+    cfg.local_topk = K;
+    cfg.world_size = W;
+    cfg.block_size = B;
+    cfg.interleave = S;
+    cfg.emit_ids = 1;
+    cfg.exact = 0;
+    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+    a.candidates = want.cand.data();
+    a.layout = LAYOUT;
+    a.rows = t;
+    a.rank_stride_rows = (LAYOUT & 1) == 0 ? want.t_alloc : 0;
+    a.rank = c.rank;
+    a.ids_out = c.ids ? want.ids.data() : nullptr;
+    a.ids_out_stride = stride;
+    if (c.owned) {
+        a.rows_map.req_id = want.req_id.data();
+        a.rows_map.block_table = want.table.data();
+        a.rows_map.block_table_stride = want.table_stride;
+        a.rows_map.block_table_cols = want.cols;
+        a.rows_map.num_reqs = want.num_reqs;
+        a.rows_map.stride_rows = want.stride_rows;
+        a.rows_map.rows_out = want.prow.data();
+        a.rows_map.rows_out_stride = stride;
+        a.rows_map.counts_out = want.counts.data();
+    }
+    EXPECT(dcptopk_ref_pair_select(&cfg, &a) == DCPTOPK_SUCCESS, "reference: %s",
+           dcptopk_last_error(NULL));
+
+    // The launcher's arguments (pair.c): the rank stride in int32 words.
+    const long long rank_stride = (LAYOUT & 1) == 0 ? got.t_alloc * K * 2 : 0;
+    const std::string err = dc_emu::run_grid(
+        (int)t, ps::kThreads, DC_PAIR_SELECT_SMEM_BYTES(W, K, 1), [&] {
+            dc_emu_pair_select_kernel(got.cand.data(), t, rank_stride, c.rank,
+                                c.ids ? got.ids.data() : nullptr, stride,
+                                c.owned ? got.req_id.data() : nullptr,
+                                c.owned ? got.table.data() : nullptr, got.table_stride, got.cols,
+                                got.num_reqs, got.stride_rows,
+                                c.owned ? got.prow.data() : nullptr, stride,
+                                c.owned ? got.counts.data() : nullptr);
+        });
+    EXPECT(err.empty(), "%s rows %lld seed %llu: %s", family_name(c.family), (long long)t,
+           (unsigned long long)c.seed, err.c_str());
+
+    auto same = [&](const std::vector<int32_t> &g, const std::vector<int32_t> &w,
+                    const char *what) -> bool {
+        for (size_t i = 0; i < g.size(); i++)
+            EXPECT(g[i] == w[i], "%s rows %lld seed %llu rank %d: %s[%lld][%lld] = %d, want %d",
+                   family_name(c.family), (long long)t, (unsigned long long)c.seed, c.rank, what,
+                   (long long)(i / (size_t)stride), (long long)(i % (size_t)stride), g[i], w[i]);
+        return true;
+    };
+    return same(got.ids, want.ids, "ids") && same(got.prow, want.prow, "rows") &&
+           same(got.counts, want.counts, "counts");
+}
+
+// Every family on a few rows, both outputs, then each output alone.
+bool families(uint64_t seed0, int64_t rows)
+{
+    for (int f = -1; f < DC_PFAM_COUNT; f++) {
+        const uint64_t seed = seed0 + (uint64_t)(f + 1);
+        const Case c{f, rows, seed, (int32_t)(seed % W), true, true};
+        if (!check_case(c))
+            return false;
+    }
+    return check_case(Case{DC_PFAM_TIES, 2, seed0 + 50, 0, true, false}) &&
+           check_case(Case{DC_PFAM_DUPLICATES, 2, seed0 + 51, W - 1, false, true});
+}
+
+} // namespace
+
+TEST(prelude)
+{
+    dcptopk_key key;
+    CHECK_MSG(dcptopk_key_parse(DC_EMU_KEY, &key) == DCPTOPK_SUCCESS, "%s: %s", DC_EMU_KEY,
+              dcptopk_last_error(NULL));
+    char *src = nullptr;
+    CHECK_MSG(dcptopk_key_render(&key, &src) == DCPTOPK_SUCCESS, "%s", dcptopk_last_error(NULL));
+    const std::string text(src);
+    free(src);
+    const std::string want = DC_EMU_PRELUDE_TEXT;
+    CHECK_MSG(text.compare(0, want.size(), want) == 0 && text.compare(want.size(), 6, "#line ") == 0,
+              "the rendered text of %s does not start with the prelude this test was built with:\n%s",
+              DC_EMU_KEY, want.c_str());
+    CHECK(key.kernel == DCPTOPK_KERNEL_PAIR_SELECT);
+    CHECK_EQ(key.topk, K);
+    CHECK_EQ(key.world_size, W);
+    CHECK_EQ(key.layout, LAYOUT);
+}
+
+TEST(every_family)
+{
+    CHECK(families(100, scaled(3) > 1 ? 3 : 2));
+}
+
+// More rows than one: blocks after the first find their shared memory as
+// the previous row left it (the emulator poisons it in between).
+TEST(seeds)
+{
+    const int n = scaled(24);
+    for (int i = 0; i < n; i++) {
+        const int f = i % DC_PFAM_COUNT;
+        CHECK(check_case(Case{f, 2, 500 + (uint64_t)i * 7, (int32_t)(i % W), true, true}));
+    }
+}
