@@ -61,14 +61,40 @@ __device__ __forceinline__ int32_t global_id(int32_t l, int32_t owner, int32_t w
 // Shared-window address of a pointer into this CTA's shared memory.
 __device__ __forceinline__ uint32_t smem_u32addr(const void *p)
 {
+#ifdef DC_EMU
+    return (uint32_t)(uintptr_t)p; // passed to inline PTX only, never run there
+#else
     uint64_t a;
     asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
     return (uint32_t)a;
+#endif
 }
 
 // mbarrier of bulk copies: initialised with one arrival (the issuing
 // thread's arrive.expect_tx); a phase completes when that arrival and the
-// bytes it expects have landed.
+// bytes it expects have landed. tests/emu (DC_EMU): a bulk copy lands when
+// issued and a wait returns at once, so a wait that could come before its
+// copy is issued is not caught there; the templates order the two by a
+// barrier.
+#ifdef DC_EMU
+__device__ __forceinline__ void mbar_init(uint64_t *) {}
+__device__ __forceinline__ void mbar_init_fence() {}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *, uint32_t) {}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *)
+{
+    memcpy(dst, src, bytes);
+}
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *)
+{
+    memcpy(dst, src, bytes);
+}
+template <bool CLUSTER = false>
+__device__ __forceinline__ void mbar_wait(uint64_t *, uint32_t)
+{
+    if (CLUSTER)
+        dc_emu_no_cluster();
+}
+#else
 __device__ __forceinline__ void mbar_init(uint64_t *bar)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32addr(bar)) : "memory");
@@ -139,6 +165,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                          : "memory");
     } while (!done);
 }
+#endif
 
 __device__ __forceinline__ uint32_t lane_id()
 {

@@ -126,11 +126,17 @@ __device__ __forceinline__ void fetch_row(uint32_t *buf, uint64_t *bar, const in
     for (int v = threadIdx.x; v < ROW_WORDS; v += THREADS) {
         const int r = v / WORDS, c = v - r * WORDS;
         const int d = c < LTOPK ? r * LTOPK + c : NKEYS + r * (LTOPK / 32) + (c - LTOPK);
+#ifdef DC_EMU
+        buf[d] = (uint32_t)row[r * rank_words + c]; // tests/emu: lands when issued
+#else
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dc::smem_u32addr(buf + d)),
                      "l"(row + r * rank_words + c)
                      : "memory");
+#endif
     }
+#ifndef DC_EMU
     asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
 }
 
 // One key's id store of the emit, in one asm block so that the selection
@@ -144,6 +150,11 @@ __device__ __forceinline__ uint32_t emit_id(int32_t *base, uint32_t at, uint32_t
                                             uint32_t gid, uint32_t sel)
 {
     uint32_t b;
+#ifdef DC_EMU
+    b = __ballot_sync(0xFFFFFFFFu, sel != 0u);
+    if (sel != 0u)
+        base[at + (uint32_t)__popc(b & lt)] = (int32_t)gid;
+#else
     asm volatile("{\n\t.reg .pred q;\n\t.reg .u32 x;\n\t.reg .u64 a;\n\t"
                  "setp.ne.u32 q, %5, 0;\n\t"
                  "vote.sync.ballot.b32 %0, q, 0xffffffff;\n\t"
@@ -155,6 +166,7 @@ __device__ __forceinline__ uint32_t emit_id(int32_t *base, uint32_t at, uint32_t
                  : "=r"(b)
                  : "l"(base), "r"(at), "r"(lt), "r"(gid), "r"(sel)
                  : "memory");
+#endif
     return b;
 }
 
@@ -163,9 +175,13 @@ __device__ __forceinline__ uint32_t emit_id(int32_t *base, uint32_t at, uint32_t
 // spilled) across the row's phases.
 __device__ __forceinline__ uint32_t fresh(uint32_t x)
 {
+#ifdef DC_EMU
+    return x;
+#else
     uint32_t y;
     asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x) : "memory");
     return y;
+#endif
 }
 
 __device__ __forceinline__ int next_hist(int h)
@@ -227,9 +243,13 @@ struct SmallRow {
         // lop3 ((~word & 0xFFFF) | bit), written out because ptxas merged
         // the complement into the global id's multiply instead (two more).
         const uint32_t bit = (pq << (16 - i)) & 0x10000u;
+#ifdef DC_EMU
+        return (~wd[i] & 0xFFFFu) | bit;
+#else
         uint32_t l;
         asm("lop3.b32 %0, %1, %2, 0xFFFF, 0xCE;" : "=r"(l) : "r"(wd[i]), "r"(bit));
         return l;
+#endif
     }
     __device__ __forceinline__ uint32_t gid_of(int i) const
     {
@@ -291,14 +311,20 @@ __device__ __forceinline__ void small_load(SmallRow &r, const uint32_t *rowbuf, 
     if (bulk) {
         dc::mbar_wait(&fs.bar, 0u);
     } else {
+#ifndef DC_EMU
         asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
         __syncthreads();
     }
     // The warp and lane through a volatile read: the per-group ranks and
     // offsets are then recomputed where they are used instead of being
     // computed once early, where they would hold registers.
     int tid_v;
+#ifdef DC_EMU
+    tid_v = (int)threadIdx.x;
+#else
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_v));
+#endif
     const int w = tid_v >> 5, lane = tid_v & 31;
     uint32_t pb = 0u;
     const uint32_t *mine = rowbuf + w * (KPT * 32) + lane;
@@ -747,7 +773,11 @@ __device__ __forceinline__ void small_emit_rows(const SmallRow &r, const SmallOw
 extern "C" __global__ void __launch_bounds__(THREADS, SMALL_CTAS)
 dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 {
+#ifdef DC_EMU
+    uint32_t *const rowbuf = (uint32_t *)dc_emu_dynamic_smem(); // tests/emu's launch
+#else
     extern __shared__ __align__(16) uint32_t rowbuf[]; // one row: ROW_WORDS words
+#endif
     __shared__ __align__(16) SmallSmem fs;
     if constexpr (EXACT)
         dc::pdl_trigger(); // the push may start its CTAs (it waits for us)
@@ -1012,10 +1042,14 @@ dcptopk_select(DC_KERNEL_PARAMS(DC_SELECT_PARAMS))
 
 #endif
 
-// The owned rows' CSR offsets after the counts (kernel_abi.h).
+// The owned rows' CSR offsets after the counts (kernel_abi.h). Not in a
+// tests/emu build: its inline function's __shared__ cannot share the
+// poisoned section with the select's.
+#ifndef DC_EMU
 extern "C" __global__ void __launch_bounds__(DC_INDPTR_THREADS)
 dcptopk_indptr(DC_KERNEL_PARAMS(DC_INDPTR_PARAMS))
 {
     dc::pdl_wait(); // a dependent launch of the select
     dc::indptr_scan(counts, rows, indptr);
 }
+#endif

@@ -145,6 +145,25 @@ inline int __float_as_int(float f)
 // Toward zero; the templates call it on values inside int's range only.
 inline int __float2int_rz(float f) { return (int)f; }
 
+// CUDA's integer min and max overloads.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+
+// Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes y:x (x the
+// low four), as PTX prmt's default mode.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const unsigned long long v = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i)
+        r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+    return r;
+}
+
 constexpr int warpSize = 32;
 
 namespace dc_emu {
@@ -162,14 +181,27 @@ constexpr size_t STACK_BYTES = 64u << 10;
 enum class State : uint8_t { runnable, barrier, warp, exited };
 
 // The warp primitives, each a rendezvous of the warp's 32 lanes.
-enum class Op : uint8_t { shfl, shfl_up, shfl_down, shfl_xor, ballot, any, all, red_or, red_add, syncwarp };
+enum class Op : uint8_t {
+    shfl,
+    shfl_up,
+    shfl_down,
+    shfl_xor,
+    ballot,
+    any,
+    all,
+    red_or,
+    red_add,
+    syncwarp,
+    red_max,
+    red_min
+};
 
 inline const char *op_name(Op op)
 {
     static const char *const names[] = {"__shfl_sync",     "__shfl_up_sync",  "__shfl_down_sync",
                                         "__shfl_xor_sync", "__ballot_sync",   "__any_sync",
                                         "__all_sync",      "__reduce_or_sync", "__reduce_add_sync",
-                                        "__syncwarp"};
+                                        "__syncwarp",      "__reduce_max_sync", "__reduce_min_sync"};
     return names[(int)op];
 }
 
@@ -654,6 +686,24 @@ inline unsigned __reduce_add_sync(unsigned mask, unsigned value)
 inline int __reduce_add_sync(unsigned mask, int value)
 {
     return (int)__reduce_add_sync(mask, (unsigned)value);
+}
+
+inline unsigned __reduce_max_sync(unsigned mask, unsigned value)
+{
+    const uint64_t *v = dc_emu::exchange(dc_emu::Op::red_max, mask, value);
+    unsigned r = 0;
+    for (int l = 0; l < dc_emu::WARP; ++l)
+        r = (unsigned)v[l] > r ? (unsigned)v[l] : r;
+    return r;
+}
+
+inline unsigned __reduce_min_sync(unsigned mask, unsigned value)
+{
+    const uint64_t *v = dc_emu::exchange(dc_emu::Op::red_min, mask, value);
+    unsigned r = 0xFFFFFFFFu;
+    for (int l = 0; l < dc_emu::WARP; ++l)
+        r = (unsigned)v[l] < r ? (unsigned)v[l] : r;
+    return r;
 }
 
 // common.cuh's cluster wrappers here: a block of a cluster cannot run one
