@@ -24,18 +24,7 @@ extern "C" {
 #include "gen.h"
 }
 
-// The kernel's __shared__ variables start as junk in every block (simt.h),
-// as a GPU may leave them.
-#define DC_EMU_POISON_SHARED 1
-#include "emu_test.h"
-
-#ifndef DC_EMU_PRELUDE
-#error "the build defines DC_EMU_PRELUDE: the key's rendered #defines (tests/CMakeLists.txt)"
-#endif
-#include DC_EMU_PRELUDE
-// A host compile takes the ABI header's C side (the launchers' argument
-// structs), whose size checks are C11's keyword.
-#define _Static_assert static_assert
+#include "emu_kernel.h"
 // The kernel's name is also the C API's (dcptopk.h): renamed here.
 #define dcptopk_select dc_emu_select_kernel
 #include "select.cu"
@@ -217,16 +206,7 @@ bool families(uint64_t seed0, int64_t rows, bool misalign)
 TEST(prelude)
 {
     dcptopk_key key;
-    CHECK_MSG(dcptopk_key_parse(DC_EMU_KEY, &key) == DCPTOPK_SUCCESS, "%s: %s", DC_EMU_KEY,
-              dcptopk_last_error(NULL));
-    char *src = nullptr;
-    CHECK_MSG(dcptopk_key_render(&key, &src) == DCPTOPK_SUCCESS, "%s", dcptopk_last_error(NULL));
-    const std::string text(src);
-    free(src);
-    const std::string want = DC_EMU_PRELUDE_TEXT;
-    CHECK_MSG(text.compare(0, want.size(), want) == 0 && text.compare(want.size(), 6, "#line ") == 0,
-              "the rendered text of %s does not start with the prelude this test was built with:\n%s",
-              DC_EMU_KEY, want.c_str());
+    CHECK(key_matches_prelude(&key));
     CHECK(key.kernel == DCPTOPK_KERNEL_SELECT);
     CHECK_EQ(key.topk, K);
     CHECK_EQ(key.local_topk, N);
