@@ -67,21 +67,27 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * template re-reads them from global memory), then the gids (4 bytes a
  * candidate) where DC_PAIR_SELECT_SMEM_GIDS holds, else the emit re-reads
  * them. Gids stay on chip where the shared memory they take costs no CTA
- * an SM: a cluster's CTAs, a one-CTA row of 16384 (one 1024-thread CTA an
- * SM, 136 KiB) and rows of 8192 to 12288 (two 512-thread CTAs an SM, at
- * most 105 KiB each). The largest total is still 128 KiB past Shared: a
+ * an SM: a cluster's CTAs; and, on a target whose blocks may take 227 KiB
+ * (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a one-CTA row of
+ * 16384 (one 1024-thread CTA an SM, 136 KiB) and rows of 8192 to 12288 (two
+ * 512-thread CTAs an SM, at most 105 KiB each). Elsewhere (sm_120's blocks
+ * take 99 KiB; a target not named here) those rows keep the smaller
+ * footprint they fit in. The largest total is still 128 KiB past Shared: a
  * row of 32768's keys, or a row of 16384's keys and gids. */
 #define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
     ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
-#define DC_PAIR_SELECT_SMEM_GIDS(w, k, c)                                      \
-    ((c) > 1 || (long long)(w) * (k) == 16384 ||                               \
-     ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))
-#define DC_PAIR_SELECT_SMEM_BYTES(w, k, c)                                     \
+#define DC_PAIR_BIG_SMEM(arch) ((arch) == 90 || (arch) == 100)
+#define DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch)                                \
+    ((c) > 1 ||                                                                \
+     (DC_PAIR_BIG_SMEM(arch) &&                                                \
+      ((long long)(w) * (k) == 16384 ||                                        \
+       ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
+#define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch)                               \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
-     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c) ? (w) * (k) / (c) * 4 : 0))
+     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch) ? (w) * (k) / (c) * 4 : 0))
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

@@ -91,7 +91,14 @@ constexpr bool kSmemKeys = DC_PAIR_SELECT_SMEM_KEYS(kSeg, kK, kClu);
 constexpr bool kMask = kChunk <= 32 && kSmemKeys;
 // Gids beside the keys in shared memory (pair_abi.h says where), so that
 // the emit and the tie modes read them there instead of from the L2.
-constexpr bool kSmemGids = kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu);
+// The target as dc_arch_number gives it (90: sm_90a), for that rule;
+// tests/emu builds for sm_90a.
+#ifdef __CUDA_ARCH__
+constexpr int kArch = __CUDA_ARCH__ / 10;
+#else
+constexpr int kArch = 90;
+#endif
+constexpr bool kSmemGids = kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu, kArch);
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);

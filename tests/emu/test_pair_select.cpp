@@ -179,7 +179,7 @@ bool check_case(const Case &c)
     // The launcher's arguments (pair.c): the rank stride in int32 words.
     const long long rank_stride = (LAYOUT & 1) == 0 ? got.t_alloc * K * 2 : 0;
     const std::string err = dc_emu::run_grid(
-        (int)t, ps::kThreads, DC_PAIR_SELECT_SMEM_BYTES(W, K, 1), [&] {
+        (int)t, ps::kThreads, DC_PAIR_SELECT_SMEM_BYTES(W, K, 1, ps::kArch), [&] {
             dc_emu_pair_select_kernel(got.cand.data(), t, rank_stride, c.rank,
                                 c.ids ? got.ids.data() : nullptr, stride,
                                 c.owned ? got.req_id.data() : nullptr,
@@ -226,6 +226,7 @@ TEST(prelude)
     dcptopk_key key;
     CHECK(key_matches_prelude(&key));
     CHECK(key.kernel == DCPTOPK_KERNEL_PAIR_SELECT);
+    CHECK_EQ(atoi(key.arch + 3), ps::kArch); // the target the template assumed
     CHECK_EQ(key.topk, K);
     CHECK_EQ(key.world_size, W);
     CHECK_EQ(key.layout, LAYOUT);

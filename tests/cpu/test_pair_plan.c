@@ -1,0 +1,64 @@
+/* test_pair_plan.c - the pair select's launch geometry (pair_abi.h) against
+ * the targets' shared memory: where the gids stay on chip, what a block then
+ * asks for, and that it still fits the CTAs an SM the launch bounds count
+ * on. The expected bytes are worked out by hand from the layout (8448 bytes
+ * of state for one CTA, then 4 bytes a candidate of keys and 4 of gids), not
+ * by the macros under test. */
+#include "dcptopk.h"
+#include "harness.h"
+#include "pair_abi.h"
+
+enum {
+    BIG = 232448,  /* 227 KiB opt-in a block (sm_90, sm_100) */
+    SM_BIG = 233472, /* 228 KiB an SM there */
+    SM120 = 101376 /* 99 KiB a block (sm_120-class GPUs) */
+};
+
+TEST(gids_on_chip_only_on_large_targets)
+{
+    /* The decode shape (W = 8, K = 2048): keys and gids on sm_90 and
+     * sm_100, 8448 + 65536 + 65536 bytes; keys alone elsewhere. */
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 90), 1);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 100), 1);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90), 139520);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 120), 0);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120), 73984);
+    /* A target not named keeps the smaller footprint. */
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 103), 0);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 121), 0);
+    /* The rule's edges on sm_90: 8160 and 12320 candidates keep them off
+     * chip, 8192, 12288 and 16384 on it; a row of 32768 has no room. */
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(5, 1632, 1, 90), 0);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(16, 512, 1, 90), 1);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(6, 2048, 1, 90), 1);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(11, 1120, 1, 90), 0);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(16, 2048, 1, 90), 0);
+    /* A split row's CTAs keep theirs on every target. */
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 2, 120), 1);
+}
+
+/* Every one-CTA row of W = 1..16 ranks and K = 32..4096 (multiples of 32):
+ * on sm_90 / sm_100 a block fits 227 KiB, and the rows that run two
+ * 512-thread CTAs an SM still fit two; on sm_120 every row of at most
+ * 16384 candidates (every named pair config) fits 99 KiB, as before the
+ * gids moved on chip. */
+TEST(every_row_fits_its_target)
+{
+    for (int32_t w = 1; w <= 16; w++)
+        for (int32_t k = 32; k <= 4096; k += 32) {
+            const long long n = (long long)w * k;
+            const long long big = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90);
+            const long long small = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 120);
+            if (n <= 32768)
+                CHECK_MSG(big <= BIG, "W=%d K=%d: %lld bytes on sm_90", w, k, big);
+            if (DC_PAIR_SELECT_THREADS(w, k, 1) == 512 && n <= 16384 &&
+                DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90))
+                CHECK_MSG(2 * (big + 1024) <= SM_BIG,
+                          "W=%d K=%d: two CTAs of %lld bytes exceed an SM", w, k, big);
+            if (n <= 16384) {
+                CHECK_MSG(small <= SM120, "W=%d K=%d: %lld bytes on sm_120", w, k, small);
+                CHECK_MSG(small == 8448 + 4 * n, "W=%d K=%d: %lld bytes on sm_120, want %lld",
+                          w, k, small, 8448 + 4 * n);
+            }
+        }
+}
