@@ -131,28 +131,7 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
     dcptopk_key key;
     select_key(&key, &c, segments, args->layout, split, ctx->arch);
 
-    const dcptopk_rows_map *m = &args->rows_map;
-    dc_pair_select_args k = {
-        .candidates = args->candidates,
-        .rows = args->rows,
-        .rank_stride =
-            (args->layout & 1) == 0 /* rank-major */
-                ? (args->rank_stride_rows ? args->rank_stride_rows : args->rows) *
-                      c.topk * 2
-                : 0,
-        .rank = args->rank,
-        .ids_out = args->ids_out,
-        .ids_stride = args->ids_out_stride ? args->ids_out_stride : c.topk,
-        .req_id = m->req_id,
-        .block_table = m->block_table,
-        .bt_stride = m->block_table_stride,
-        .bt_cols = m->block_table_cols,
-        .num_reqs = m->num_reqs,
-        .stride_rows = m->stride_rows,
-        .rows_out = m->rows_out,
-        .rows_stride = m->rows_out_stride ? m->rows_out_stride : c.topk,
-        .counts_out = m->counts_out,
-    };
+    dc_pair_select_args k = dc_pair_kernel_args(&c, args);
 
     dc_launch_cfg cfg = {
         .grid = {(uint32_t)(args->rows * ctas), 1, 1}, /* checked above */
@@ -169,7 +148,7 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
     /* The owned rows' CSR offsets: dcptopk_indptr of the same module
      * (kernel_abi.h), one CTA, a dependent launch of the select. */
     dc_indptr_args ik = {
-        .counts = m->counts_out,
+        .counts = k.counts_out,
         .rows = args->rows,
         .indptr = args->indptr_out,
     };
@@ -179,6 +158,34 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
                           .pdl = 1};
     dc_abi_argv iargv = dc_indptr_args_argv(&ik);
     return dc_launch(ctx, &key, "dcptopk_indptr", &icfg, iargv.p);
+}
+
+dc_pair_select_args dc_pair_kernel_args(const dcptopk_merge_config *c,
+                                        const dcptopk_pair_select_args *args)
+{
+    const dcptopk_rows_map *m = &args->rows_map;
+    dc_pair_select_args k = {
+        .candidates = args->candidates,
+        .rows = args->rows,
+        .rank_stride =
+            (args->layout & 1) == 0 /* rank-major */
+                ? (args->rank_stride_rows ? args->rank_stride_rows : args->rows) *
+                      c->topk * 2
+                : 0,
+        .rank = args->rank,
+        .ids_out = args->ids_out,
+        .ids_stride = args->ids_out_stride ? args->ids_out_stride : c->topk,
+        .req_id = m->req_id,
+        .block_table = m->block_table,
+        .bt_stride = m->block_table_stride,
+        .bt_cols = m->block_table_cols,
+        .num_reqs = m->num_reqs,
+        .stride_rows = m->stride_rows,
+        .rows_out = m->rows_out,
+        .rows_stride = m->rows_out_stride ? m->rows_out_stride : c->topk,
+        .counts_out = m->counts_out,
+    };
+    return k;
 }
 
 dcptopk_result dcptopk_pair_select(dcptopk_context *ctx,

@@ -6,6 +6,7 @@
 #define DCPTOPK_PAIR_H
 
 #include "base.h"
+#include "pair_abi.h"
 
 /* The pair merge's argument checks (pair_check.c), for its entry points
  * and the CPU reference. */
@@ -28,6 +29,11 @@ DC_HIDDEN void dc_pair_select_nodes_key(dc_key_list *l,
                                         const dcptopk_merge_config *c,
                                         int32_t nodes, int32_t layout,
                                         const char *arch);
+
+/* The select kernel's arguments for a call's (checked) config c and args:
+ * the launcher's mapping, which tests/emu's run of the kernel uses too. */
+DC_HIDDEN dc_pair_select_args dc_pair_kernel_args(const dcptopk_merge_config *c,
+                                                  const dcptopk_pair_select_args *args);
 
 /* dcptopk_pair_select_nodes (nodes = 0: the flat merge) with each row split
  * over 2^split CTAs of a cluster; split = -1 is the entry points' choice

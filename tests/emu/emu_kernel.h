@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include "dcptopk.h"
@@ -41,3 +42,61 @@ inline bool key_matches_prelude(dcptopk_key *key)
            DC_EMU_KEY, want.c_str());
     return true;
 }
+
+// Output columns past K that a kernel must leave alone, and what they hold.
+constexpr int EMU_PAD_COLS = 3;
+constexpr int32_t EMU_SENTINEL = 0x5A5A5A5A;
+
+// Every word of a kernel's output against the reference's, in rows of
+// `width` words; names the first difference with `where` (the case).
+template <class T>
+bool same_words(const std::vector<T> &got, const std::vector<T> &want, size_t width,
+                const char *what, const std::string &where)
+{
+    EXPECT(got.size() == want.size(), "%s: %s: %zu words, want %zu", where.c_str(), what,
+           got.size(), want.size());
+    for (size_t i = 0; i < got.size(); i++)
+        EXPECT(got[i] == want[i], "%s: %s[%zu][%zu] = %d (0x%08x), want %d (0x%08x)%s",
+               where.c_str(), what, i / width, i % width, (int)got[i], (uint32_t)got[i],
+               (int)want[i], (uint32_t)want[i],
+               (int32_t)want[i] == EMU_SENTINEL ? " (left alone)"
+               : (int32_t)got[i] == EMU_SENTINEL ? " (not written)"
+                                                 : "");
+    return true;
+}
+
+// The owned-rows inputs of `rows` rows: requests -1..3 (-1 and 3 own
+// nothing with 3 requests) and a block table of random physical rows that
+// drops the highest block indices of local ids below local_len.
+struct HostRowsMap {
+    std::vector<int32_t> req, table;
+    int64_t table_stride = 0;
+    int32_t cols = 0, num_reqs = 3, stride_rows = 0;
+
+    HostRowsMap(int64_t rows, int64_t local_len, int32_t block, uint64_t seed, Rng &rng)
+    {
+        req.resize((size_t)rows);
+        for (int64_t i = 0; i < rows; i++)
+            req[(size_t)i] = (int32_t)((i + (int64_t)seed) % 5) - 1;
+        stride_rows = block + 5;
+        const int64_t blocks = (local_len + block - 1) / block;
+        cols = (int32_t)(blocks - blocks / 4);
+        table_stride = cols + 3;
+        table.resize((size_t)(table_stride * num_reqs));
+        for (auto &e : table)
+            e = (int32_t)rng.below(100000);
+    }
+    // m's inputs from this map, and its outputs.
+    void apply(dcptopk_rows_map &m, int32_t *rows_out, int64_t stride, int32_t *counts) const
+    {
+        m.req_id = req.data();
+        m.block_table = table.data();
+        m.block_table_stride = table_stride;
+        m.block_table_cols = cols;
+        m.num_reqs = num_reqs;
+        m.stride_rows = stride_rows;
+        m.rows_out = rows_out;
+        m.rows_out_stride = stride;
+        m.counts_out = counts;
+    }
+};

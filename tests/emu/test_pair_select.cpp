@@ -33,6 +33,9 @@ extern "C" {
 #define dcptopk_pair_select dc_emu_pair_select_kernel
 #include "pair_select.cu"
 #undef dcptopk_pair_select
+extern "C" {
+#include "pair.h"
+}
 #undef _Static_assert
 
 namespace {
@@ -43,9 +46,6 @@ constexpr int64_t WK = (int64_t)W * K;
 static_assert(ps::kClu == 1 && ps::kSeg == W, "one CTA a row of the flat merge");
 static_assert(DCPTOPK_EMIT_IDS == 1, "the keys under test emit ids");
 
-constexpr int32_t SENTINEL = 0x5A5A5A5A;
-constexpr int PAD_COLS = 3; // output columns past K that must keep SENTINEL
-
 // One case: a family (-1: every candidate the same), rows, seed, rank, and
 // which outputs the kernel writes.
 struct Case {
@@ -54,15 +54,6 @@ struct Case {
     uint64_t seed;
     int32_t rank;
     bool ids, owned;
-};
-
-struct Buffers {
-    std::vector<int32_t> cand; // the key's layout
-    int64_t t_alloc = 0;       // rank-major: rows a rank holds (T + padding)
-    std::vector<int32_t> req_id, table;
-    int64_t table_stride = 0;
-    int32_t cols = 0, num_reqs = 3, stride_rows = B + 5;
-    std::vector<int32_t> ids, prow, counts;
 };
 
 // The id word the layout reads for a gid: the gid, or with float ids its
@@ -80,7 +71,9 @@ int32_t id_word(int32_t gid, Rng &rng)
     return __float_as_int(f);
 }
 
-bool make_buffers(const Case &c, Buffers &b)
+// The candidates of a case in the key's layout; t_alloc: the rows a rank
+// holds (rank-major: T and two padding rows).
+bool make_candidates(const Case &c, Rng &rng, std::vector<int32_t> &cand, int64_t &t_alloc)
 {
     const int64_t t = c.rows;
     std::vector<int32_t> gen;
@@ -90,12 +83,11 @@ bool make_buffers(const Case &c, Buffers &b)
         gen.assign(g, g + (size_t)W * (size_t)t * K * 2);
         free(g);
     }
-    Rng rng(c.seed * 3 + 1);
     const bool rank_major = (LAYOUT & 1) == 0;
-    b.t_alloc = rank_major ? t + 2 : t;
-    b.cand.assign((size_t)W * (size_t)b.t_alloc * K * 2, 0);
+    t_alloc = rank_major ? t + 2 : t;
+    cand.assign((size_t)W * (size_t)t_alloc * K * 2, 0);
     for (int32_t r = 0; r < W; r++)
-        for (int64_t row = 0; row < b.t_alloc; row++)
+        for (int64_t row = 0; row < t_alloc; row++)
             for (int32_t j = 0; j < K; j++) {
                 int32_t score, gid;
                 if (row >= t) {
@@ -109,41 +101,38 @@ bool make_buffers(const Case &c, Buffers &b)
                     score = src[0];
                     gid = src[1];
                 }
-                const int64_t at = rank_major ? ((int64_t)r * b.t_alloc + row) * K + j
+                const int64_t at = rank_major ? ((int64_t)r * t_alloc + row) * K + j
                                               : row * WK + (int64_t)r * K + j;
-                b.cand[(size_t)at * 2] = score;
-                b.cand[(size_t)at * 2 + 1] = id_word(gid, rng);
+                cand[(size_t)at * 2] = score;
+                cand[(size_t)at * 2 + 1] = id_word(gid, rng);
             }
-    // Requests -1..3 (-1 and 3 own nothing with 3 requests); a block table
-    // that drops the highest block indices (local ids stay below 3K).
-    const int32_t blocks = (3 * K + B - 1) / B;
-    b.cols = blocks - blocks / 4;
-    b.table_stride = b.cols + 3;
-    b.req_id.resize((size_t)t);
-    for (int64_t i = 0; i < t; i++)
-        b.req_id[(size_t)i] = (int32_t)((i + (int64_t)c.seed) % 5) - 1;
-    b.table.resize((size_t)(b.table_stride * b.num_reqs));
-    for (auto &e : b.table)
-        e = (int32_t)rng.below(100000);
-    const size_t out = (size_t)t * (K + PAD_COLS);
-    b.ids.assign(out, SENTINEL);
-    b.prow.assign(out, SENTINEL);
-    b.counts.assign((size_t)t + 1, SENTINEL);
     return true;
 }
 
 const char *family_name(int f) { return f < 0 ? "identical" : dc_pair_family_name(f); }
 
-// Runs the kernel on a case and the reference on a copy of its outputs,
-// then compares every word.
+// Outputs of one run (the kernel's or the reference's), sentinel-filled.
+struct Outs {
+    std::vector<int32_t> ids, prow, counts;
+    explicit Outs(int64_t t)
+        : ids((size_t)t * (K + EMU_PAD_COLS), EMU_SENTINEL),
+          prow((size_t)t * (K + EMU_PAD_COLS), EMU_SENTINEL), counts((size_t)t + 1, EMU_SENTINEL)
+    {
+    }
+};
+
+// Runs the kernel and the reference on one case's inputs, then compares
+// every word of their outputs.
 bool check_case(const Case &c)
 {
-    Buffers got;
-    if (!make_buffers(c, got))
+    Rng rng(c.seed * 3 + 1);
+    std::vector<int32_t> cand;
+    int64_t t_alloc = 0;
+    if (!make_candidates(c, rng, cand, t_alloc))
         return false;
-    Buffers want = got;
     const int64_t t = c.rows;
-    const int64_t stride = K + PAD_COLS;
+    const int64_t stride = K + EMU_PAD_COLS;
+    const HostRowsMap map(t, 3 * K, B, c.seed, rng); // local ids stay below 3K
 
     dcptopk_merge_config cfg = DCPTOPK_MERGE_CONFIG_INIT;
     cfg.kind = DCPTOPK_MERGE_PAIR;
@@ -154,53 +143,41 @@ bool check_case(const Case &c)
     cfg.interleave = S;
     cfg.emit_ids = 1;
     cfg.exact = 0;
-    dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
-    a.candidates = want.cand.data();
-    a.layout = LAYOUT;
-    a.rows = t;
-    a.rank_stride_rows = (LAYOUT & 1) == 0 ? want.t_alloc : 0;
-    a.rank = c.rank;
-    a.ids_out = c.ids ? want.ids.data() : nullptr;
-    a.ids_out_stride = stride;
-    if (c.owned) {
-        a.rows_map.req_id = want.req_id.data();
-        a.rows_map.block_table = want.table.data();
-        a.rows_map.block_table_stride = want.table_stride;
-        a.rows_map.block_table_cols = want.cols;
-        a.rows_map.num_reqs = want.num_reqs;
-        a.rows_map.stride_rows = want.stride_rows;
-        a.rows_map.rows_out = want.prow.data();
-        a.rows_map.rows_out_stride = stride;
-        a.rows_map.counts_out = want.counts.data();
-    }
-    EXPECT(dcptopk_ref_pair_select(&cfg, &a) == DCPTOPK_SUCCESS, "reference: %s",
+    auto args = [&](Outs &o) {
+        dcptopk_pair_select_args a = DCPTOPK_PAIR_SELECT_ARGS_INIT;
+        a.candidates = cand.data();
+        a.layout = LAYOUT;
+        a.rows = t;
+        a.rank_stride_rows = (LAYOUT & 1) == 0 ? t_alloc : 0;
+        a.rank = c.rank;
+        a.ids_out = c.ids ? o.ids.data() : nullptr;
+        a.ids_out_stride = stride;
+        if (c.owned)
+            map.apply(a.rows_map, o.prow.data(), stride, o.counts.data());
+        return a;
+    };
+    Outs got(t), want(t);
+    const dcptopk_pair_select_args wa = args(want);
+    EXPECT(dcptopk_ref_pair_select(&cfg, &wa) == DCPTOPK_SUCCESS, "reference: %s",
            dcptopk_last_error(NULL));
 
-    // The launcher's arguments (pair.c): the rank stride in int32 words.
-    const long long rank_stride = (LAYOUT & 1) == 0 ? got.t_alloc * K * 2 : 0;
+    // The launcher's own mapping of the call (pair.c).
+    const dcptopk_pair_select_args ga = args(got);
+    const dc_pair_select_args k = dc_pair_kernel_args(&cfg, &ga);
     const std::string err = dc_emu::run_grid(
         (int)t, ps::kThreads, DC_PAIR_SELECT_SMEM_BYTES(W, K, 1, ps::kArch), [&] {
-            dc_emu_pair_select_kernel(got.cand.data(), t, rank_stride, c.rank,
-                                c.ids ? got.ids.data() : nullptr, stride,
-                                c.owned ? got.req_id.data() : nullptr,
-                                c.owned ? got.table.data() : nullptr, got.table_stride, got.cols,
-                                got.num_reqs, got.stride_rows,
-                                c.owned ? got.prow.data() : nullptr, stride,
-                                c.owned ? got.counts.data() : nullptr);
+            dc_emu_pair_select_kernel(k.candidates, k.rows, k.rank_stride, k.rank, k.ids_out,
+                                      k.ids_stride, k.req_id, k.block_table, k.bt_stride,
+                                      k.bt_cols, k.num_reqs, k.stride_rows, k.rows_out,
+                                      k.rows_stride, k.counts_out);
         });
-    EXPECT(err.empty(), "%s rows %lld seed %llu: %s", family_name(c.family), (long long)t,
-           (unsigned long long)c.seed, err.c_str());
-
-    auto same = [&](const std::vector<int32_t> &g, const std::vector<int32_t> &w,
-                    const char *what) -> bool {
-        for (size_t i = 0; i < g.size(); i++)
-            EXPECT(g[i] == w[i], "%s rows %lld seed %llu rank %d: %s[%lld][%lld] = %d, want %d",
-                   family_name(c.family), (long long)t, (unsigned long long)c.seed, c.rank, what,
-                   (long long)(i / (size_t)stride), (long long)(i % (size_t)stride), g[i], w[i]);
-        return true;
-    };
-    return same(got.ids, want.ids, "ids") && same(got.prow, want.prow, "rows") &&
-           same(got.counts, want.counts, "counts");
+    char where[128];
+    snprintf(where, sizeof where, "%s rows %lld seed %llu rank %d", family_name(c.family),
+             (long long)t, (unsigned long long)c.seed, c.rank);
+    EXPECT(err.empty(), "%s: %s", where, err.c_str());
+    return same_words(got.ids, want.ids, (size_t)stride, "ids", where) &&
+           same_words(got.prow, want.prow, (size_t)stride, "rows", where) &&
+           same_words(got.counts, want.counts, 1, "counts", where);
 }
 
 // Every family on a few rows, both outputs, then each output alone; under

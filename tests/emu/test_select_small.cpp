@@ -40,9 +40,6 @@ constexpr int K = DCPTOPK_TOPK, N = DCPTOPK_LOCAL_TOPK, W = DCPTOPK_WORLD_SIZE;
 constexpr int WORDS_ = DC_PACKED_ROW_WORDS(N);
 static_assert(DC_SELECT_IS_SMALL(W, N), "the small-row path");
 
-constexpr int32_t SENTINEL = 0x5A5A5A5A;
-constexpr int PAD_COLS = 3; // output columns past K that must keep SENTINEL
-
 dcptopk_merge_config config()
 {
     dcptopk_merge_config c = DCPTOPK_MERGE_CONFIG_INIT;
@@ -71,10 +68,16 @@ struct Case {
     }
 };
 
-// Outputs of one run (the kernel's or the reference's).
+// Outputs of one run (the kernel's or the reference's), sentinel-filled.
 struct Outs {
     std::vector<int32_t> ids, prow, counts;
     std::vector<uint32_t> sat;
+    explicit Outs(int64_t t)
+        : ids((size_t)t * (K + EMU_PAD_COLS), EMU_SENTINEL),
+          prow((size_t)t * (K + EMU_PAD_COLS), EMU_SENTINEL), counts((size_t)t + 1, EMU_SENTINEL),
+          sat((size_t)t + 1, (uint32_t)EMU_SENTINEL)
+    {
+    }
 };
 
 bool check_case(const Case &cs)
@@ -108,32 +111,11 @@ bool check_case(const Case &cs)
             for (int j = 0; j < WORDS_; j++)
                 pa.out[row * WORDS_ + j] = (int32_t)(0xFF000000u | rng.below(1u << 17));
     }
-    // Rows map: requests -1..3 (-1 and 3 own nothing with 3 requests), a
-    // block table that drops the highest block indices.
-    const int32_t b = DCPTOPK_BLOCK_SIZE;
-    std::vector<int32_t> req((size_t)t), table;
-    for (int64_t i = 0; i < t; i++)
-        req[(size_t)i] = (int32_t)((i + (int64_t)cs.seed) % 5) - 1;
-    int32_t cols = 0, nreq = 3;
-    int64_t tstride = 0;
-    if (b > 0) {
-        const int32_t blocks = (int32_t)((wd.max_local_len + b - 1) / b);
-        cols = blocks - blocks / 4;
-        tstride = cols + 3;
-        table.resize((size_t)(tstride * nreq));
-        for (auto &e : table)
-            e = (int32_t)rng.below(100000);
-    }
-    const int64_t stride = K + PAD_COLS;
-    auto outs = [&]() {
-        Outs o;
-        o.ids.assign((size_t)(t * stride), SENTINEL);
-        o.prow.assign((size_t)(t * stride), SENTINEL);
-        o.counts.assign((size_t)t + 1, SENTINEL);
-        o.sat.assign((size_t)t + 1, (uint32_t)SENTINEL);
-        return o;
-    };
-    Outs got = outs(), want = outs();
+    // Owned rows only where the key has blocks (block_size > 0).
+    constexpr int32_t b = DCPTOPK_BLOCK_SIZE;
+    const HostRowsMap map(t, wd.max_local_len, b > 0 ? b : 1, cs.seed, rng);
+    const int64_t stride = K + EMU_PAD_COLS;
+    Outs got(t), want(t);
     auto args = [&](Outs &o) {
         dcptopk_select_args a = DCPTOPK_SELECT_ARGS_INIT;
         a.gathered = gathered;
@@ -147,17 +129,8 @@ bool check_case(const Case &cs)
         a.logits_stride = wd.stride;
         a.max_local_len = wd.max_local_len;
         a.row_ends = wd.row_ends[cs.rank];
-        if (cs.owned && b > 0) {
-            a.rows_map.req_id = req.data();
-            a.rows_map.block_table = table.data();
-            a.rows_map.block_table_stride = tstride;
-            a.rows_map.block_table_cols = cols;
-            a.rows_map.num_reqs = nreq;
-            a.rows_map.stride_rows = b + 5;
-            a.rows_map.rows_out = o.prow.data();
-            a.rows_map.rows_out_stride = stride;
-            a.rows_map.counts_out = o.counts.data();
-        }
+        if (cs.owned && b > 0)
+            map.apply(a.rows_map, o.prow.data(), stride, o.counts.data());
         return a;
     };
     const dcptopk_select_args wa = args(want);
@@ -170,20 +143,14 @@ bool check_case(const Case &cs)
     const std::string err =
         dc_emu::run_grid((int)t, THREADS, DC_SELECT_ROW_BYTES(W, N),
                          [&] { dc_emu_select_kernel(gathered, t_alloc, t, o, sat); });
-    const char *fam = dc_family_name(cs.family);
-    EXPECT(err.empty(), "%s rows %lld seed %llu: %s", fam, (long long)t,
-           (unsigned long long)cs.seed, err.c_str());
-
-    auto same = [&](const auto &g, const auto &w, int64_t width, const char *what) -> bool {
-        for (size_t i = 0; i < g.size(); i++)
-            EXPECT(g[i] == w[i], "%s rows %lld seed %llu rank %d%s: %s[%lld][%lld] = %d, want %d", fam,
-                   (long long)t, (unsigned long long)cs.seed, cs.rank,
-                   cs.misalign ? " misaligned" : "", what, (long long)(i / (size_t)width),
-                   (long long)(i % (size_t)width), (int)g[i], (int)w[i]);
-        return true;
-    };
-    return same(got.ids, want.ids, stride, "ids") && same(got.prow, want.prow, stride, "rows") &&
-           same(got.counts, want.counts, 1, "counts") && same(got.sat, want.sat, 1, "sat");
+    char where[128];
+    snprintf(where, sizeof where, "%s rows %lld seed %llu rank %d%s", dc_family_name(cs.family),
+             (long long)t, (unsigned long long)cs.seed, cs.rank, cs.misalign ? " misaligned" : "");
+    EXPECT(err.empty(), "%s: %s", where, err.c_str());
+    return same_words(got.ids, want.ids, (size_t)stride, "ids", where) &&
+           same_words(got.prow, want.prow, (size_t)stride, "rows", where) &&
+           same_words(got.counts, want.counts, 1, "counts", where) &&
+           same_words(got.sat, want.sat, 1, "sat", where);
 }
 
 // The families that fit a CPU test (not LONG's 2^17 columns a rank); under
