@@ -84,10 +84,6 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
 {
     memcpy(dst, src, bytes);
 }
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *)
-{
-    memcpy(dst, src, bytes);
-}
 template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint64_t *, uint32_t)
 {
@@ -132,6 +128,8 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
                  : "memory");
 }
 
+#endif
+
 // One bulk copy on its own arrival.
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes,
                                           uint64_t *bar)
@@ -139,6 +137,8 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t b
     mbar_expect_tx(bar, bytes);
     bulk_copy(dst, src, bytes, bar);
 }
+
+#ifndef DC_EMU
 
 // Waits until the phase of `bar` with this parity has completed. CLUSTER:
 // acquiring at cluster scope what other CTAs of the cluster completed on it
