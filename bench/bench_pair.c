@@ -239,6 +239,58 @@ static void bench_b2b(bench_ctx *b, select_job *job, uint64_t d_rank,
         dc_mem_free(ctx, d_rot);
 }
 
+/* BENCH_PAIR_TRACE=1, with DCPTOPK_TEMPLATE_DIR at bench/pair_trace.py's
+ * stamped copy of kernels/: after the first timing, each phase stamp the
+ * select left in its rows' first ids (cycles since the row's start), as the
+ * median over the rows that reached it. The ids are not the select's then,
+ * so nothing else runs. */
+static int trace_on(void)
+{
+    const char *e = getenv("BENCH_PAIR_TRACE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_trace(select_job *job, int64_t t)
+{
+    dcptopk_context *ctx = job->ctx;
+    const int32_t k = job->config.topk;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)t * (size_t)k);
+    int32_t *col = malloc(sizeof(int32_t) * (size_t)t);
+    DIE_IF(!ids || !col, "out of host memory");
+    DIE_IF(dc_stream_sync(ctx, job->args.stream) ||
+               dc_memcpy_dtoh(ctx, ids, (uint64_t)(uintptr_t)job->args.ids_out,
+                              sizeof(int32_t) * (size_t)t * (size_t)k),
+           "copy");
+    const int32_t slots = ids[0];
+    DIE_IF(slots < 2 || slots > k,
+           "BENCH_PAIR_TRACE: no stamps in the ids (DCPTOPK_TEMPLATE_DIR must name "
+           "bench/pair_trace.py's copy)");
+    printf("TRACE pair_select W=%d K=%d T=%lld: slot:median cycles since the row's start "
+           "(rows that reached it)",
+           job->config.world_size, k, (long long)t);
+    for (int32_t s = 1; s < slots; s++) {
+        int64_t n = 0;
+        for (int64_t row = 0; row < t; row++) {
+            const int32_t v = ids[row * k + s];
+            if (v >= 0)
+                col[n++] = v;
+        }
+        if (n == 0)
+            continue;
+        qsort(col, (size_t)n, sizeof col[0], cmp_i32);
+        printf(" %d:%d(%lld)", s, col[n / 2], (long long)n);
+    }
+    printf("\n");
+    free(ids);
+    free(col);
+}
+
 static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
 {
     dcptopk_context *ctx = b->g.ctx;
@@ -287,6 +339,13 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
         time_it(b, run_select, &job, &med[layout], &mn[layout]);
         report("pair_select", layout ? "row-major" : "rank-major", w, k, t,
                bytes, med[layout], mn[layout]);
+        if (layout == 0 && trace_on()) {
+            print_trace(&job, t);
+            dc_mem_free(ctx, d_rank);
+            dc_mem_free(ctx, d_row);
+            dc_mem_free(ctx, d_ids);
+            return;
+        }
         if (layout == 0) {
             bench_splits(b, &job, t, bytes);
             if (t == 64 || (w == 8 && k == 2048))

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""pair_trace.py - copies kernels/ and stamps the phases of the copy's
+pair_select.cu, for bench_pair's trace (BENCH_PAIR_TRACE=1 with
+DCPTOPK_TEMPLATE_DIR set to the copy).
+
+    bench/pair_trace.py KERNELS_DIR OUT_DIR
+
+Thread 0 of each CTA keeps clock64 at the row's start and at each phase
+below in shared memory; at the end, behind a barrier, it writes each stamp
+less the start over ids[t][1 ..] of its row (slot 0 holds the slot count),
+where bench_pair reads them back. The ids are then no longer the select's:
+a traced run times and traces, it does not check. A stamp whose anchor is not
+found once is left out and named on stderr (the anchors follow the head's
+template).
+"""
+import os
+import shutil
+import sys
+
+SLOTS = 12
+
+# (slot, anchor, after?) in the order of a row's phases: 1 the loads start,
+# 2 the load phase's end, 3-5 the radix passes' bin searches (a row may not
+# reach all), 6 the decision, 7 the emit's counts scanned, 8 its list
+# written, 9 the gids loaded, 11 the row's end.
+STAMPS = [
+    (1, "    for (int c = tid; c < kBins; c += kThreads)\n        hist0[c] = 0u;\n"
+        "    __syncthreads();\n", True),
+    (2, "        load_phase<false>(hist0, row, dyn_keys);\n    __syncthreads();\n", True),
+    (6, "    radix_select(sh, cl, row, above_mask, inbin_mask, masked);\n", True),
+    (7, "    const uint32_t before = block_scan<true>(sh, nsel, &nsel_all) - nsel;\n", True),
+    (8, "    // (C) ids and owned rows.", False),
+    (9, "    if (want_ids) {\n        int32_t *ids = o.ids + t * o.ids_stride;", False),
+]
+
+HEADER = '''
+__shared__ long long dc_trace[%d];
+#define DC_TRACE(i) do { if (threadIdx.x == 0) dc_trace[i] = clock64(); } while (0)
+''' % SLOTS
+
+END = '''    __syncthreads();
+    DC_TRACE(%d);
+    if (threadIdx.x == 0 && ids_out) {
+        ids_out[t * ids_stride] = %d;
+        for (int i = 1; i < %d; i++)
+            ids_out[t * ids_stride + i] = dc_trace[i] ? (int32_t)(dc_trace[i] - dc_trace[0]) : -1;
+    }
+''' % (SLOTS - 1, SLOTS, SLOTS)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: pair_trace.py KERNELS_DIR OUT_DIR")
+    src, dst = sys.argv[1], sys.argv[2]
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "pair", "pair_select.cu")
+    s = open(path).read()
+
+    def put(anchor, text, after):
+        nonlocal s
+        if s.count(anchor) != 1:
+            print("pair_trace.py: anchor not found once, stamp left out: %r" % anchor[:60],
+                  file=sys.stderr)
+            return
+        s = s.replace(anchor, anchor + text if after else text + anchor)
+
+    s = s.replace("namespace ps {\n", HEADER + "namespace ps {\n", 1)
+    put("    dc::pdl_wait();\n",
+        "    if (threadIdx.x == 0)\n        for (int i = 0; i < %d; i++)\n"
+        "            dc_trace[i] = 0;\n    DC_TRACE(0);\n" % SLOTS, True)
+    put("        if (q == 0 && sh.total <= need) {", "        DC_TRACE(3 + q);\n", False)
+    for slot, anchor, after in STAMPS:
+        put(anchor, "    DC_TRACE(%d);\n" % slot, after)
+    put("    if (kGroup)\n        dc::cluster_wait();\n}\n", END, False)
+    open(path, "w").write(s)
+
+
+if __name__ == "__main__":
+    main()
