@@ -14,8 +14,8 @@ found once is left out and named on stderr (the anchors follow the head's
 template).
 """
 import os
-import shutil
-import sys
+
+import stamped_copy
 
 SLOTS = 12
 
@@ -49,32 +49,17 @@ END = '''    __syncthreads();
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: pair_trace.py KERNELS_DIR OUT_DIR")
-    src, dst = sys.argv[1], sys.argv[2]
-    if os.path.exists(dst):
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
-    path = os.path.join(dst, "pair", "pair_select.cu")
-    s = open(path).read()
-
-    def put(anchor, text, after):
-        nonlocal s
-        if s.count(anchor) != 1:
-            print("pair_trace.py: anchor not found once, stamp left out: %r" % anchor[:60],
-                  file=sys.stderr)
-            return
-        s = s.replace(anchor, anchor + text if after else text + anchor)
-
-    s = s.replace("namespace ps {\n", HEADER + "namespace ps {\n", 1)
-    put("    dc::pdl_wait();\n",
-        "    if (threadIdx.x == 0)\n        for (int i = 0; i < %d; i++)\n"
-        "            dc_trace[i] = 0;\n    DC_TRACE(0);\n" % SLOTS, True)
-    put("        if (q == 0 && sh.total <= need) {", "        DC_TRACE(3 + q);\n", False)
+    src, dst = stamped_copy.args("pair_trace.py", "KERNELS_DIR")
+    st = stamped_copy.Stamped("pair_trace.py", src, dst, [os.path.join("pair", "pair_select.cu")])
+    st.text = st.text.replace("namespace ps {\n", HEADER + "namespace ps {\n", 1)
+    st.put("    dc::pdl_wait();\n",
+           "    if (threadIdx.x == 0)\n        for (int i = 0; i < %d; i++)\n"
+           "            dc_trace[i] = 0;\n    DC_TRACE(0);\n" % SLOTS, True)
+    st.put("        if (q == 0 && sh.total <= need) {", "        DC_TRACE(3 + q);\n", False)
     for slot, anchor, after in STAMPS:
-        put(anchor, "    DC_TRACE(%d);\n" % slot, after)
-    put("    if (kGroup)\n        dc::cluster_wait();\n}\n", END, False)
-    open(path, "w").write(s)
+        st.put(anchor, "    DC_TRACE(%d);\n" % slot, after)
+    st.put("    if (kGroup)\n        dc::cluster_wait();\n}\n", END, False)
+    st.save()
 
 
 if __name__ == "__main__":

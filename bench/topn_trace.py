@@ -11,8 +11,8 @@ whose anchor text is not found is left out, and named on stderr: the
 anchors follow the head's template, and an edited copy may miss some.
 """
 import os
-import shutil
-import sys
+
+import stamped_copy
 
 # (slot, anchor, after?) in the order of the row's phases
 STAMPS = [
@@ -39,39 +39,24 @@ __device__ __forceinline__ unsigned long long dc_trace_timer()
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: topn_trace.py TEMPLATES_DIR OUT_DIR")
-    src, dst = sys.argv[1], sys.argv[2]
-    if os.path.exists(dst):
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
+    src, dst = stamped_copy.args("topn_trace.py", "TEMPLATES_DIR")
     # A copy of kernels/ keeps the header in its family folder.
-    path = os.path.join(dst, "topn_select.cuh")
-    if not os.path.exists(path):
-        path = os.path.join(dst, "topn", "topn_select.cuh")
-    s = open(path).read()
-
-    def put(anchor, text, after):
-        nonlocal s
-        if s.count(anchor) != 1:
-            print("topn_trace.py: anchor not found once, stamp left out: %r" % anchor[:60],
-                  file=sys.stderr)
-            return
-        s = s.replace(anchor, anchor + text if after else text + anchor)
-
-    s = s.replace("namespace dc {\n", HEADER + "namespace dc {\n", 1)
-    put("    const uint32_t crank = cluster_rank();\n",
-        "    DC_TRACE(0, dc_trace_timer());\n    DC_TRACE(1, clock64());\n", True)
-    put("\n            mbar_wait(&sh.bar[p], 0u);\n", "            if (p < 4)\n                DC_TRACE(3 + p, clock64());\n", True)
+    st = stamped_copy.Stamped("topn_trace.py", src, dst,
+                              ["topn_select.cuh", os.path.join("topn", "topn_select.cuh")])
+    st.text = st.text.replace("namespace dc {\n", HEADER + "namespace dc {\n", 1)
+    st.put("    const uint32_t crank = cluster_rank();\n",
+           "    DC_TRACE(0, dc_trace_timer());\n    DC_TRACE(1, clock64());\n", True)
+    st.put("\n            mbar_wait(&sh.bar[p], 0u);\n", "            if (p < 4)\n                DC_TRACE(3 + p, clock64());\n", True)
     for slot, anchor, after in STAMPS:
         if after is None:  # after the anchor's first line
             first = anchor.split("\n")[0] + "\n"
-            put(anchor, "", True)
-            s = s.replace(anchor, first + "    DC_TRACE(%d, clock64());\n" % slot + anchor[len(first):])
+            if st.put(anchor, "", True):
+                st.text = st.text.replace(
+                    anchor, first + "    DC_TRACE(%d, clock64());\n" % slot + anchor[len(first):])
         else:
-            put(anchor, "    DC_TRACE(%d, clock64());\n" % slot, after)
-    put("    group_wait();\n}\n", "    DC_TRACE(30, clock64());\n    DC_TRACE(31, dc_trace_timer());\n", False)
-    open(path, "w").write(s)
+            st.put(anchor, "    DC_TRACE(%d, clock64());\n" % slot, after)
+    st.put("    group_wait();\n}\n", "    DC_TRACE(30, clock64());\n    DC_TRACE(31, dc_trace_timer());\n", False)
+    st.save()
 
 
 if __name__ == "__main__":
