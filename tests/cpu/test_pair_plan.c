@@ -16,25 +16,28 @@ enum {
 
 TEST(gids_on_chip_only_on_large_targets)
 {
-    /* The decode shape (W = 8, K = 2048): keys and gids on sm_90 and
-     * sm_100, 8448 + 65536 + 65536 bytes; keys alone elsewhere. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 90), 1);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 100), 1);
+    /* Whether a row keeps its gids on chip (DC_PAIR_SELECT_SMEM_GIDS). */
+    static const struct { int32_t w, k, c, arch, want; } rule[] = {
+        /* The decode shape (W = 8, K = 2048): on sm_90 and sm_100, not on
+         * sm_120 nor on a target not named. */
+        {8, 2048, 1, 90, 1}, {8, 2048, 1, 100, 1}, {8, 2048, 1, 120, 0},
+        {8, 2048, 1, 103, 0}, {8, 2048, 1, 121, 0},
+        /* The rule's edges on sm_90: 8160 and 12320 candidates off chip,
+         * 8192 and 12288 on it; a row of 32768 has no room. */
+        {5, 1632, 1, 90, 0}, {16, 512, 1, 90, 1}, {6, 2048, 1, 90, 1},
+        {11, 1120, 1, 90, 0}, {16, 2048, 1, 90, 0},
+        /* A split row's CTAs keep theirs on every target. */
+        {8, 2048, 2, 120, 1},
+    };
+    for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++)
+        CHECK_MSG(DC_PAIR_SELECT_SMEM_GIDS(rule[i].w, rule[i].k, rule[i].c, rule[i].arch) ==
+                      rule[i].want,
+                  "W=%d K=%d C=%d sm_%d: gids on chip should be %d", rule[i].w, rule[i].k,
+                  rule[i].c, rule[i].arch, rule[i].want);
+    /* What the decode shape's block then asks for: 8448 + 65536 + 65536
+     * bytes with the gids, 8448 + 65536 without. */
     CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90), 139520);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 120), 0);
     CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120), 73984);
-    /* A target not named keeps the smaller footprint. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 103), 0);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 1, 121), 0);
-    /* The rule's edges on sm_90: 8160 and 12320 candidates keep them off
-     * chip, 8192, 12288 and 16384 on it; a row of 32768 has no room. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(5, 1632, 1, 90), 0);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(16, 512, 1, 90), 1);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(6, 2048, 1, 90), 1);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(11, 1120, 1, 90), 0);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(16, 2048, 1, 90), 0);
-    /* A split row's CTAs keep theirs on every target. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_GIDS(8, 2048, 2, 120), 1);
 }
 
 /* Every one-CTA row of W = 1..16 ranks and K = 32..4096 (multiples of 32):
