@@ -267,10 +267,14 @@ static void print_trace(select_job *job, int64_t t)
                dc_memcpy_dtoh(ctx, ids, (uint64_t)(uintptr_t)job->args.ids_out,
                               sizeof(int32_t) * (size_t)t * (size_t)k),
            "copy");
+    /* A traced row holds its slot count in ids[0]; a select's ids could
+     * too, by chance, but not in every row alike. */
     const int32_t slots = ids[0];
-    DIE_IF(slots < 2 || slots > k,
-           "BENCH_PAIR_TRACE: no stamps in the ids (DCPTOPK_TEMPLATE_DIR must name "
-           "bench/pair_trace.py's copy)");
+    int same = slots >= 2 && slots <= k;
+    for (int64_t row = 1; same && row < t; row++)
+        same = ids[row * k] == slots;
+    DIE_IF(!same, "BENCH_PAIR_TRACE: no stamps in the ids (DCPTOPK_TEMPLATE_DIR must name "
+                  "bench/pair_trace.py's copy)");
     printf("TRACE pair_select W=%d K=%d T=%lld: slot:median cycles since the row's start "
            "(rows that reached it)",
            job->config.world_size, k, (long long)t);
@@ -341,10 +345,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
                bytes, med[layout], mn[layout]);
         if (layout == 0 && trace_on()) {
             print_trace(&job, t);
-            dc_mem_free(ctx, d_rank);
-            dc_mem_free(ctx, d_row);
-            dc_mem_free(ctx, d_ids);
-            return;
+            goto done;
         }
         if (layout == 0) {
             bench_splits(b, &job, t, bytes);
@@ -371,6 +372,7 @@ static void bench_select(bench_ctx *b, int32_t w, int32_t k, int64_t t)
                    w, k, t, bytes, fm, fn);
         }
     }
+done:
     dc_mem_free(ctx, d_rank);
     dc_mem_free(ctx, d_row);
     dc_mem_free(ctx, d_ids);
