@@ -19,7 +19,9 @@
 # Python GPU tests', default all), JOBS (parallel
 # GPU tests, default 8: their NVRTC compiles run side by side), PROFILE_WHICH
 # (the kernels bench/profile.sh profiles, default "pair topn select"), BENCHES (the
-# bench programs to run, default all four), SAN_TESTS (the sanitizer's tests,
+# bench programs to run, default all), TORCHES (the torch stage's scripts,
+# default all four: a kernel's own benchmark and its torch.topk baseline
+# can run alone, e.g. BENCHES=bench_pair TORCHES=torch_pair), SAN_TESTS (the sanitizer's tests,
 # "binary case;binary case"), DCPTOPK_CACHE_DIR (a kernel cache
 # to start from, e.g. a carried copy of an earlier run's). Only 8 files come
 # back from the machine: every log goes into $OUT/logs.tgz, and summary.txt
@@ -133,7 +135,7 @@ stage_bench() {
 stage_torch() {
     # torch_host times the Python binding's drop-in merge: it needs the
     # package and the carried library.
-    for p in torch_pair torch_topn torch_packed torch_host; do
+    for p in ${TORCHES:-torch_pair torch_topn torch_packed torch_host}; do
         DCPTOPK_LIBRARY="$PWD/$build/libdcptopk.so" PYTHONPATH="$PWD/bindings/python" \
             timeout 120 python3 "bench/$p.py" >"$OUT/$p.log" 2>&1
         note "$p: rc=$?"

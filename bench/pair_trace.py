@@ -21,13 +21,13 @@ SLOTS = 12
 
 # (slot, anchor, after?) in the order of a row's phases: 1 the loads start,
 # 2 the load phase's end, 3-5 the radix passes' bin searches (a row may not
-# reach all), 6 the decision, 7 the emit's counts scanned, 8 its list
-# written, 9 the gids loaded, 11 the row's end.
+# reach all), 10 pass 1's histogram built, 6 the decision, 7 the emit's
+# counts scanned, 8 its list written, 9 the gids loaded, 11 the row's end.
 STAMPS = [
-    (1, "    for (int c = tid; c < kBins; c += kThreads)\n        hist0[c] = 0u;\n"
-        "    __syncthreads();\n", True),
+    (1, "    if (v16)\n        load_phase<true>(hist0, row, dyn_keys);\n", False),
     (2, "        load_phase<false>(hist0, row, dyn_keys);\n    __syncthreads();\n", True),
-    (6, "    radix_select(sh, cl, row, above_mask, inbin_mask, masked);\n", True),
+    (10, "                masked = true;\n", True),
+    (6, "    radix_select(sh, cl, row, d, above_mask, inbin_mask, masked);\n", True),
     (7, "    const uint32_t before = block_scan<true>(sh, nsel, &nsel_all) - nsel;\n", True),
     (8, "    // (C) ids and owned rows.", False),
     (9, "    if (want_ids) {\n        int32_t *ids = o.ids + t * o.ids_stride;", False),

@@ -60,21 +60,24 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
          ? 1024                                                                \
          : DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c)))
 
-/* Dynamic shared memory: the working area (the template's Shared, reserved
- * at DC_PAIR_SELECT_SHARED_BYTES(c); a cluster's CTAs add two local
- * histograms and the owned-row counts they send each other), then the CTA's
+/* Dynamic shared memory: the working area (the template's Shared, in
+ * DC_PAIR_SELECT_STATE_BYTES, then a cluster's CTAs' two local histograms
+ * and the owned-row counts they send each other, or one CTA's second
+ * histogram: DC_PAIR_SELECT_SHARED_BYTES(c) in all), then the CTA's
  * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
  * template re-reads them from global memory), then the gids (4 bytes a
  * candidate) where DC_PAIR_SELECT_SMEM_GIDS holds, else the emit re-reads
  * them. Gids stay on chip where the shared memory they take costs no CTA
  * an SM: a cluster's CTAs; and, on a target whose blocks may take 227 KiB
  * (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a one-CTA row of
- * 16384 (one 1024-thread CTA an SM, 136 KiB) and rows of 8192 to 12288 (two
- * 512-thread CTAs an SM, at most 105 KiB each). Elsewhere (sm_120's blocks
+ * 16384 (one 1024-thread CTA an SM, 145 KiB) and rows of 8192 to 12288 (two
+ * 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's blocks
  * take 99 KiB; a target not named here) those rows keep the smaller
- * footprint they fit in. The largest total is still 128 KiB past Shared: a
- * row of 32768's keys, or a row of 16384's keys and gids. */
-#define DC_PAIR_SELECT_SHARED_BYTES(c) ((c) > 1 ? 8448 + 16448 : 8448)
+ * footprint they fit in. The largest total is still 128 KiB past the
+ * working area: a row of 32768's keys, or a row of 16384's keys and gids. */
+#define DC_PAIR_SELECT_STATE_BYTES 8448
+#define DC_PAIR_SELECT_SHARED_BYTES(c)                                         \
+    (DC_PAIR_SELECT_STATE_BYTES + ((c) > 1 ? 16448 : 8192))
 #define DC_PAIR_SELECT_KEY_BYTES_MAX 131072
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
     ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)

@@ -32,7 +32,10 @@
 //    re-read from global / L2 when W*K*4 bytes do not fit), fused with the
 //    histogram of their top 11 bits.
 // 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
-//    soon as the boundary bin is taken whole. If the boundary primary value is
+//    soon as the boundary bin is taken whole. With one CTA a row, warp 0
+//    alone finds each pass's bin (find_bin_warp), every thread keeps the
+//    decision in registers, and pass 1 counts into a second histogram that
+//    was cleared with the first. If the boundary primary value is
 //    tied, the same select over the secondary key 0xFFFFFFFF - gid of the tied
 //    candidates (their gids read as in 3). If even the full keys are tied
 //    (duplicates), the first ones in position order are taken. With at most
@@ -141,8 +144,9 @@ enum : uint32_t {
                          // `need` in position order with (P, S)
 };
 
-// The selection rule the radix passes decide on (read from shared memory by
-// every thread afterwards: it costs no registers).
+// The selection rule the radix passes decide on, in every thread's
+// registers (each takes the same steps from the same counts; a copy in
+// shared memory cost two barriers a row).
 struct Decision {
     uint32_t mode, mask, pre, prim, mask2, pre2, need;
 };
@@ -154,7 +158,6 @@ struct Shared {
     uint32_t hist[kBins];
     uint32_t warp_sums[32];
     uint32_t bin, above, cnt, total;
-    Decision dec;
     uint32_t above_before, cnt_before, total_before;
     uint32_t sel_before; // selected candidates in the CTAs before this one
     uint32_t sel_all;    // selected candidates of the row
@@ -169,10 +172,20 @@ struct ClusterShared {
     uint64_t own_bar;
     uint32_t own_in[DC_PAIR_CLUSTER_MAX];
 };
-static_assert(sizeof(Shared) <= DC_PAIR_SELECT_SHARED_BYTES(1), "Shared fits its reservation");
-static_assert(!kGroup || DC_PAIR_SELECT_SHARED_BYTES(1) + sizeof(ClusterShared) <= kSharedBytes,
-              "ClusterShared fits its reservation");
-static_assert(DC_PAIR_SELECT_SHARED_BYTES(1) % 16 == 0, "ClusterShared 16-byte aligned");
+// Past Shared (DC_PAIR_SELECT_STATE_BYTES): a cluster's ClusterShared, or
+// one CTA's second histogram (pass 1's, cleared with the first).
+static_assert(sizeof(Shared) <= DC_PAIR_SELECT_STATE_BYTES, "Shared fits its reservation");
+static_assert(DC_PAIR_SELECT_STATE_BYTES +
+                      (kGroup ? (int)sizeof(ClusterShared) : kBins * 4) <= kSharedBytes,
+              "ClusterShared or the second histogram fits its reservation");
+static_assert(DC_PAIR_SELECT_STATE_BYTES % 16 == 0, "ClusterShared 16-byte aligned");
+
+// One CTA's second histogram, past Shared.
+__device__ __forceinline__ uint32_t *hist_b(Shared &sh)
+{
+    return reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(&sh) +
+                                        DC_PAIR_SELECT_STATE_BYTES);
+}
 static_assert(kSharedBytes % 16 == 0, "keys 16-byte aligned");
 
 // Read-only loads through the intrinsics, not inline asm: the compiler may
@@ -277,7 +290,7 @@ __device__ __forceinline__ uint32_t row_count(uint32_t w) { return kGroup ? w & 
 // knows the total from the scan, so one barrier publishes all of it.
 // A cluster's packed words add without carries: each half sums to at most
 // kRowCands < 65536.
-__device__ void find_bin(Shared &sh, uint32_t need)
+__device__ void find_bin_block(Shared &sh, uint32_t need)
 {
     constexpr int kPer = (kBins + kThreads - 1) / kThreads;
     const int tid = threadIdx.x;
@@ -314,6 +327,68 @@ __device__ void find_bin(Shared &sh, uint32_t need)
         }
     }
     __syncthreads();
+}
+
+// Sum of x over the lanes at or above this one.
+__device__ __forceinline__ uint32_t warp_suffix_sum(uint32_t x)
+{
+    const uint32_t lane = dc::lane_id();
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t y = __shfl_down_sync(0xFFFFFFFFu, x, d);
+        if (lane + (uint32_t)d < 32u)
+            x += y;
+    }
+    return x;
+}
+
+// find_bin of one CTA a row: warp 0 alone searches, while the others wait
+// at the one barrier that publishes its answer. Lane l sums bins [64 l,
+// 64 l + 64) (its 16-byte reads rotated by l, so that the lanes spread over
+// the banks), the lanes' suffix sums find the boundary lane, and the warp
+// then takes that lane's 64 bins two a lane. A block-wide search costs
+// every warp a scan and two barriers.
+__device__ void find_bin_warp(Shared &sh, uint32_t need, const uint32_t *hist)
+{
+    static_assert(kBins == 32 * 64, "64 bins a lane");
+    if (dc::warp_id() == 0) {
+        const uint32_t lane = dc::lane_id();
+        uint32_t s = 0;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(
+                hist + 64u * lane + 4u * (((uint32_t)i + lane) & 15u));
+            s += (v.x + v.y) + (v.z + v.w);
+        }
+        const uint32_t incl = warp_suffix_sum(s); // this lane's bins and above
+        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, incl - s < need && incl >= need);
+        if (lane == 0)
+            sh.total = incl;
+        if (hit != 0u) {
+            const uint32_t at = (uint32_t)(__ffs(hit) - 1);
+            const uint32_t base = __shfl_sync(0xFFFFFFFFu, incl, at) -
+                                  __shfl_sync(0xFFFFFFFFu, s, at); // above lane `at`
+            const uint2 b = *reinterpret_cast<const uint2 *>(hist + 64u * at + 2u * lane);
+            const uint32_t pair = b.x + b.y;
+            const uint32_t above = base + warp_suffix_sum(pair) - pair;
+            if (above < need && above + pair >= need) {
+                const bool hi = above + b.y >= need; // the pair's upper bin holds it
+                sh.bin = 64u * at + 2u * lane + (hi ? 1u : 0u);
+                sh.above = hi ? above : above + b.y;
+                sh.cnt = hi ? b.y : b.x;
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// hist: the pass's own buffer (a cluster's row histogram is sh.hist).
+__device__ __forceinline__ void find_bin(Shared &sh, uint32_t need, const uint32_t *hist)
+{
+    if (kGroup)
+        find_bin_block(sh, need);
+    else
+        find_bin_warp(sh, need, hist);
 }
 
 __device__ __forceinline__ void clear_hist(uint32_t *hist)
@@ -583,7 +658,8 @@ __device__ void hist_pass2(uint32_t *hist, const Row &row, uint32_t inbin, uint3
     __syncthreads();
 }
 
-// Radix select; leaves the decision in sh.dec, and sh.sel_all / sel_before.
+// Radix select; leaves the decision in dec (every thread takes the same),
+// and in a cluster sh.sel_all / sel_before behind a barrier.
 // The first histogram is built (sh.hist, or in a cluster cl->local[0]).
 // With kMask, *masked says whether pass 1 ran and left this thread's flags
 // in above / inbin (see hist_pass1).
@@ -594,32 +670,40 @@ __device__ void hist_pass2(uint32_t *hist, const Row &row, uint32_t inbin, uint3
 // select follows from the same counts: their part of each pass's higher
 // bins, plus their part of the boundary bin that is taken whole (or, for
 // duplicates, of the tied full key, in position order).
-__device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
+__device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row, Decision &dec,
                              uint32_t &above_mask, uint32_t &inbin_mask, bool &masked)
 {
     uint32_t need = kK, mask = 0, pre = 0;
     uint32_t before = 0; // cluster: taken so far in the CTAs before this one
     int e = 0;           // histograms so far
-    // The buffer pass e builds; its row histogram into sh.hist.
-    auto pass_hist = [&]() -> uint32_t * { return kGroup ? cl->local[e & 1] : sh.hist; };
+    // The buffer pass e builds (in a cluster its row histogram is summed
+    // into sh.hist). One CTA alternates two, so that pass 1 finds its own
+    // cleared with the first (no barrier for it).
+    auto pass_hist = [&]() -> uint32_t * {
+        return kGroup ? cl->local[e & 1] : (e & 1) ? hist_b(sh) : sh.hist;
+    };
     auto settle = [&]() {
         if (kGroup)
             gather_hist(sh, cl->local[e & 1]);
         e++;
     };
-    // The decision's last step (thread 0): what the CTAs before this one
-    // and the whole row select.
+    // The decision's last step in a cluster: what the CTAs before this one
+    // and the whole row select, published by a barrier.
     auto taken = [&](uint32_t sel_before, uint32_t sel_all) {
         if (kGroup) {
-            sh.sel_before = sel_before;
-            sh.sel_all = sel_all;
+            if (threadIdx.x == 0) {
+                sh.sel_before = sel_before;
+                sh.sel_all = sel_all;
+            }
+            __syncthreads();
         }
     };
     masked = false;
     for (int q = 0; q < 3; q++) {
+        uint32_t *const h = pass_hist();
         if (q > 0) {
-            uint32_t *h = pass_hist();
-            clear_hist(h);
+            if (kGroup || q != 1)
+                clear_hist(h);
             if (kMask && q == 1) {
                 hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
                 masked = true;
@@ -634,14 +718,11 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
         // the only reader of bins [0, kPer) in find_bin, drops it.
         if (q == 0 && threadIdx.x == 0)
             sh.hist[0] = 0u;
-        find_bin(sh, need);
+        find_bin(sh, need, h);
         if (q == 0 && sh.total <= need) {
             // Fewer than K + 1 valid candidates: every valid one.
-            if (threadIdx.x == 0) {
-                sh.dec.mode = kModeAllValid;
-                taken(sh.total_before, sh.total);
-            }
-            __syncthreads();
+            dec.mode = kModeAllValid;
+            taken(sh.total_before, sh.total);
             return;
         }
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
@@ -651,13 +732,10 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
         pre |= bin << digit_shift(q);
         mask |= digit_mask(q) << digit_shift(q);
         if (cnt == need) {
-            if (threadIdx.x == 0) {
-                sh.dec.mode = kModePrimary;
-                sh.dec.mask = mask;
-                sh.dec.pre = pre;
-                taken(before + sh.cnt_before, kK);
-            }
-            __syncthreads();
+            dec.mode = kModePrimary;
+            dec.mask = mask;
+            dec.pre = pre;
+            taken(before + sh.cnt_before, kK);
             return;
         }
     }
@@ -666,11 +744,11 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
     const uint32_t prim = pre;
     uint32_t mask2 = 0, pre2 = 0;
     for (int q = 0; q < 3; q++) {
-        uint32_t *h = pass_hist();
+        uint32_t *const h = pass_hist();
         clear_hist(h);
         hist_secondary(h, row, q, prim, mask2, pre2);
         settle();
-        find_bin(sh, need);
+        find_bin(sh, need, h);
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
         if (kGroup)
             before += sh.above_before;
@@ -678,30 +756,24 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row,
         pre2 |= bin << digit_shift(q);
         mask2 |= digit_mask(q) << digit_shift(q);
         if (cnt == need) {
-            if (threadIdx.x == 0) {
-                sh.dec.mode = kModeSecondary;
-                sh.dec.prim = prim;
-                sh.dec.mask2 = mask2;
-                sh.dec.pre2 = pre2;
-                taken(before + sh.cnt_before, kK);
-            }
-            __syncthreads();
+            dec.mode = kModeSecondary;
+            dec.prim = prim;
+            dec.mask2 = mask2;
+            dec.pre2 = pre2;
+            taken(before + sh.cnt_before, kK);
             return;
         }
     }
     // Duplicates: the first `need` of the cnt candidates with the full key
     // (P, pre2), in position order; cnt_before of them precede this CTA.
-    if (threadIdx.x == 0) {
-        sh.dec.mode = kModeDuplicates;
-        sh.dec.prim = prim;
-        sh.dec.mask2 = mask2;
-        sh.dec.pre2 = pre2;
-        sh.dec.need = need;
-        if (kGroup)
-            sh.dup_before = sh.cnt_before;
-        taken(before + (sh.cnt_before < need ? sh.cnt_before : need), kK);
-    }
-    __syncthreads();
+    dec.mode = kModeDuplicates;
+    dec.prim = prim;
+    dec.mask2 = mask2;
+    dec.pre2 = pre2;
+    dec.need = need;
+    if (kGroup && threadIdx.x == 0)
+        sh.dup_before = sh.cnt_before;
+    taken(before + (sh.cnt_before < need ? sh.cnt_before : need), kK);
 }
 
 
@@ -800,14 +872,14 @@ __device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const
     const uint32_t tid = threadIdx.x;
     uint32_t above_mask = 0, inbin_mask = 0;
     bool masked = false;
-    radix_select(sh, cl, row, above_mask, inbin_mask, masked);
+    Decision d = {};
+    radix_select(sh, cl, row, d, above_mask, inbin_mask, masked);
     // The peers' histograms are read: the arriving half of the barrier that
     // keeps this CTA's shared memory alive for theirs (waited at exit).
-    if (kGroup)
+    if (kGroup) {
         dc::cluster_arrive();
-
-    const Decision &d = sh.dec;
-    __syncthreads();
+        __syncthreads();
+    }
 
     const bool want_ids = kEmitIds && o.ids != nullptr;
     const bool want_rows = kB > 0 && o.rows_out != nullptr;
@@ -1055,7 +1127,7 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     ClusterShared *cl = nullptr;
     uint32_t *hist0 = sh.hist;
     if (kGroup) {
-        cl = reinterpret_cast<ClusterShared *>(dyn_smem + DC_PAIR_SELECT_SHARED_BYTES(1) / 4);
+        cl = reinterpret_cast<ClusterShared *>(dyn_smem + DC_PAIR_SELECT_STATE_BYTES / 4);
         const uint32_t me = dc::cluster_ctarank();
         row.pos0 = me * (uint32_t)kCands;
         hist0 = cl->local[0];
@@ -1067,8 +1139,11 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
             dc::mbar_init_fence();
         }
     }
-    for (int c = tid; c < kBins; c += kThreads)
+    for (int c = tid; c < kBins; c += kThreads) {
         hist0[c] = 0u;
+        if (!kGroup)
+            hist_b(sh)[c] = 0u;
+    }
     __syncthreads();
     if (v16)
         load_phase<true>(hist0, row, dyn_keys);

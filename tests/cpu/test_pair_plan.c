@@ -1,9 +1,9 @@
 /* test_pair_plan.c - the pair select's launch geometry (pair_abi.h) against
  * the targets' shared memory: where the gids stay on chip, what a block then
  * asks for, and that it still fits the CTAs an SM the launch bounds count
- * on. The expected bytes are worked out by hand from the layout (8448 bytes
- * of state for one CTA, then 4 bytes a candidate of keys and 4 of gids), not
- * by the macros under test. */
+ * on. The expected bytes are worked out by hand from the layout (16640
+ * bytes of state for one CTA: two 8 KiB histograms and 256 bytes; then 4
+ * bytes a candidate of keys and 4 of gids), not by the macros under test. */
 #include "dcptopk.h"
 #include "harness.h"
 #include "pair_abi.h"
@@ -34,10 +34,10 @@ TEST(gids_on_chip_only_on_large_targets)
                       rule[i].want,
                   "W=%d K=%d C=%d sm_%d: gids on chip should be %d", rule[i].w, rule[i].k,
                   rule[i].c, rule[i].arch, rule[i].want);
-    /* What the decode shape's block then asks for: 8448 + 65536 + 65536
-     * bytes with the gids, 8448 + 65536 without. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90), 139520);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120), 73984);
+    /* What the decode shape's block then asks for: 16640 + 65536 + 65536
+     * bytes with the gids, 16640 + 65536 without. */
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90), 147712);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120), 82176);
 }
 
 /* Every one-CTA row of W = 1..16 ranks and K = 32..4096 (multiples of 32):
@@ -60,8 +60,8 @@ TEST(every_row_fits_its_target)
                           "W=%d K=%d: two CTAs of %lld bytes exceed an SM", w, k, big);
             if (n <= 16384) {
                 CHECK_MSG(small <= SM120, "W=%d K=%d: %lld bytes on sm_120", w, k, small);
-                CHECK_MSG(small == 8448 + 4 * n, "W=%d K=%d: %lld bytes on sm_120, want %lld",
-                          w, k, small, 8448 + 4 * n);
+                CHECK_MSG(small == 16640 + 4 * n, "W=%d K=%d: %lld bytes on sm_120, want %lld",
+                          w, k, small, 16640 + 4 * n);
             }
         }
 }
