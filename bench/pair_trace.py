@@ -17,17 +17,19 @@ import os
 
 import stamped_copy
 
-SLOTS = 12
+SLOTS = 13
 
 # (slot, anchor, after?) in the order of a row's phases: 1 the loads start,
 # 2 the load phase's end, 3-5 the radix passes' bin searches (a row may not
-# reach all), 10 pass 1's histogram built, 6 the decision, 7 the emit's
-# counts scanned, 8 its list written, 9 the gids loaded, 11 the row's end.
+# reach all), 10 pass 1's histogram built, 6 the decision, 11 the emit's
+# flags, 7 its counts scanned, 8 its list written, 9 the gids loaded, 12
+# (SLOTS - 1) the row's end.
 STAMPS = [
     (1, "    if (v16)\n        load_phase<true>(hist0, row, dyn_keys);\n", False),
     (2, "        load_phase<false>(hist0, row, dyn_keys);\n    __syncthreads();\n", True),
     (10, "                masked = true;\n", True),
     (6, "    radix_select(sh, cl, row, d, above_mask, inbin_mask, masked);\n", True),
+    (11, "    if (kMask)\n        nsel = __popc(selmask);\n", True),
     (7, "    const uint32_t before = block_scan<true>(sh, nsel, &nsel_all) - nsel;\n", True),
     (8, "    // (C) ids and owned rows.", False),
     (9, "    if (want_ids) {\n        int32_t *ids = o.ids + t * o.ids_stride;", False),
