@@ -939,12 +939,17 @@ __device__ __forceinline__ void select_emit(Shared &sh, ClusterShared *cl, const
     };
 
     // (A) count. Rows of at most 32 positions a thread keep the flags as a
-    // bit mask, which (B) walks without reading the keys again. A threshold
-    // compares every key, its 16-byte groups in flight together: walking
-    // only the pass-0 bin's keys was a chain of dependent loads.
+    // bit mask, which (B) walks without reading the keys again. A primary
+    // threshold found after pass 1 needs only the keys of the pass-0 bin:
+    // the ones above it are all taken.
     uint32_t nsel = 0, selmask = 0;
-    if (kMask && simple) {
-        for_my_keys<8>(row, [&](uint32_t k, uint32_t j) { selmask |= (k >= lo ? 1u : 0u) << j; });
+    if (kMask && masked && d.mode == kModePrimary) {
+        selmask = above_mask;
+        for (uint32_t bits = inbin_mask; bits != 0u; bits &= bits - 1u) {
+            const uint32_t j = (uint32_t)(__ffs(bits) - 1);
+            if (row.keys[key_index(p0 + j)] >= lo)
+                selmask |= 1u << j;
+        }
     } else {
         uint32_t eq = eq_base;
         for_my_keys<(kMask ? 8 : 4)>(row, [&](uint32_t k, uint32_t j) {
