@@ -715,7 +715,7 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row, Deci
         }
         settle();
         // Bin 0 of the first histogram holds the invalid keys: thread 0,
-        // the only reader of bins [0, kPer) in find_bin, drops it.
+        // the only reader of bin 0 in find_bin (either search), drops it.
         if (q == 0 && threadIdx.x == 0)
             sh.hist[0] = 0u;
         find_bin(sh, need, h);
