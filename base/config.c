@@ -390,17 +390,20 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
                        "(row-major), 2 or 3 (the same with float ids)",
                        key->layout);
     if (key->kernel == DCPTOPK_KERNEL_PAIR_SELECT) {
-        /* The pair select's variant: segments | log2(CTAs a row) << 5
-         * (DC_PAIR_VARIANT in kernels/pair/pair_abi.h, whose limits these
-         * are: at most 4 CTAs, rows of at most 32768 candidates, at least
-         * 2048 a CTA). */
-        const int32_t seg = key->variant & 31, split = key->variant >> 5;
+        /* The pair select's variant: segments | log2(CTAs a row) << 5 |
+         * the two-CTA shape << 7 (DC_PAIR_VARIANT in
+         * kernels/pair/pair_abi.h, whose limits these are: at most 4 CTAs,
+         * rows of at most 32768 candidates, at least 2048 a CTA; the shape
+         * bit only on a one-CTA row of 16384). */
+        const int32_t seg = key->variant & 31, split = (key->variant >> 5) & 3;
+        const int32_t two = key->variant >> 7;
         const int64_t cands =
             (int64_t)(seg ? seg : key->world_size) * key->topk;
-        if (key->variant < 0 || split > 2)
+        if (key->variant < 0 || split > 2 || two > 1)
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
                            "key->variant = %d: a pair select's is segments "
-                           "+ 32 * log2(CTAs a row), with 1, 2 or 4 CTAs",
+                           "+ 32 * log2(CTAs a row), with 1, 2 or 4 CTAs, "
+                           "+ 128 for a row of 16384's two-CTA shape",
                            key->variant);
         if (seg != 0 && (seg > key->world_size || key->world_size % seg))
             return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
@@ -413,6 +416,12 @@ dcptopk_result dcptopk_key_check(const dcptopk_key *key)
                            "key->variant = %d: a row of %lld candidates does "
                            "not split over %d CTAs (at most 32768 a row, at "
                            "least 2048 a CTA)",
+                           key->variant, (long long)cands, 1 << split);
+        if (two && (split > 0 || cands != 16384))
+            return dc_fail(NULL, DCPTOPK_INVALID_ARGUMENT,
+                           "key->variant = %d: the two-CTA shape (+128) is "
+                           "for a one-CTA row of 16384 candidates, not %lld "
+                           "on %d CTAs",
                            key->variant, (long long)cands, 1 << split);
     } else if ((k->fields & DC_F_VARIANT) &&
                (key->variant < 0 || key->variant > 64)) {

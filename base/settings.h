@@ -69,6 +69,9 @@ typedef enum dc_setting_kind {
     X(CAPTURE_COMPILE, "DCPTOPK_CAPTURE_COMPILE", DC_SETTING_FLAG, 0, 0, 1,     \
       "1: a launch inside CUDA graph capture may compile a kernel that "        \
       "warmup missed (default: refused with DCPTOPK_NOT_WARMED)")              \
+    X(PAIR_TWO_CTAS, "DCPTOPK_PAIR_TWO_CTAS", DC_SETTING_FLAG, -1, 0, 1,       \
+      "pair rows of 16384 candidates: 1 on two 512-thread CTAs an SM, 0 on "   \
+      "one 1024-thread CTA (default: by the GPU's DRAM bandwidth an SM)")      \
     X(PEER_TIMEOUT_MS, "DCPTOPK_PEER_TIMEOUT_MS", DC_SETTING_INT, 10000, 1,    \
       86400000, "bound of every wait of a group, in ms (config first)")        \
     X(PEER_TIMEOUT_TRAP, "DCPTOPK_PEER_TIMEOUT_TRAP", DC_SETTING_FLAG, 0, 0, 1, \

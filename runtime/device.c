@@ -56,6 +56,18 @@ int32_t dc_ctx_l2_bytes(const dcptopk_context *ctx)
     return ctx && ctx->rt && ctx->rt->cu ? ctx->rt->l2_bytes : 0;
 }
 
+dc_device_speed dc_ctx_speed(const dcptopk_context *ctx)
+{
+    dc_device_speed s = {0, 0, 0, 0};
+    if (ctx && ctx->rt && ctx->rt->cu) {
+        s.sms = ctx->rt->sm_count;
+        s.sm_khz = ctx->rt->sm_khz;
+        s.mem_khz = ctx->rt->mem_khz;
+        s.bus_bits = ctx->rt->bus_bits;
+    }
+    return s;
+}
+
 dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,
                             uint64_t *dptr)
 {

@@ -19,6 +19,7 @@ struct dc_runtime {
     CUdevice dev;
     CUcontext cuctx;
     int cc_major, cc_minor, sm_count, smem_optin, l2_bytes;
+    int sm_khz, mem_khz, bus_bits; /* 0 where the driver does not say   */
     dc_cache *cache;
     pthread_rwlock_t lock;
     pthread_mutex_t load_lock;

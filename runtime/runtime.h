@@ -48,6 +48,13 @@ dcptopk_result dc_ctx_enter(dcptopk_context *ctx);
 int32_t dc_ctx_sm_count(const dcptopk_context *ctx);
 int32_t dc_ctx_smem_optin(const dcptopk_context *ctx); /* bytes per block */
 int32_t dc_ctx_l2_bytes(const dcptopk_context *ctx);   /* the device's L2 */
+/* The device's SMs, clocks (kHz) and memory bus (bits), each 0 where the
+ * driver does not say or the context has no device: what the launchers'
+ * rules on DRAM bandwidth against the SMs read (pair_abi.h). */
+typedef struct dc_device_speed {
+    int32_t sms, sm_khz, mem_khz, bus_bits;
+} dc_device_speed;
+dc_device_speed dc_ctx_speed(const dcptopk_context *ctx);
 
 /* Device memory and copies (stream NULL = legacy default stream). */
 dcptopk_result dc_mem_alloc(dcptopk_context *ctx, size_t bytes,

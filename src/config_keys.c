@@ -49,15 +49,17 @@ static dcptopk_result keys_args(const dcptopk_merge_config *config,
     return dc_check_config(NULL, c);
 }
 
-dcptopk_result dc_config_key_list(const dcptopk_merge_config *c,
+dcptopk_result dc_config_key_list(const dcptopk_context *ctx,
+                                  const dcptopk_merge_config *c,
                                   int32_t nodes, const char *arch,
                                   dc_key_list *l)
 {
+    const int32_t shapes = dc_pair_row_shapes(ctx);
     if (nodes == 1) {
         if (c->kind == DCPTOPK_MERGE_PACKED)
             dc_packed_keys(c, arch, l);
         else
-            dc_pair_keys(c, arch, l);
+            dc_pair_keys(c, arch, shapes, l);
         return DCPTOPK_SUCCESS;
     }
     dcptopk_merge_config node, pair;
@@ -66,7 +68,8 @@ dcptopk_result dc_config_key_list(const dcptopk_merge_config *c,
         return r;
     dc_packed_keys(&node, arch, l);
     dc_node_pairs_key(&node, arch, dc_key_next(l));
-    dc_pair_select_nodes_key(l, &pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR, arch);
+    dc_pair_select_nodes_key(l, &pair, nodes, DCPTOPK_LAYOUT_RANK_MAJOR, shapes,
+                             arch);
     return DCPTOPK_SUCCESS;
 }
 
@@ -85,7 +88,7 @@ dcptopk_result dcptopk_config_keys_nodes(const dcptopk_merge_config *config,
     dcptopk_merge_config c;
     dcptopk_result r = keys_args(config, &arch, keys, cap, count, &c);
     dc_key_list l = {.keys = keys, .cap = cap};
-    if (r || (r = dc_config_key_list(&c, nodes, arch, &l)))
+    if (r || (r = dc_config_key_list(NULL, &c, nodes, arch, &l)))
         return r;
     *count = l.n;
     dc_clear(NULL);

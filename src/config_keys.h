@@ -13,9 +13,11 @@
 #define DC_CONFIG_MAX_KEYS 64
 
 /* Appends the keys of config c (read and checked) merged over `nodes` nodes
- * (1: the flat merge) for `arch`. An invalid node count: the error of
- * dc_hier_configs. */
-DC_HIDDEN dcptopk_result dc_config_key_list(const dcptopk_merge_config *c,
+ * (1: the flat merge) for `arch`: those ctx's device launches, or with ctx
+ * NULL (or device -1) those any device of the arch may launch. An invalid
+ * node count: the error of dc_hier_configs. */
+DC_HIDDEN dcptopk_result dc_config_key_list(const dcptopk_context *ctx,
+                                            const dcptopk_merge_config *c,
                                             int32_t nodes, const char *arch,
                                             dc_key_list *l);
 

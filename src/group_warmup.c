@@ -15,7 +15,8 @@ dcptopk_result dcptopk_group_warmup(dcptopk_group_workspace *gw,
     dcptopk_key keys[DC_CONFIG_MAX_KEYS];
     dc_key_list l = {.keys = keys, .cap = DC_CONFIG_MAX_KEYS};
     dcptopk_result r =
-        dc_config_key_list(&gw->c, gw->hier ? gw->nodes : 1, gw->ctx->arch, &l);
+        dc_config_key_list(gw->ctx, &gw->c, gw->hier ? gw->nodes : 1,
+                           gw->ctx->arch, &l);
     if (r)
         return dc_fail(gw->ctx, r, "%s", dcptopk_last_error(NULL));
     dc_gw_exchange_keys(gw, &l);

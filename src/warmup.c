@@ -143,7 +143,7 @@ dcptopk_result dcptopk_warmup(dcptopk_context *ctx,
     dc_key_list l = {.keys = keys, .cap = DC_CONFIG_MAX_KEYS};
     if ((r = dc_config_read(ctx, config, &c)) ||
         (r = dc_check_config(ctx, &c)) ||
-        (r = dc_config_key_list(&c, 1, ctx->arch, &l)))
+        (r = dc_config_key_list(ctx, &c, 1, ctx->arch, &l)))
         return r;
     if (l.n > l.cap)
         return dc_fail(ctx, DCPTOPK_INTERNAL,

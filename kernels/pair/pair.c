@@ -10,6 +10,7 @@
 #include "pair.h"
 #include "pair_abi.h"
 #include "runtime.h"
+#include "settings.h"
 #include "structs.h"
 
 static void pair_key(dcptopk_key *k, int32_t kernel,
@@ -40,29 +41,52 @@ static int32_t pair_split_log2(int64_t cands)
 }
 
 /* The select's key for `nodes` segments (0 or world_size: the flat merge),
- * `layout` and rows split over 2^split CTAs: what warmup loads and what a
- * launch looks up. */
+ * `layout`, rows split over 2^split CTAs and `two` (a row of 16384's
+ * two-CTA shape): what warmup loads and what a launch looks up. */
 static void select_key(dcptopk_key *k, const dcptopk_merge_config *c,
                        int32_t nodes, int32_t layout, int32_t split,
-                       const char *arch)
+                       int32_t two, const char *arch)
 {
     pair_key(k, DCPTOPK_KERNEL_PAIR_SELECT, c, arch);
     k->layout = layout;
-    k->variant = DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, split);
+    k->variant =
+        DC_PAIR_VARIANT(nodes == c->world_size ? 0 : nodes, split, two);
+}
+
+int32_t dc_pair_row_shapes(const dcptopk_context *ctx)
+{
+    const int64_t forced = dc_setting_int(DC_SET_PAIR_TWO_CTAS);
+    if (forced >= 0)
+        return forced ? DC_PAIR_SHAPE_TWO : DC_PAIR_SHAPE_ONE;
+    const dc_device_speed s = dc_ctx_speed(ctx);
+    if (!s.sms)
+        return DC_PAIR_SHAPE_ONE | DC_PAIR_SHAPE_TWO;
+    return DC_PAIR_TWO_CTAS_PAY(s.mem_khz, s.bus_bits, s.sms, s.sm_khz)
+               ? DC_PAIR_SHAPE_TWO
+               : DC_PAIR_SHAPE_ONE;
 }
 
 /* The entry points run one CTA a row at every row count: the split lost to
  * it at both T = 64 and T = 6710 (docs/TUNING.md, "Pair select"), so it
  * runs only where dc_pair_select_split asks for it, and warmup loads only
- * the one-CTA keys. */
+ * the one-CTA keys: one, or for a row of 16384 one a shape of `shapes`. */
 void dc_pair_select_nodes_key(dc_key_list *l, const dcptopk_merge_config *c,
-                              int32_t nodes, int32_t layout, const char *arch)
+                              int32_t nodes, int32_t layout, int32_t shapes,
+                              const char *arch)
 {
-    select_key(dc_key_next(l), c, nodes, layout, 0, arch);
+    const int64_t cands = (int64_t)(nodes ? nodes : c->world_size) * c->topk;
+    if (cands != DC_PAIR_TWO_CTAS_ROW) {
+        select_key(dc_key_next(l), c, nodes, layout, 0, 0, arch);
+        return;
+    }
+    if (shapes & DC_PAIR_SHAPE_ONE)
+        select_key(dc_key_next(l), c, nodes, layout, 0, 0, arch);
+    if (shapes & DC_PAIR_SHAPE_TWO)
+        select_key(dc_key_next(l), c, nodes, layout, 0, 1, arch);
 }
 
 void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
-                  dc_key_list *l)
+                  int32_t shapes, dc_key_list *l)
 {
     pair_key(dc_key_next(l), DCPTOPK_KERNEL_PAIR_PACK, c, arch);
     /* Every layout: engines gather rank-major; the row-major route is kept
@@ -70,7 +94,7 @@ void dc_pair_keys(const dcptopk_merge_config *c, const char *arch,
      * candidates in place. Which one a step uses is the caller's argument,
      * so warmup loads them all. */
     for (int32_t layout = 0; layout < 4; layout++)
-        dc_pair_select_nodes_key(l, c, 0, layout, arch);
+        dc_pair_select_nodes_key(l, c, 0, layout, shapes, arch);
 }
 
 int32_t dcptopk_pair_gid(int32_t layout, int32_t id_word)
@@ -128,16 +152,19 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
         return dc_fail(ctx, DCPTOPK_UNSUPPORTED,
                        "args->rows = %lld: %lld CTAs exceed the grid limit",
                        (long long)args->rows, (long long)(args->rows * ctas));
+    /* A context with a device has exactly one shape for rows of 16384. */
+    const int32_t two = split == 0 && cands == DC_PAIR_TWO_CTAS_ROW &&
+                        dc_pair_row_shapes(ctx) == DC_PAIR_SHAPE_TWO;
     dcptopk_key key;
-    select_key(&key, &c, segments, args->layout, split, ctx->arch);
+    select_key(&key, &c, segments, args->layout, split, two, ctx->arch);
 
     dc_pair_select_args k = dc_pair_kernel_args(&c, args);
 
     dc_launch_cfg cfg = {
         .grid = {(uint32_t)(args->rows * ctas), 1, 1}, /* checked above */
-        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas), 1, 1},
-        .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(segments, c.topk, ctas,
-                                                          dc_arch_number(ctx->arch)),
+        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas, two), 1, 1},
+        .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(
+            segments, c.topk, ctas, dc_arch_number(ctx->arch), two),
         .cluster_x = ctas,
         .stream = args->stream,
         .pdl = 1};

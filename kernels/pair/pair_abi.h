@@ -27,19 +27,39 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 
 /* -------------------------------------------------------------- pair_select */
 
-/* The select key's variant packs two choices: bits 0-4 the segments of K
+/* The select key's variant packs three choices: bits 0-4 the segments of K
  * candidates a row (0 = W, the flat merge; else the node count of the
  * hierarchical merge), bits 5-6 log2 of the CTAs a row (a thread-block
- * cluster when more than one; base/config.c checks the same fields). */
-#define DC_PAIR_VARIANT(nodes, log2_cluster) ((nodes) | ((log2_cluster) << 5))
+ * cluster when more than one), bit 7 the shape of a one-CTA row of exactly
+ * 16384 candidates (DC_PAIR_TWO_CTAS below; set nowhere else). base/config.c
+ * checks the same fields. */
+#define DC_PAIR_VARIANT(nodes, log2_cluster, two)                              \
+    ((nodes) | ((log2_cluster) << 5) | ((two) << 7))
 #define DC_PAIR_SEGMENTS(w, variant) (((variant) & 31) > 0 ? ((variant) & 31) : (w))
 #define DC_PAIR_CLUSTER(variant) (1 << (((variant) >> 5) & 3))
+#define DC_PAIR_TWO_CTAS(variant) (((variant) >> 7) & 1)
 /* Largest row split: 4 CTAs. A split row keeps at least this many
  * candidates a CTA, and at most 32768 a row (the cluster's histograms pack
  * two 16-bit counts a bin). */
 #define DC_PAIR_CLUSTER_MAX 4
 #define DC_PAIR_CLUSTER_MIN_CANDS 2048
 #define DC_PAIR_CLUSTER_MAX_ROW 32768
+
+/* A row of 16384 candidates (W = 8, K = 2048) has two shapes, and which is
+ * faster depends on the GPU's DRAM bandwidth against its SMs' work
+ * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
+ * the input once and is bound by its on-chip work, the same on an H100 and
+ * an H200; two 512-thread CTAs an SM re-read the selected gids (about 1.5
+ * times the input's bytes) and are bound by DRAM. The two-CTA shape (bit 7)
+ * wins where DRAM brings at least 15.5 bytes a cycle an SM: the H200
+ * (about 18.8), not the H100 (12.8). The argument is bytes a cycle an SM
+ * times 8 (bandwidth = 2 * memory clock * bus width / 8): 2 * mem_khz *
+ * bus_bits >= 124 * sms * sm_khz. */
+#define DC_PAIR_TWO_CTAS_ROW 16384
+#define DC_PAIR_TWO_CTAS_PAY(mem_khz, bus_bits, sms, sm_khz)                   \
+    ((sms) > 0 && (sm_khz) > 0 && (mem_khz) > 0 && (bus_bits) > 0 &&           \
+     2.0 * (double)(mem_khz) * (double)(bus_bits) >=                           \
+         124.0 * (double)(sms) * (double)(sm_khz))
 
 /* Threads of a select CTA holding n candidates: about 16 candidates a
  * thread, whole warps, 32..512 (a thread's emit items stay <= 16, which the
@@ -50,13 +70,15 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
          : (((long long)(n) / 16 + 31) / 32 * 32 > 512                         \
                 ? 512                                                          \
                 : (int)(((long long)(n) / 16 + 31) / 32 * 32)))
-/* ... for a row of w * k candidates split over c CTAs. A one-CTA row of
- * 16384 to 32768 candidates takes 1024 threads, one CTA an SM: at 16384
- * half the rows in flight of two 512-thread CTAs, so the emit's gid re-read
- * hits the L2; past it one CTA an SM already, now with twice the loads in
- * flight and at most 32 positions a thread (docs/TUNING.md). */
-#define DC_PAIR_SELECT_THREADS(w, k, c)                                        \
-    ((c) == 1 && (long long)(w) * (k) >= 16384 && (long long)(w) * (k) <= 32768 \
+/* ... for a row of w * k candidates split over c CTAs, `two` the variant's
+ * bit 7. A one-CTA row of 16384 to 32768 candidates takes 1024 threads, one
+ * CTA an SM: at 16384 half the rows in flight of two 512-thread CTAs, so the
+ * emit's gid re-read hits the L2 (unless `two` asks for those two CTAs);
+ * past it one CTA an SM already, now with twice the loads in flight and at
+ * most 32 positions a thread (docs/TUNING.md). */
+#define DC_PAIR_SELECT_THREADS(w, k, c, two)                                   \
+    ((c) == 1 && !(two) && (long long)(w) * (k) >= 16384 &&                    \
+             (long long)(w) * (k) <= 32768                                     \
          ? 1024                                                                \
          : DC_PAIR_SELECT_THREADS_N((long long)(w) * (k) / (c)))
 
@@ -70,7 +92,8 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * them. Gids stay on chip where the shared memory they take costs no CTA
  * an SM: a cluster's CTAs; and, on a target whose blocks may take 227 KiB
  * (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a one-CTA row of
- * 16384 (one 1024-thread CTA an SM, 145 KiB) and rows of 8192 to 12288 (two
+ * 16384 in its one-CTA shape (one 1024-thread CTA an SM, 145 KiB; its
+ * two-CTA shape re-reads them) and rows of 8192 to 12288 (two
  * 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's blocks
  * take 99 KiB; a target not named here) those rows keep the smaller
  * footprint they fit in. The largest total is still 128 KiB past the
@@ -82,15 +105,15 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 #define DC_PAIR_SELECT_SMEM_KEYS(w, k, c)                                      \
     ((long long)(w) * (k) / (c) * 4 <= DC_PAIR_SELECT_KEY_BYTES_MAX)
 #define DC_PAIR_BIG_SMEM(arch) ((arch) == 90 || (arch) == 100)
-#define DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch)                                \
+#define DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                           \
     ((c) > 1 ||                                                                \
      (DC_PAIR_BIG_SMEM(arch) &&                                                \
-      ((long long)(w) * (k) == 16384 ||                                        \
+      (((long long)(w) * (k) == 16384 && !(two)) ||                            \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
-#define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch)                               \
+#define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch, two)                          \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
-     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch) ? (w) * (k) / (c) * 4 : 0))
+     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two) ? (w) * (k) / (c) * 4 : 0))
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

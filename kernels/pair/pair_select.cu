@@ -53,7 +53,7 @@
 #include "pair_abi.h"
 #define DCPTOPK_THREADS                                                        \
     DC_PAIR_SELECT_THREADS(DC_PAIR_SEGMENTS(DCPTOPK_WORLD_SIZE, DCPTOPK_VARIANT), DCPTOPK_TOPK, \
-                           DC_PAIR_CLUSTER(DCPTOPK_VARIANT))
+                           DC_PAIR_CLUSTER(DCPTOPK_VARIANT), DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
 #include "common.cuh"
 
 namespace ps {
@@ -101,7 +101,8 @@ constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
 constexpr int kArch = 90;
 #endif
-constexpr bool kSmemGids = kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu, kArch);
+constexpr bool kSmemGids =
+    kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT));
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
@@ -110,8 +111,9 @@ constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
 // each gid costs a DRAM sector): about 17 MB was the best of the shapes
 // measured on the H100 (docs/TUNING.md). Rows of 8192 to 16383
 // candidates run two 512-thread CTAs an SM (three, 26 MB in flight, were
-// slower and spilled at their 40-register bound); rows of 16384 to 32768
-// one 1024-thread CTA (pair_abi.h); smaller rows 32..256 threads, as many
+// slower and spilled at their 40-register bound), as do rows of 16384 in
+// their two-CTA shape; rows of 16384 to 32768 one 1024-thread CTA
+// (pair_abi.h); smaller rows 32..256 threads, as many
 // CTAs as their registers allow. Slower (docs/TUNING.md): streaming every
 // row through a cp.async ring, a persistent grid prefetching the next row
 // into L2, prefetching it at one CTA an SM. A split row's CTA keeps its
@@ -132,6 +134,8 @@ static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
 static_assert(kCands % 4 == 0, "whole 16-byte key groups");
 static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
+static_assert(!DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT) || (kClu == 1 && kRowCands == DC_PAIR_TWO_CTAS_ROW),
+              "the two-CTA shape is a one-CTA row of 16384's");
 static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemGids && kMask),
               "a split row: two 16-bit counts a bin, keys and flags on chip");
 

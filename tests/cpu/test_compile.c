@@ -191,14 +191,19 @@ TEST(hierarchical_keys_compile)
                 size_t m = 0;
                 CHECK_OK(dcptopk_config_keys_nodes(&c, d, archs[a], list, 64, &m));
                 CHECK(m >= 2 && m <= 64);
-                /* The last two are node_pairs and the pair select (one CTA
-                 * a row: warmup loads no split). */
-                const size_t first = m - 2;
+                /* Last come node_pairs and the pair select (one CTA a row:
+                 * warmup loads no split); a row of d * K = 16384 has both
+                 * its shapes' keys, since no device is named. */
+                const int two = (int64_t)d * c.topk == 16384;
+                const size_t first = m - 2 - (size_t)two;
                 CHECK_EQ(list[first].kernel, DCPTOPK_KERNEL_NODE_PAIRS);
                 CHECK_EQ(list[first].world_size, c.world_size / d);
-                CHECK_EQ(list[m - 1].kernel, DCPTOPK_KERNEL_PAIR_SELECT);
-                CHECK_EQ(list[m - 1].variant, d == c.world_size ? 0 : d);
-                CHECK_EQ(list[m - 1].world_size, c.world_size);
+                for (int v = 0; v <= two; v++) {
+                    const dcptopk_key *pk = &list[first + 1 + (size_t)v];
+                    CHECK_EQ(pk->kernel, DCPTOPK_KERNEL_PAIR_SELECT);
+                    CHECK_EQ(pk->variant, (d == c.world_size ? 0 : d) + 128 * v);
+                    CHECK_EQ(pk->world_size, c.world_size);
+                }
                 for (size_t j = first; j < m; j++) {
                     int seen = 0;
                     for (size_t q = 0; q < n && !seen; q++)
@@ -244,7 +249,7 @@ TEST(hierarchical_keys_refuse_bad_node_counts)
              DCPTOPK_INVALID_ARGUMENT);
     CHECK_CONTAINS(dcptopk_last_error(NULL), "key->variant = 3");
     /* Its split over a cluster: 2 or 4 CTAs (32 * log2), rows of at most
-     * 32768 candidates, at least 2048 a CTA. */
+     * 32768 candidates, at least 2048 a CTA; its two-CTA shape. */
     static const struct { const char *spec; int ok; } splits[] = {
         {"topk=2048,world_size=8,variant=64", 1},  /* 4 x 4096 */
         {"topk=2048,world_size=8,variant=34", 1},  /* 2 nodes: 2 x 2048 */
@@ -254,6 +259,14 @@ TEST(hierarchical_keys_refuse_bad_node_counts)
         {"topk=4096,world_size=16,variant=32", 0}, /* 65536 a row */
         {"topk=512,world_size=8,variant=64", 0},   /* 1024 a CTA */
         {"topk=512,world_size=8,variant=32", 1},
+        /* The two-CTA shape (+128): a one-CTA row of 16384 only. */
+        {"topk=2048,world_size=8,variant=128", 1},
+        {"topk=1024,world_size=16,variant=128", 1},
+        {"topk=4096,world_size=8,variant=132", 1},  /* 4 nodes x 4096 */
+        {"topk=2048,world_size=4,variant=128", 0},  /* 8192 */
+        {"topk=4096,world_size=8,variant=128", 0},  /* 32768 */
+        {"topk=2048,world_size=8,variant=160", 0},  /* 2 CTAs */
+        {"topk=2048,world_size=8,variant=256", 0},  /* no bit 8 */
     };
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
         char text[200];

@@ -30,14 +30,14 @@ TEST(gids_on_chip_only_on_large_targets)
         {8, 2048, 2, 120, 1},
     };
     for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++)
-        CHECK_MSG(DC_PAIR_SELECT_SMEM_GIDS(rule[i].w, rule[i].k, rule[i].c, rule[i].arch) ==
+        CHECK_MSG(DC_PAIR_SELECT_SMEM_GIDS(rule[i].w, rule[i].k, rule[i].c, rule[i].arch, 0) ==
                       rule[i].want,
                   "W=%d K=%d C=%d sm_%d: gids on chip should be %d", rule[i].w, rule[i].k,
                   rule[i].c, rule[i].arch, rule[i].want);
     /* What the decode shape's block then asks for: 16640 + 65536 + 65536
      * bytes with the gids, 16640 + 65536 without. */
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90), 147712);
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120), 82176);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 90, 0), 147712);
+    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120, 0), 82176);
 }
 
 /* Every one-CTA row of W = 1..16 ranks and K = 32..4096 (multiples of 32):
@@ -50,12 +50,12 @@ TEST(every_row_fits_its_target)
     for (int32_t w = 1; w <= 16; w++)
         for (int32_t k = 32; k <= 4096; k += 32) {
             const long long n = (long long)w * k;
-            const long long big = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90);
-            const long long small = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 120);
+            const long long big = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90, 0);
+            const long long small = DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 120, 0);
             if (n <= 32768)
                 CHECK_MSG(big <= BIG, "W=%d K=%d: %lld bytes on sm_90", w, k, big);
-            if (DC_PAIR_SELECT_THREADS(w, k, 1) == 512 && n <= 16384 &&
-                DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90))
+            if (DC_PAIR_SELECT_THREADS(w, k, 1, 0) == 512 && n <= 16384 &&
+                DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90, 0))
                 CHECK_MSG(2 * (big + 1024) <= SM_BIG,
                           "W=%d K=%d: two CTAs of %lld bytes exceed an SM", w, k, big);
             if (n <= 16384) {
@@ -64,4 +64,46 @@ TEST(every_row_fits_its_target)
                           w, k, small, 16640 + 4 * n);
             }
         }
+}
+
+/* A row of 16384's two-CTA shape (variant bit 7): 512 threads, the gids
+ * re-read, 16640 + 65536 bytes, so that two CTAs fit an SM on every target;
+ * the one-CTA shape of the same row keeps 1024 threads and its gids. */
+TEST(two_cta_shape_of_a_row_of_16384)
+{
+    static const struct { int32_t w, k; } rows[] = {{8, 2048}, {16, 1024}, {4, 4096}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const int32_t w = rows[i].w, k = rows[i].k;
+        CHECK_EQ(DC_PAIR_SELECT_THREADS(w, k, 1, 1), 512);
+        CHECK_EQ(DC_PAIR_SELECT_THREADS(w, k, 1, 0), 1024);
+        CHECK(!DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90, 1));
+        CHECK(DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90, 0));
+        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90, 1), 82176);
+        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 100, 1), 82176);
+        CHECK(2 * (82176 + 1024) <= SM_BIG);
+    }
+    CHECK_EQ(DC_PAIR_VARIANT(0, 0, 1), 128);
+    CHECK_EQ(DC_PAIR_TWO_CTAS(128), 1);
+    CHECK_EQ(DC_PAIR_TWO_CTAS(8 | 64), 0);
+    CHECK_EQ(DC_PAIR_CLUSTER(128), 1);
+    CHECK_EQ(DC_PAIR_SEGMENTS(8, 128), 8);
+}
+
+/* Which GPUs take the two-CTA shape: DRAM bytes a cycle an SM of at least
+ * 15.5. The figures are the devices' own attributes (memory clock and SM
+ * clock in kHz, bus width in bits, SMs). */
+TEST(two_cta_shape_follows_dram_bytes_per_sm_cycle)
+{
+    /* H100 SXM: 3.35 TB/s over 132 SMs at 1.98 GHz, 12.8 bytes a cycle. */
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(2619000, 5120, 132, 1980000));
+    /* H200: 4.9 TB/s over the same SMs, 18.8 bytes a cycle. */
+    CHECK(DC_PAIR_TWO_CTAS_PAY(3201000, 6144, 132, 1980000));
+    /* The edge: 15.5 bytes a cycle takes it, a kHz less does not. */
+    CHECK(DC_PAIR_TWO_CTAS_PAY(7750, 64, 8, 1000));
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(7749, 64, 8, 1000));
+    /* A device that does not report a figure keeps the one-CTA shape. */
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(0, 6144, 132, 1980000));
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(3201000, 0, 132, 1980000));
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(3201000, 6144, 0, 1980000));
+    CHECK(!DC_PAIR_TWO_CTAS_PAY(3201000, 6144, 132, 0));
 }

@@ -9,7 +9,7 @@
 // #defines (DC_EMU_PRELUDE; TEST(prelude) checks them), so the test runs the
 // template as NVRTC compiles it. The keys cover where a row's keys and gids
 // live (pair_abi.h): keys and gids in shared memory at 1024 and 512 threads,
-// keys alone with the gids re-read, keys re-read too; and the layouts: rank-
+// keys alone with the gids re-read (a row of 16384's two-CTA shape too), keys re-read too; and the layouts: rank-
 // and row-major, int32 and float ids. A split row (a cluster) does not run
 // here: its CTAs wait for each other, which one block at a time cannot.
 //
@@ -164,8 +164,10 @@ bool check_case(const Case &c)
     // The launcher's own mapping of the call (pair.c).
     const dcptopk_pair_select_args ga = args(got);
     const dc_pair_select_args k = dc_pair_kernel_args(&cfg, &ga);
+    const int smem =
+        DC_PAIR_SELECT_SMEM_BYTES(W, K, 1, ps::kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT));
     const std::string err = dc_emu::run_grid(
-        (int)t, ps::kThreads, DC_PAIR_SELECT_SMEM_BYTES(W, K, 1, ps::kArch), [&] {
+        (int)t, ps::kThreads, smem, [&] {
             dc_emu_pair_select_kernel(k.candidates, k.rows, k.rank_stride, k.rank, k.ids_out,
                                       k.ids_stride, k.req_id, k.block_table, k.bt_stride,
                                       k.bt_cols, k.num_reqs, k.stride_rows, k.rows_out,

@@ -545,6 +545,37 @@ TEST(select_rows_of_1024_threads)
     dcptopk_context_destroy(ctx);
 }
 
+/* Rows of 16384 in both their shapes (pair_abi.h, DC_PAIR_TWO_CTAS_PAY),
+ * whichever this GPU picks: one 1024-thread CTA with the gids on chip, two
+ * 512-thread CTAs an SM re-reading them; more rows than SMs, every family. */
+TEST(select_rows_of_16384_both_shapes)
+{
+    const char *saved = getenv("DCPTOPK_PAIR_TWO_CTAS");
+    char keep[8] = "";
+    if (saved)
+        snprintf(keep, sizeof keep, "%s", saved);
+    static const pair_shape shapes[] = {{8, 2048, 300}, {16, 1024, 5}, {4, 4096, 3}};
+    for (int two = 0; two < 2; two++) {
+        unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+        GPU_CTX(ctx);
+        if (two == 0) {
+            const dc_device_speed sp = dc_ctx_speed(ctx);
+            printf("device: %d SMs at %d kHz, memory %d kHz x %d bits: rows of 16384 "
+                   "take the %s shape\n",
+                   sp.sms, sp.sm_khz, sp.mem_khz, sp.bus_bits,
+                   dc_pair_row_shapes(ctx) == DC_PAIR_SHAPE_TWO ? "two-CTA" : "one-CTA");
+        }
+        setenv("DCPTOPK_PAIR_TWO_CTAS", two ? "1" : "0", 1);
+        CHECK_EQ(dc_pair_row_shapes(ctx), two ? DC_PAIR_SHAPE_TWO : DC_PAIR_SHAPE_ONE);
+        CHECK(run_shapes(ctx, shapes, sizeof shapes / sizeof shapes[0], 1100 + 64 * two, 2) == 0);
+        dcptopk_context_destroy(ctx);
+    }
+    if (saved)
+        setenv("DCPTOPK_PAIR_TWO_CTAS", keep, 1);
+    else
+        unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+}
+
 /* Rows at the edges of DC_PAIR_SELECT_SMEM_GIDS (the emit and the tie
  * modes read gids from shared memory inside them, from global memory
  * outside): 8160 and 8192, 12288 and 12320, 16384 as 16 ranks of 1024. */
@@ -633,9 +664,11 @@ TEST(select_outputs_alone)
  * nothing. */
 static dcptopk_result warm_config(dcptopk_context *ctx, const dcptopk_merge_config *c)
 {
-    dcptopk_key keys[8];
+    dcptopk_key keys[16];
     size_t nkeys = 0;
-    dcptopk_result r = dcptopk_config_keys(c, dcptopk_context_arch(ctx), keys, 8, &nkeys);
+    dcptopk_result r = dcptopk_config_keys(c, dcptopk_context_arch(ctx), keys, 16, &nkeys);
+    if (!r && nkeys > 16)
+        return DCPTOPK_INTERNAL;
     return r ? r : dcptopk_warmup_keys(ctx, keys, nkeys, NULL, NULL, NULL);
 }
 
