@@ -48,13 +48,12 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 /* A row of 16384 candidates (W = 8, K = 2048) has two shapes, and which is
  * faster depends on the GPU's DRAM bandwidth against its SMs' work
  * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
- * the input once and is bound by its on-chip work, the same on an H100 and
- * an H200; two 512-thread CTAs an SM re-read the selected gids (about 1.5
- * times the input's bytes) and are bound by DRAM. The two-CTA shape (bit 7)
- * wins where DRAM brings at least 15.5 bytes a cycle an SM: the H200
- * (about 18.8), not the H100 (12.8). The argument is bytes a cycle an SM
- * times 8 (bandwidth = 2 * memory clock * bus width / 8): 2 * mem_khz *
- * bus_bits >= 124 * sms * sm_khz. */
+ * the input once and is bound by its on-chip work, which the H100 and the
+ * H200 do alike; two 512-thread CTAs an SM re-read the selected gids (half
+ * again the input's bytes) and are bound by DRAM. The two-CTA shape (bit 7)
+ * wins where DRAM brings at least 15.5 bytes a cycle an SM, as on the H200
+ * and not on the H100. In the attributes' units (bandwidth = 2 * memory
+ * clock * bus width / 8): 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
 #define DC_PAIR_TWO_CTAS_ROW 16384
 #define DC_PAIR_TWO_CTAS_PAY(mem_khz, bus_bits, sms, sm_khz)                   \
     ((sms) > 0 && (sm_khz) > 0 && (mem_khz) > 0 && (bus_bits) > 0 &&           \
@@ -110,10 +109,21 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
      (DC_PAIR_BIG_SMEM(arch) &&                                                \
       (((long long)(w) * (k) == 16384 && !(two)) ||                            \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
+/* The candidates of a CTA whose gids stay on chip: all of them where
+ * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
+ * two-CTA shape on the same large targets (32 KiB: two CTAs of 112 KiB
+ * still fit an SM, and the emit re-reads half as many gids); else none. */
+#define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
+    (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
+         ? (long long)(w) * (k) / (c)                                          \
+         : ((two) && (c) == 1 && (long long)(w) * (k) == 16384 &&              \
+                    DC_PAIR_BIG_SMEM(arch)                                     \
+                ? (long long)(w) * (k) / 2                                     \
+                : 0ll))
 #define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch, two)                          \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
-     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two) ? (w) * (k) / (c) * 4 : 0))
+     DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two) * 4)
 
 #define DC_PAIR_SELECT_PARAMS(X)                                               \
     X(const int32_t *DC_RESTRICT, candidates)                                  \

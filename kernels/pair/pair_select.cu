@@ -103,6 +103,11 @@ constexpr int kArch = 90;
 #endif
 constexpr bool kSmemGids =
     kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT));
+// Positions [0, kGidCands) have their gids on chip: all with kSmemGids, the
+// first half in a row of 16384's two-CTA shape (pair_abi.h), else none.
+constexpr int kGidCands =
+    kSmemKeys ? DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
+              : 0;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
@@ -134,6 +139,7 @@ static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
 static_assert(kK <= 65535, "two 16-bit counts share a scan word");
 static_assert(kCands % 4 == 0, "whole 16-byte key groups");
 static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
+static_assert(kGidCands % 32 == 0 && kGidCands <= kCands, "whole 32-position rows of gids");
 static_assert(!DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT) || (kClu == 1 && kRowCands == DC_PAIR_TWO_CTAS_ROW),
               "the two-CTA shape is a one-CTA row of 16384's");
 static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemGids && kMask),
@@ -409,7 +415,7 @@ struct Row {
     long long rank_stride; // int32 words between two ranks (rank-major)
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
-    const int32_t *gids;   // the gids, beside the keys in shared memory (kSmemGids)
+    const int32_t *gids;   // the gids, beside the keys in shared memory (kGidCands)
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -492,7 +498,9 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
-    if (kSmemGids)
+    // key_index keeps p in its 32-position row, so p < kGidCands (a
+    // multiple of 32) holds its gid.
+    if (kSmemGids || (kGidCands > 0 && p < (uint32_t)kGidCands))
         return row.gids[key_index(p)];
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
@@ -516,17 +524,17 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 }
 
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
-// to shared memory (when kept there; their gids too with kSmemGids, kCands words
-// past the keys), their top 11 bits to `hist`.
+// to shared memory (when kept there; their gids too where `gids`, kCands
+// words past the keys), their top 11 bits to `hist`.
 // dst = skeys + key_index(2 * v).
 __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
-                                            int32_t s1, int32_t g1)
+                                            int32_t s1, int32_t g1, bool gids)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
     if (kSmemKeys)
         *reinterpret_cast<uint2 *>(dst) = make_uint2(k0, k1);
-    if (kSmemGids)
+    if (gids)
         *reinterpret_cast<uint2 *>(dst + kCands) =
             make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
@@ -582,8 +590,15 @@ __device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint3
             uint32_t *const dst =
                 skeys + (kThreads % 128 == 0 ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
                                              : key_index(2 * v));
+            // Whether this vector's gids stay on chip: known per unrolled
+            // iteration where kGidCands is a multiple of its positions.
+            const bool gids =
+                kSmemGids ||
+                (kGidCands > 0 && (kGidCands % (2 * kThreads) == 0
+                                       ? (i0 + b) * (2 * kThreads) < kGidCands
+                                       : v < (uint32_t)kGidCands / 2));
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b]);
+                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b], gids);
         }
     }
 }

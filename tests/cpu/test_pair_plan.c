@@ -66,9 +66,10 @@ TEST(every_row_fits_its_target)
         }
 }
 
-/* A row of 16384's two-CTA shape (variant bit 7): 512 threads, the gids
- * re-read, 16640 + 65536 bytes, so that two CTAs fit an SM on every target;
- * the one-CTA shape of the same row keeps 1024 threads and its gids. */
+/* A row of 16384's two-CTA shape (variant bit 7): 512 threads, the first
+ * half's gids on chip on sm_90 / sm_100 (16640 + 65536 + 32768 bytes, two
+ * CTAs still fit an SM) and none on sm_120 (16640 + 65536); the one-CTA
+ * shape of the same row keeps 1024 threads and all its gids. */
 TEST(two_cta_shape_of_a_row_of_16384)
 {
     static const struct { int32_t w, k; } rows[] = {{8, 2048}, {16, 1024}, {4, 4096}};
@@ -78,9 +79,13 @@ TEST(two_cta_shape_of_a_row_of_16384)
         CHECK_EQ(DC_PAIR_SELECT_THREADS(w, k, 1, 0), 1024);
         CHECK(!DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90, 1));
         CHECK(DC_PAIR_SELECT_SMEM_GIDS(w, k, 1, 90, 0));
-        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90, 1), 82176);
-        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 100, 1), 82176);
-        CHECK(2 * (82176 + 1024) <= SM_BIG);
+        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 90, 1), 8192);
+        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 120, 1), 0);
+        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 90, 0), 16384);
+        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90, 1), 114944);
+        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 100, 1), 114944);
+        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 120, 1), 82176);
+        CHECK(2 * (114944 + 1024) <= SM_BIG);
     }
     CHECK_EQ(DC_PAIR_VARIANT(0, 0, 1), 128);
     CHECK_EQ(DC_PAIR_TWO_CTAS(128), 1);
