@@ -49,8 +49,9 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * faster depends on the GPU's DRAM bandwidth against its SMs' work
  * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
  * the input once and is bound by its on-chip work, which the H100 and the
- * H200 do alike; two 512-thread CTAs an SM re-read the selected gids (half
- * again the input's bytes) and are bound by DRAM. The two-CTA shape (bit 7)
+ * H200 do alike; two 512-thread CTAs an SM keep only the first half's gids
+ * (DC_PAIR_SELECT_GID_CANDS), re-read the other selected ones and are bound
+ * by DRAM. The two-CTA shape (bit 7)
  * wins where DRAM brings at least 15.5 bytes a cycle an SM, as on the H200
  * and not on the H100. In the attributes' units (bandwidth = 2 * memory
  * clock * bus width / 8): 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
@@ -86,13 +87,13 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * and the owned-row counts they send each other, or one CTA's second
  * histogram: DC_PAIR_SELECT_SHARED_BYTES(c) in all), then the CTA's
  * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
- * template re-reads them from global memory), then the gids (4 bytes a
- * candidate) where DC_PAIR_SELECT_SMEM_GIDS holds, else the emit re-reads
- * them. Gids stay on chip where the shared memory they take costs no CTA
+ * template re-reads them from global memory), then the gids of the first
+ * DC_PAIR_SELECT_GID_CANDS candidates (4 bytes each; the emit re-reads the
+ * others'). All of a CTA's gids stay on chip where the shared memory they take costs no CTA
  * an SM: a cluster's CTAs; and, on a target whose blocks may take 227 KiB
  * (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a one-CTA row of
  * 16384 in its one-CTA shape (one 1024-thread CTA an SM, 145 KiB; its
- * two-CTA shape re-reads them) and rows of 8192 to 12288 (two
+ * two-CTA shape keeps half of them) and rows of 8192 to 12288 (two
  * 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's blocks
  * take 99 KiB; a target not named here) those rows keep the smaller
  * footprint they fit in. The largest total is still 128 KiB past the
