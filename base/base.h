@@ -56,6 +56,7 @@ struct dcptopk_context {
     char cache_path[4096];
     int32_t device;              /* -1 = none                                  */
     struct dc_runtime *rt;       /* owned by runtime/                          */
+    int32_t pair_shapes;         /* dc_pair_row_shapes, fixed at creation      */
 };
 
 /* ----------------------------------------------------- kernel registry */

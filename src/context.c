@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "pair.h"
 #include "rt.h"
 #include "structs.h"
 
@@ -92,6 +93,8 @@ dcptopk_result dcptopk_context_create(const dcptopk_context_config *config,
         return dc_fail(NULL, r, "%s", msg);
     }
     ctx->config.arch = ctx->arch;
+    /* Read once, so that warmup and every later launch agree on the keys. */
+    ctx->pair_shapes = dc_pair_row_shapes(ctx);
     dc_clear(ctx);
     *out = ctx;
     return DCPTOPK_SUCCESS;

@@ -55,6 +55,8 @@ static void select_key(dcptopk_key *k, const dcptopk_merge_config *c,
 
 int32_t dc_pair_row_shapes(const dcptopk_context *ctx)
 {
+    if (ctx && ctx->pair_shapes)
+        return ctx->pair_shapes;
     const int64_t forced = dc_setting_int(DC_SET_PAIR_TWO_CTAS);
     if (forced >= 0)
         return forced ? DC_PAIR_SHAPE_TWO : DC_PAIR_SHAPE_ONE;

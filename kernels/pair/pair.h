@@ -22,7 +22,9 @@ DC_HIDDEN dcptopk_result dc_check_pair_pack_args(
 /* The shapes a one-CTA row of 16384 candidates may take on ctx's device
  * (pair_abi.h, DC_PAIR_TWO_CTAS_PAY): one of them with a device, both
  * without one (ctx NULL or device -1: the arch does not say which GPU will
- * run the keys), and the one DCPTOPK_PAIR_TWO_CTAS names when it is set. */
+ * run the keys), and the one DCPTOPK_PAIR_TWO_CTAS names when it is set.
+ * A context's are fixed when it is created (ctx->pair_shapes), so that a
+ * setting changed later cannot make a launch miss its warmed key. */
 enum { DC_PAIR_SHAPE_ONE = 1, DC_PAIR_SHAPE_TWO = 2 };
 DC_HIDDEN int32_t dc_pair_row_shapes(const dcptopk_context *ctx);
 

@@ -9,6 +9,7 @@
 #include "dcptopk.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "pair.h"
 #include "runtime.h"
 
 static dcptopk_context *cpu_ctx(const char *cache_path, int mode, int strict)
@@ -365,4 +366,48 @@ TEST(threads_share_one_context_and_compile_once)
     CHECK_EQ(cs.compiles, 4);
     CHECK_EQ(cs.modules, 4);
     dcptopk_context_destroy(ctx);
+}
+
+/* The shape of the pair select's rows of 16384 (pair.h): a context without
+ * a device keeps both, DCPTOPK_PAIR_TWO_CTAS picks one, and a context keeps
+ * what it found at creation whatever the setting says later. A listing
+ * without a device names both shapes' keys of a row of 16384 (W = 8,
+ * K = 2048), one key a layout elsewhere (W = 4). */
+TEST(pair_row_shapes_fixed_at_creation)
+{
+    const char *saved = getenv("DCPTOPK_PAIR_TWO_CTAS");
+    char keep[8] = "";
+    if (saved)
+        snprintf(keep, sizeof keep, "%s", saved);
+    unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+    dcptopk_context *both = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
+    CHECK(both != NULL);
+    CHECK_EQ(dc_pair_row_shapes(both), DC_PAIR_SHAPE_ONE | DC_PAIR_SHAPE_TWO);
+    for (int two = 0; two < 2; two++) {
+        setenv("DCPTOPK_PAIR_TWO_CTAS", two ? "yes" : "off", 1);
+        dcptopk_context *ctx = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
+        CHECK(ctx != NULL);
+        setenv("DCPTOPK_PAIR_TWO_CTAS", two ? "0" : "1", 1);
+        CHECK_EQ(dc_pair_row_shapes(ctx), two ? DC_PAIR_SHAPE_TWO : DC_PAIR_SHAPE_ONE);
+        dcptopk_context_destroy(ctx);
+    }
+    unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+    CHECK_EQ(dc_pair_row_shapes(both), DC_PAIR_SHAPE_ONE | DC_PAIR_SHAPE_TWO);
+    dcptopk_context_destroy(both);
+
+    static const struct { const char *name; size_t keys, twos; } cfgs[] = {
+        {"deepseek-v3.2-dcp8-pair", 9, 4}, {"deepseek-v3.2-dcp4-pair", 5, 0}};
+    for (size_t i = 0; i < 2; i++) {
+        dcptopk_merge_config c;
+        CHECK_OK(dcptopk_merge_config_named(cfgs[i].name, &c));
+        dcptopk_key keys[16];
+        size_t n = 0, twos = 0;
+        CHECK_OK(dcptopk_config_keys(&c, "sm_90a", keys, 16, &n));
+        CHECK_EQ(n, cfgs[i].keys);
+        for (size_t j = 0; j < n && j < 16; j++)
+            twos += keys[j].kernel == DCPTOPK_KERNEL_PAIR_SELECT && keys[j].variant == 128;
+        CHECK_EQ(twos, cfgs[i].twos);
+    }
+    if (saved)
+        setenv("DCPTOPK_PAIR_TWO_CTAS", keep, 1);
 }

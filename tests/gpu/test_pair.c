@@ -554,18 +554,22 @@ TEST(select_rows_of_16384_both_shapes)
     char keep[8] = "";
     if (saved)
         snprintf(keep, sizeof keep, "%s", saved);
+    unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+    {
+        GPU_CTX(ctx);
+        const dc_device_speed sp = dc_ctx_speed(ctx);
+        printf("device: %d SMs at %d kHz, memory %d kHz x %d bits: rows of 16384 "
+               "take the %s shape\n",
+               sp.sms, sp.sm_khz, sp.mem_khz, sp.bus_bits,
+               dc_pair_row_shapes(ctx) == DC_PAIR_SHAPE_TWO ? "two-CTA" : "one-CTA");
+        dcptopk_context_destroy(ctx);
+    }
     static const pair_shape shapes[] = {{8, 2048, 300}, {16, 1024, 5}, {4, 4096, 3}};
     for (int two = 0; two < 2; two++) {
-        unsetenv("DCPTOPK_PAIR_TWO_CTAS");
-        GPU_CTX(ctx);
-        if (two == 0) {
-            const dc_device_speed sp = dc_ctx_speed(ctx);
-            printf("device: %d SMs at %d kHz, memory %d kHz x %d bits: rows of 16384 "
-                   "take the %s shape\n",
-                   sp.sms, sp.sm_khz, sp.mem_khz, sp.bus_bits,
-                   dc_pair_row_shapes(ctx) == DC_PAIR_SHAPE_TWO ? "two-CTA" : "one-CTA");
-        }
+        /* The setting counts when a context is created, not later. */
         setenv("DCPTOPK_PAIR_TWO_CTAS", two ? "1" : "0", 1);
+        GPU_CTX(ctx);
+        setenv("DCPTOPK_PAIR_TWO_CTAS", two ? "0" : "1", 1);
         CHECK_EQ(dc_pair_row_shapes(ctx), two ? DC_PAIR_SHAPE_TWO : DC_PAIR_SHAPE_ONE);
         CHECK(run_shapes(ctx, shapes, sizeof shapes / sizeof shapes[0], 1100 + 64 * two, 2) == 0);
         dcptopk_context_destroy(ctx);
