@@ -164,7 +164,8 @@ dcptopk_result dc_pair_select_split(dcptopk_context *ctx,
 
     dc_launch_cfg cfg = {
         .grid = {(uint32_t)(args->rows * ctas), 1, 1}, /* checked above */
-        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas, two), 1, 1},
+        .block = {(uint32_t)DC_PAIR_SELECT_THREADS(segments, c.topk, ctas, two),
+                  1, 1},
         .smem_bytes = (uint32_t)DC_PAIR_SELECT_SMEM_BYTES(
             segments, c.topk, ctas, dc_arch_number(ctx->arch), two),
         .cluster_x = ctas,

@@ -51,10 +51,10 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * the input once and is bound by its on-chip work, which the H100 and the
  * H200 do alike; two 512-thread CTAs an SM keep only the first half's gids
  * (DC_PAIR_SELECT_GID_CANDS), re-read the other selected ones and are bound
- * by DRAM. The two-CTA shape (bit 7)
- * wins where DRAM brings at least 15.5 bytes a cycle an SM, as on the H200
- * and not on the H100. In the attributes' units (bandwidth = 2 * memory
- * clock * bus width / 8): 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
+ * by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
+ * bytes a cycle an SM, as on the H200 and not on the H100. In the
+ * attributes' units (bandwidth = 2 * memory clock * bus width / 8):
+ * 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
 #define DC_PAIR_TWO_CTAS_ROW 16384
 #define DC_PAIR_TWO_CTAS_PAY(mem_khz, bus_bits, sms, sm_khz)                   \
     ((sms) > 0 && (sm_khz) > 0 && (mem_khz) > 0 && (bus_bits) > 0 &&           \
@@ -72,10 +72,9 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
                 : (int)(((long long)(n) / 16 + 31) / 32 * 32)))
 /* ... for a row of w * k candidates split over c CTAs, `two` the variant's
  * bit 7. A one-CTA row of 16384 to 32768 candidates takes 1024 threads, one
- * CTA an SM: at 16384 half the rows in flight of two 512-thread CTAs, so the
- * emit's gid re-read hits the L2 (unless `two` asks for those two CTAs);
- * past it one CTA an SM already, now with twice the loads in flight and at
- * most 32 positions a thread (docs/TUNING.md). */
+ * CTA an SM (at 16384 with its gids on chip, unless `two` asks for two
+ * 512-thread CTAs); past 16384 one CTA an SM already, now with twice the
+ * loads in flight and at most 32 positions a thread (docs/TUNING.md). */
 #define DC_PAIR_SELECT_THREADS(w, k, c, two)                                   \
     ((c) == 1 && !(two) && (long long)(w) * (k) >= 16384 &&                    \
              (long long)(w) * (k) <= 32768                                     \
@@ -89,13 +88,13 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * primary keys when they fit DC_PAIR_SELECT_KEY_BYTES_MAX, else none (the
  * template re-reads them from global memory), then the gids of the first
  * DC_PAIR_SELECT_GID_CANDS candidates (4 bytes each; the emit re-reads the
- * others'). All of a CTA's gids stay on chip where the shared memory they take costs no CTA
- * an SM: a cluster's CTAs; and, on a target whose blocks may take 227 KiB
- * (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a one-CTA row of
- * 16384 in its one-CTA shape (one 1024-thread CTA an SM, 145 KiB; its
- * two-CTA shape keeps half of them) and rows of 8192 to 12288 (two
- * 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's blocks
- * take 99 KiB; a target not named here) those rows keep the smaller
+ * others'). All of a CTA's gids stay on chip where the shared memory they
+ * take costs no CTA an SM: a cluster's CTAs; and, on a target whose blocks
+ * may take 227 KiB (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a
+ * one-CTA row of 16384 in its one-CTA shape (one 1024-thread CTA an SM,
+ * 145 KiB; its two-CTA shape keeps half of them) and rows of 8192 to 12288
+ * (two 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's
+ * blocks take 99 KiB; a target not named here) those rows keep the smaller
  * footprint they fit in. The largest total is still 128 KiB past the
  * working area: a row of 32768's keys, or a row of 16384's keys and gids. */
 #define DC_PAIR_SELECT_STATE_BYTES 8448
