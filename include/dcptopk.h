@@ -344,8 +344,10 @@ typedef struct dcptopk_key {
     char arch[16];      /* "sm_90a"                                           */
 } dcptopk_key;
 
-/* Expands a config into the keys it needs for `arch` (NULL = "sm_90a").
- * Writes at most `cap` keys, sets *count to the number needed. */
+/* Expands a config into the keys it needs for `arch` (NULL = "sm_90a"):
+ * every key a GPU of that arch may launch for it (a pair row of 16384 has
+ * two shapes, one a GPU, so both are listed; warmup on a device loads only
+ * its own). Writes at most `cap` keys, sets *count to the number needed. */
 DCPTOPK_API dcptopk_result dcptopk_config_keys(
     const dcptopk_merge_config *config, const char *arch, dcptopk_key *keys,
     size_t cap, size_t *count);

@@ -28,7 +28,8 @@ def keys(cfg, arch):
 
 
 def config_keys(cfg, arch="sm_90a"):
-    """The compile keys a config needs, as formatted strings."""
+    """The compile keys a config needs on any GPU of arch, as formatted
+    strings (warmup on a device loads only the ones that device launches)."""
     return [key_str(k) for k in keys(as_config(cfg), arch)]
 
 
