@@ -17,6 +17,25 @@ static int num_tests;
 int dc_test_failed;
 int dc_test_skipped;
 
+dc_env_kept dc_env_keep(const char *name)
+{
+    dc_env_kept k = {.name = name, .was_set = 0, .value = ""};
+    const char *v = getenv(name);
+    if (v) {
+        k.was_set = 1;
+        snprintf(k.value, sizeof k.value, "%s", v);
+    }
+    return k;
+}
+
+void dc_env_put_back(const dc_env_kept *k)
+{
+    if (k->was_set)
+        setenv(k->name, k->value, 1);
+    else
+        unsetenv(k->name);
+}
+
 void dc_test_register(const char *name, dc_test_fn fn)
 {
     if (num_tests == DC_MAX_TESTS) {

@@ -16,6 +16,16 @@
 
 typedef void (*dc_test_fn)(void);
 void dc_test_register(const char *name, dc_test_fn fn);
+
+/* An environment variable as a test found it, so that a test that sets it
+ * can put it back for the tests after it in the same process. */
+typedef struct dc_env_kept {
+    const char *name;
+    int was_set;
+    char value[512];
+} dc_env_kept;
+dc_env_kept dc_env_keep(const char *name);
+void dc_env_put_back(const dc_env_kept *k);
 /* Set by the CHECK macros and SKIP. */
 extern int dc_test_failed;
 extern int dc_test_skipped;

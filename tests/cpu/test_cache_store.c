@@ -174,10 +174,7 @@ TEST(invalid_arguments)
 TEST(default_path_from_environment)
 {
     char buf[512];
-    const char *saved_dir = getenv("DCPTOPK_CACHE_DIR");
-    char keep[512] = "";
-    if (saved_dir)
-        snprintf(keep, sizeof keep, "%s", saved_dir);
+    const dc_env_kept kept = dc_env_keep("DCPTOPK_CACHE_DIR");
     setenv("DCPTOPK_CACHE_DIR", "/a/b", 1);
     CHECK_EQ(dc_cache_default_path(buf, sizeof buf),
              (int)strlen("/a/b/dcptopk.sqlite"));
@@ -210,10 +207,7 @@ TEST(default_path_from_environment)
     CHECK_EQ(dc_cache_is_memory(c), 0);
     CHECK_CONTAINS(dc_cache_path(c), "made/here/dcptopk.sqlite");
     dc_cache_close(c);
-    if (keep[0])
-        setenv("DCPTOPK_CACHE_DIR", keep, 1);
-    else
-        unsetenv("DCPTOPK_CACHE_DIR");
+    dc_env_put_back(&kept);
 }
 
 TEST(handle_inherited_through_fork_reopens)

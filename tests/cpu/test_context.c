@@ -375,10 +375,7 @@ TEST(threads_share_one_context_and_compile_once)
  * K = 2048), one key a layout elsewhere (W = 4). */
 TEST(pair_row_shapes_fixed_at_creation)
 {
-    const char *saved = getenv("DCPTOPK_PAIR_TWO_CTAS");
-    char keep[8] = "";
-    if (saved)
-        snprintf(keep, sizeof keep, "%s", saved);
+    const dc_env_kept kept = dc_env_keep("DCPTOPK_PAIR_TWO_CTAS");
     unsetenv("DCPTOPK_PAIR_TWO_CTAS");
     dcptopk_context *both = cpu_ctx(NULL, DCPTOPK_CACHE_OFF, 0);
     CHECK(both != NULL);
@@ -408,6 +405,5 @@ TEST(pair_row_shapes_fixed_at_creation)
             twos += keys[j].kernel == DCPTOPK_KERNEL_PAIR_SELECT && keys[j].variant == 128;
         CHECK_EQ(twos, cfgs[i].twos);
     }
-    if (saved)
-        setenv("DCPTOPK_PAIR_TWO_CTAS", keep, 1);
+    dc_env_put_back(&kept);
 }

@@ -550,10 +550,7 @@ TEST(select_rows_of_1024_threads)
  * 512-thread CTAs an SM re-reading them; more rows than SMs, every family. */
 TEST(select_rows_of_16384_both_shapes)
 {
-    const char *saved = getenv("DCPTOPK_PAIR_TWO_CTAS");
-    char keep[8] = "";
-    if (saved)
-        snprintf(keep, sizeof keep, "%s", saved);
+    const dc_env_kept kept = dc_env_keep("DCPTOPK_PAIR_TWO_CTAS");
     unsetenv("DCPTOPK_PAIR_TWO_CTAS");
     {
         GPU_CTX(ctx);
@@ -574,10 +571,7 @@ TEST(select_rows_of_16384_both_shapes)
         CHECK(run_shapes(ctx, shapes, sizeof shapes / sizeof shapes[0], 1100 + 64 * two, 2) == 0);
         dcptopk_context_destroy(ctx);
     }
-    if (saved)
-        setenv("DCPTOPK_PAIR_TWO_CTAS", keep, 1);
-    else
-        unsetenv("DCPTOPK_PAIR_TWO_CTAS");
+    dc_env_put_back(&kept);
 }
 
 /* Rows at the edges of DC_PAIR_SELECT_SMEM_GIDS (the emit and the tie
