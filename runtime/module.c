@@ -47,6 +47,13 @@ typedef struct dc_module {
 
 /* ------------------------------------------------------------ open/close */
 
+/* A device attribute, 0 where the driver does not give it. */
+static int attr_or_zero(const dc_cuda *cu, CUdevice_attribute a, CUdevice dev)
+{
+    int v = 0;
+    return cu->cuDeviceGetAttribute(&v, a, dev) == CUDA_SUCCESS ? v : 0;
+}
+
 static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
 {
     const char *why = NULL;
@@ -84,17 +91,11 @@ static dcptopk_result open_device(dcptopk_context *ctx, struct dc_runtime *rt)
                    &rt->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, rt->dev));
     /* Clocks and bus for the launchers' bandwidth rules: best effort, a
      * device that does not report them keeps the default shapes. */
-    if (cu->cuDeviceGetAttribute(&rt->sm_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
-                                 rt->dev) != CUDA_SUCCESS)
-        rt->sm_khz = 0;
-    if (cu->cuDeviceGetAttribute(&rt->mem_khz,
-                                 CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
-                                 rt->dev) != CUDA_SUCCESS)
-        rt->mem_khz = 0;
-    if (cu->cuDeviceGetAttribute(&rt->bus_bits,
-                                 CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
-                                 rt->dev) != CUDA_SUCCESS)
-        rt->bus_bits = 0;
+    rt->sm_khz = attr_or_zero(cu, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, rt->dev);
+    rt->mem_khz =
+        attr_or_zero(cu, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, rt->dev);
+    rt->bus_bits =
+        attr_or_zero(cu, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, rt->dev);
     DC_CU(ctx, cu->cuDevicePrimaryCtxRetain(&rt->cuctx, rt->dev));
     rt->cu = cu;
     if (!ctx->arch[0]) {
