@@ -107,7 +107,7 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 #define DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                           \
     ((c) > 1 ||                                                                \
      (DC_PAIR_BIG_SMEM(arch) &&                                                \
-      (((long long)(w) * (k) == 16384 && !(two)) ||                            \
+      (((long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW && !(two)) ||          \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
 /* The candidates of a CTA whose gids stay on chip: all of them where
  * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
@@ -116,7 +116,8 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 #define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
          ? (long long)(w) * (k) / (c)                                          \
-         : ((two) && (c) == 1 && (long long)(w) * (k) == 16384 &&              \
+         : ((two) && (c) == 1 &&                                               \
+                    (long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW &&            \
                     DC_PAIR_BIG_SMEM(arch)                                     \
                 ? (long long)(w) * (k) / 2                                     \
                 : 0ll))

@@ -101,13 +101,12 @@ constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
 constexpr int kArch = 90;
 #endif
-constexpr bool kSmemGids =
-    kSmemKeys && DC_PAIR_SELECT_SMEM_GIDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT));
-// Positions [0, kGidCands) have their gids on chip: all with kSmemGids, the
-// first half in a row of 16384's two-CTA shape (pair_abi.h), else none.
+// Positions [0, kGidCands) have their gids on chip: all of them
+// (kSmemGids), the first half in a row of 16384's two-CTA shape, or none.
 constexpr int kGidCands =
     kSmemKeys ? DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
               : 0;
+constexpr bool kSmemGids = kGidCands == kCands;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
