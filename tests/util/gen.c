@@ -339,9 +339,14 @@ const char *dc_pair_family_name(int family)
     return family >= 0 && family < DC_PFAM_COUNT ? names[family] : "?";
 }
 
-static uint32_t pair_score(dc_rng *r, int family)
+/* A score of `family` at rank q of w. */
+static uint32_t pair_score(dc_rng *r, int family, int32_t q, int32_t w)
 {
     switch (family) {
+    case DC_PFAM_RANK_RISING:
+        return dc_f32_bits((float)(dc_rng_normal(r) + 2.0 * q));
+    case DC_PFAM_RANK_FALLING:
+        return dc_f32_bits((float)(dc_rng_normal(r) + 0.25 * (w - 1 - q)));
     case DC_PFAM_SPECIAL: {
         static const uint32_t special[] = {0x7F800000u, 0xFF800000u,
                                            0x7FC00000u, 0xFFC00001u,
@@ -388,7 +393,7 @@ int32_t *dc_gen_pair_candidates(int family, int32_t topk, int32_t world_size,
                 int64_t l = slots[j];
                 int64_t gid = (l / interleave) * world_size * interleave +
                               (int64_t)q * interleave + l % interleave;
-                uint32_t score = pair_score(&rng, family);
+                uint32_t score = pair_score(&rng, family, q, world_size);
                 int invalid = all_invalid ||
                               (family == DC_PFAM_INVALID30 &&
                                dc_rng_below(&rng, 10) < 3);

@@ -114,7 +114,11 @@ void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n);
     X(TIES, "ties")                 /* few distinct scores                   */ \
     X(DUPLICATES, "duplicates")     /* some candidates repeated verbatim     */ \
     X(NEAR_TIES, "near-ties")       /* 3/4 within 2^16 ulps of 1.0: one top  */ \
-                                    /* 16 bits, differing low ones           */
+                                    /* 16 bits, differing low ones           */ \
+    X(RANK_RISING, "rank-rising")   /* normal + 2 q at rank q: the top K in  */ \
+                                    /* the last ranks                        */ \
+    X(RANK_FALLING, "rank-falling") /* normal + (W - 1 - q) / 4 at rank q:   */ \
+                                    /* the first ranks lead a little         */
 
 typedef enum dc_pair_family {
 #define DC_X_PFAM(name, str) DC_PFAM_##name,
