@@ -160,7 +160,7 @@ static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
 static_assert(kGidCands % 32 == 0 && kGidCands <= kCands, "whole 32-position rows of gids");
 static_assert(!kStash || (kGidCands == kCands / 2 && kClu == 1 && kFullIters &&
                           kDirect % (2 * kThreads) == 0 &&
-                          kDirect / (2 * kThreads) <= kLoadBatch && kStashPre <= kLoadBatch &&
+                          kDirect / (2 * kThreads) + kStashPre <= kLoadBatch &&
                           kDirect / (2 * kThreads) + kStashPre <= kIters && kStashCap > 0),
               "a stash: whole warps of whole iterations after the direct ones");
 static_assert(!DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT) || (kClu == 1 && kRowCands == DC_PAIR_TWO_CTAS_ROW),
@@ -719,22 +719,21 @@ __device__ __forceinline__ void load_phase_stash(Shared &sh, uint32_t *hist, con
         *stash_count(row.gids) = 0u;
     }
     int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
+    // One round of loads for both (as many as load_phase's first batch),
+    // so that the guess adds no DRAM round trip to the row.
 #pragma unroll
-    for (int b = 0; b < kA; b++)
+    for (int b = 0; b < kA + kStashPre; b++)
         load_vector<V16>(row, b, tid, s0[b], g0[b], s1[b], g1[b]);
 #pragma unroll
     for (int b = 0; b < kA; b++)
         take_vector(hist, key_dst(skeys, key0, b, tid), s0[b], g0[b], s1[b], g1[b], true);
-#pragma unroll
-    for (int b = 0; b < kStashPre; b++)
-        load_vector<V16>(row, kA + b, tid, s0[b], g0[b], s1[b], g1[b]);
     __syncthreads();
     find_bin_warp(sh, kNeed, hist);
     const uint32_t guess = sh.bin > 0u ? sh.bin << 21 : 1u;
 #pragma unroll
-    for (int b = 0; b < kStashPre; b++)
-        take_vector_stash(hist, key_dst(skeys, key0, kA + b, tid), s0[b], g0[b], s1[b], g1[b], row,
-                          (uint32_t)b * kWarps + warp, guess);
+    for (int b = kA; b < kA + kStashPre; b++)
+        take_vector_stash(hist, key_dst(skeys, key0, b, tid), s0[b], g0[b], s1[b], g1[b], row,
+                          (uint32_t)(b - kA) * kWarps + warp, guess);
 #pragma unroll
     for (int i0 = kA + kStashPre; i0 < kIters; i0 += kLoadBatch) {
 #pragma unroll
