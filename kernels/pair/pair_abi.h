@@ -49,7 +49,7 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * faster depends on the GPU's DRAM bandwidth against its SMs' work
  * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
  * the input once and is bound by its on-chip work, which the H100 and the
- * H200 do alike; two 512-thread CTAs an SM keep only some of the gids
+ * H200 do alike; two 512-thread CTAs an SM keep only the first half's gids
  * (DC_PAIR_SELECT_GID_CANDS), re-read the other selected ones and are bound
  * by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
  * bytes a cycle an SM, as on the H200 and not on the H100. In the
@@ -92,7 +92,7 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * take costs no CTA an SM: a cluster's CTAs; and, on a target whose blocks
  * may take 227 KiB (DC_PAIR_BIG_SMEM of dc_arch_number: sm_90, sm_100), a
  * one-CTA row of 16384 in its one-CTA shape (one 1024-thread CTA an SM,
- * 145 KiB; its two-CTA shape keeps some of them) and rows of 8192 to 12288
+ * 145 KiB; its two-CTA shape keeps half of them) and rows of 8192 to 12288
  * (two 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's
  * blocks take 99 KiB; a target not named here) those rows keep the smaller
  * footprint they fit in. The largest total is still 128 KiB past the
@@ -109,11 +109,10 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
      (DC_PAIR_BIG_SMEM(arch) &&                                                \
       (((long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW && !(two)) ||          \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
-/* The words of gids a CTA keeps on chip: one a candidate where
- * DC_PAIR_SELECT_SMEM_GIDS says so; half the row's in a row of 16384's
+/* The candidates of a CTA whose gids stay on chip: all of them where
+ * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
  * two-CTA shape on the same large targets (32 KiB: two CTAs of 112 KiB
- * still fit an SM), which pair_select.cu fills with the first quarter's
- * gids and a stash of the later ones likely selected; else none. */
+ * still fit an SM, and the emit re-reads half as many gids); else none. */
 #define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
          ? (long long)(w) * (k) / (c)                                          \

@@ -30,9 +30,7 @@
 // 512 contiguous bytes, and a vector never straddles two ranks (K is even).
 // 1. Load: primary keys ord32 (0 = invalid) go to shared memory (or are
 //    re-read from global / L2 when W*K*4 bytes do not fit), fused with the
-//    histogram of their top 11 bits, and the gids where they fit (all, or
-//    in a row of 16384's two-CTA shape the first quarter's and a stash of
-//    the later ones that reach a guess from that quarter's histogram).
+//    histogram of their top 11 bits.
 // 2. Radix select of the K-th largest primary key, digits 11/11/10; stops as
 //    soon as the boundary bin is taken whole. With one CTA a row, warp 0
 //    alone finds each pass's bin (find_bin_warp), every thread keeps the
@@ -103,29 +101,12 @@ constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
 constexpr int kArch = 90;
 #endif
-// Words of gids on chip, past the keys (pair_abi.h): one a position
-// (kSmemGids), half the row's in a row of 16384's two-CTA shape, or none.
+// Positions [0, kGidCands) have their gids on chip: all of them
+// (kSmemGids), the first half in a row of 16384's two-CTA shape, or none.
 constexpr int kGidCands =
     kSmemKeys ? DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
               : 0;
 constexpr bool kSmemGids = kGidCands == kCands;
-// With fewer words than positions (the two-CTA shape) the first kDirect
-// positions keep their gids by position; the later ones keep theirs in a
-// stash only where their key reaches a guess of the row's boundary made
-// from the first ones' histogram, so that the emit re-reads from DRAM only
-// what a wrong guess or a full stash left out (a quarter of the row by
-// position and a stash for about a sixth, against half of it by position,
-// which re-read about a fifth of the row's bytes). The stash is indexed
-// per 64 positions (a warp's vector loads): the two ballots of its lanes'
-// even and odd positions and its first slot, 16 bytes in the table.
-constexpr bool kStash = kGidCands > 0 && kGidCands < kCands;
-constexpr int kDirect = kStash ? 4096 : kGidCands;
-constexpr int kStashGroups = kStash ? (kCands - kDirect) / 64 : 0;
-// Words: the table, a counter padded to 16 bytes, then the slots.
-constexpr int kStashCap = kStash ? kGidCands - kDirect - 4 * kStashGroups - 4 : 0;
-// Iterations whose loads are in flight while the guess is made: eight
-// spill at the 64-register bound of two CTAs an SM.
-constexpr int kStashPre = 4;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
 constexpr int kSharedBytes = DC_PAIR_SELECT_SHARED_BYTES(kClu);
@@ -158,11 +139,6 @@ static_assert(kK <= 65535, "two 16-bit counts share a scan word");
 static_assert(kCands % 4 == 0, "whole 16-byte key groups");
 static_assert(kClu == 1 || kClu == 2 || kClu == 4, "1, 2 or 4 CTAs a row");
 static_assert(kGidCands % 32 == 0 && kGidCands <= kCands, "whole 32-position rows of gids");
-static_assert(!kStash || (kGidCands == kCands / 2 && kClu == 1 && kFullIters &&
-                          kDirect % (2 * kThreads) == 0 &&
-                          kDirect / (2 * kThreads) + kStashPre <= kLoadBatch &&
-                          kDirect / (2 * kThreads) + kStashPre <= kIters && kStashCap > 0),
-              "a stash: whole warps of whole iterations after the direct ones");
 static_assert(!DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT) || (kClu == 1 && kRowCands == DC_PAIR_TWO_CTAS_ROW),
               "the two-CTA shape is a one-CTA row of 16384's");
 static_assert(!kGroup || (kRowCands <= DC_PAIR_CLUSTER_MAX_ROW && kSmemGids && kMask),
@@ -438,7 +414,7 @@ struct Row {
     long long rank_stride; // int32 words between two ranks (rank-major)
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
-    const int32_t *gids;   // the gids, beside the keys in shared memory (kGidCands words)
+    const int32_t *gids;   // the gids, beside the keys in shared memory (kGidCands)
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -519,37 +495,12 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
     return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
 }
 
-// The stash (kStash) past the direct gids: its table, counter and slots.
-__device__ __forceinline__ uint4 *stash_table(const int32_t *gids)
-{
-    return reinterpret_cast<uint4 *>(const_cast<int32_t *>(gids) + kDirect);
-}
-__device__ __forceinline__ uint32_t *stash_count(const int32_t *gids)
-{
-    return reinterpret_cast<uint32_t *>(const_cast<int32_t *>(gids) + kDirect + 4 * kStashGroups);
-}
-__device__ __forceinline__ int32_t *stash_slots(const int32_t *gids)
-{
-    return const_cast<int32_t *>(gids) + kDirect + 4 * kStashGroups + 4;
-}
-
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
-    // key_index keeps p in its 32-position row, so p < kDirect (a
+    // key_index keeps p in its 32-position row, so p < kGidCands (a
     // multiple of 32) holds its gid.
-    if (kSmemGids || (kDirect > 0 && p < (uint32_t)kDirect))
+    if (kSmemGids || (kGidCands > 0 && p < (uint32_t)kGidCands))
         return row.gids[key_index(p)];
-    if (kStash) {
-        // Position q of the stashed part: lane (q / 2) % 32 of group q / 64,
-        // its even (x) or odd (y) ballot; slots in lane order, even first.
-        const uint32_t q = p - (uint32_t)kDirect;
-        const uint4 e = stash_table(row.gids)[q >> 6];
-        const uint32_t lane = (q >> 1) & 31u, lt = (1u << lane) - 1u;
-        const bool odd = (q & 1u) != 0u;
-        if ((((odd ? e.y : e.x) >> lane) & 1u) != 0u)
-            return stash_slots(row.gids)[e.z + __popc(e.x & lt) + __popc(e.y & lt) +
-                                         (odd ? (e.x >> lane) & 1u : 0u)];
-    }
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
 
@@ -574,8 +525,8 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 // The two candidates of vector v (positions 2v, 2v + 1): their primary keys
 // to shared memory (when kept there; their gids too where `gids`, kCands
 // words past the keys), their top 11 bits to `hist`.
-// dst = skeys + key_index(2 * v). Returns the two keys.
-__device__ __forceinline__ uint2 take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
+// dst = skeys + key_index(2 * v).
+__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
                                             int32_t s1, int32_t g1, bool gids)
 {
     const uint32_t k0 = primary_key(s0, g0);
@@ -588,46 +539,6 @@ __device__ __forceinline__ uint2 take_vector(uint32_t *hist, uint32_t *dst, int3
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
     atomicAdd(&hist[k0 >> 21], 1u);
     atomicAdd(&hist[k1 >> 21], 1u);
-    return make_uint2(k0, k1);
-}
-
-// Whether thread tid has a vector in iteration it.
-__device__ __forceinline__ bool has_vector(int it, uint32_t tid)
-{
-    return it < kIters && (kFullIters || (uint32_t)it * kThreads + tid < (uint32_t)kVecs);
-}
-
-// Loads thread tid's vector of iteration it (has_vector), the pairs at
-// positions 2v and 2v + 1 of v = it * kThreads + tid.
-template <bool V16>
-__device__ __forceinline__ void load_vector(const Row &row, int it, uint32_t tid, int32_t &s0,
-                                            int32_t &g0, int32_t &s1, int32_t &g1)
-{
-    // A whole iteration in one rank (2 * kThreads divides K and the CTA's
-    // share): its rank and first position are known without tid.
-    constexpr bool kOneRank =
-        !kRowMajor && kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
-    const uint32_t v = (uint32_t)it * kThreads + tid;
-    const uint32_t p0 = row_pos(row, (uint32_t)it * (2 * kThreads));
-    const int32_t *p = kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
-                                      (long long)((p0 % kK + 2 * tid) * 2)
-                                : row.base + pair_offset(row_pos(row, 2 * v), row.rank_stride);
-    if (V16) {
-        ld_nc_v4(p, s0, g0, s1, g1);
-    } else {
-        ld_nc_v2(p, s0, g0);
-        ld_nc_v2(p + 2, s1, g1);
-    }
-}
-
-// Where thread tid's keys of iteration it go: skeys + key_index(2v). With
-// whole 128-thread groups an iteration moves every position by a multiple
-// of 256 (8 swizzle rows): the swizzle of 2 * tid holds for all iterations
-// (a constant offset from key0 = key_index(2 * tid)).
-__device__ __forceinline__ uint32_t *key_dst(uint32_t *skeys, uint32_t key0, int it, uint32_t tid)
-{
-    return skeys + (kThreads % 128 == 0 ? key0 + (uint32_t)it * (2 * kThreads)
-                                        : key_index(2 * ((uint32_t)it * kThreads + tid)));
 }
 
 // Load phase: keys to shared memory (when kept there) and the histogram of
@@ -645,16 +556,39 @@ __device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint3
         int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
 #pragma unroll
         for (int b = 0; b < kLoadBatch; b++) {
+            const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
             s0[b] = 0;
             g0[b] = -1;
             s1[b] = 0;
             g1[b] = -1;
-            if (has_vector(i0 + b, tid))
-                load_vector<V16>(row, i0 + b, tid, s0[b], g0[b], s1[b], g1[b]);
+            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
+                // A whole iteration in one rank (2 * kThreads divides K
+                // and the CTA's share): its rank and first position are
+                // known without tid.
+                constexpr bool kOneRank =
+                    !kRowMajor && kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
+                const uint32_t p0 = row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads));
+                const int32_t *p =
+                    kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
+                                   (long long)((p0 % kK + 2 * tid) * 2)
+                             : row.base + pair_offset(row_pos(row, 2 * v), row.rank_stride);
+                if (V16) {
+                    ld_nc_v4(p, s0[b], g0[b], s1[b], g1[b]);
+                } else {
+                    ld_nc_v2(p, s0[b], g0[b]);
+                    ld_nc_v2(p + 2, s1[b], g1[b]);
+                }
+            }
         }
 #pragma unroll
         for (int b = 0; b < kLoadBatch; b++) {
             const uint32_t v = (uint32_t)(i0 + b) * kThreads + tid;
+            // With whole 128-thread groups an iteration moves every position
+            // by a multiple of 256 (8 swizzle rows): the swizzle of 2 * tid
+            // holds for all iterations (a constant offset from key0).
+            uint32_t *const dst =
+                skeys + (kThreads % 128 == 0 ? key0 + (uint32_t)(i0 + b) * (2 * kThreads)
+                                             : key_index(2 * v));
             // Whether this vector's gids stay on chip: known per unrolled
             // iteration where kGidCands is a multiple of its positions.
             const bool gids =
@@ -662,89 +596,9 @@ __device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint3
                 (kGidCands > 0 && (kGidCands % (2 * kThreads) == 0
                                        ? (i0 + b) * (2 * kThreads) < kGidCands
                                        : v < (uint32_t)kGidCands / 2));
-            if (has_vector(i0 + b, tid))
-                take_vector(hist, key_dst(skeys, key0, i0 + b, tid), s0[b], g0[b], s1[b], g1[b],
-                            gids);
+            if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
+                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b], gids);
         }
-    }
-}
-
-// take_vector past the direct gids (kStash): the keys and the histogram as
-// there, and the gids of the keys at or above `guess` into the stash, a
-// warp's 64 positions (group `group`) at once: its slots by one atomic, or
-// none when they do not all fit (the emit re-reads those gids).
-__device__ __forceinline__ void take_vector_stash(uint32_t *hist, uint32_t *dst, int32_t s0,
-                                                  int32_t g0, int32_t s1, int32_t g1,
-                                                  const Row &row, uint32_t group, uint32_t guess)
-{
-    const uint2 k = take_vector(hist, dst, s0, g0, s1, g1, false);
-    const bool a = k.x >= guess, b = k.y >= guess;
-    const uint32_t m0 = __ballot_sync(0xFFFFFFFFu, a), m1 = __ballot_sync(0xFFFFFFFFu, b);
-    const uint32_t n = (uint32_t)(__popc(m0) + __popc(m1));
-    const uint32_t lane = dc::lane_id();
-    uint32_t first = 0;
-    if (lane == 0 && n != 0u)
-        first = atomicAdd(stash_count(row.gids), n);
-    first = __shfl_sync(0xFFFFFFFFu, first, 0);
-    const bool fits = first + n <= (uint32_t)kStashCap;
-    if (lane == 0)
-        stash_table(row.gids)[group] =
-            fits ? make_uint4(m0, m1, first, 0u) : make_uint4(0u, 0u, 0u, 0u);
-    if (fits) {
-        const uint32_t lt = (1u << lane) - 1u;
-        int32_t *const slot = stash_slots(row.gids) + first + __popc(m0 & lt) + __popc(m1 & lt);
-        if (a)
-            slot[0] = gid_of(g0);
-        if (b)
-            slot[a ? 1 : 0] = gid_of(g1);
-    }
-}
-
-// Load phase of a row with a stash: the first kA iterations keep their
-// gids by position; the next kStashPre are loaded, then the histogram so
-// far gives the guess (the bin of the 5/4 * K * kDirect / kCands-th largest
-// key of the first positions: about the row's boundary bin or one below,
-// when the ranks' candidates are alike, as a DCP group's interleaved
-// contexts make them), which every later vector's keys are compared with.
-template <bool V16>
-__device__ __forceinline__ void load_phase_stash(Shared &sh, uint32_t *hist, const Row &row,
-                                                 uint32_t *skeys)
-{
-    constexpr int kA = kDirect / (2 * kThreads);
-    constexpr uint32_t kNeed = (uint32_t)((long long)kK * kDirect / kCands * 5 / 4);
-    const uint32_t tid = threadIdx.x, warp = dc::warp_id();
-    const uint32_t key0 = key_index(2 * tid);
-    if (tid == 0) {
-        sh.bin = 0u; // no bin found (fewer keys than kNeed): stash every valid key
-        *stash_count(row.gids) = 0u;
-    }
-    int32_t s0[kLoadBatch], g0[kLoadBatch], s1[kLoadBatch], g1[kLoadBatch];
-    // One round of loads for both (as many as load_phase's first batch),
-    // so that the guess adds no DRAM round trip to the row.
-#pragma unroll
-    for (int b = 0; b < kA + kStashPre; b++)
-        load_vector<V16>(row, b, tid, s0[b], g0[b], s1[b], g1[b]);
-#pragma unroll
-    for (int b = 0; b < kA; b++)
-        take_vector(hist, key_dst(skeys, key0, b, tid), s0[b], g0[b], s1[b], g1[b], true);
-    __syncthreads();
-    find_bin_warp(sh, kNeed, hist);
-    const uint32_t guess = sh.bin > 0u ? sh.bin << 21 : 1u;
-#pragma unroll
-    for (int b = kA; b < kA + kStashPre; b++)
-        take_vector_stash(hist, key_dst(skeys, key0, b, tid), s0[b], g0[b], s1[b], g1[b], row,
-                          (uint32_t)(b - kA) * kWarps + warp, guess);
-#pragma unroll
-    for (int i0 = kA + kStashPre; i0 < kIters; i0 += kLoadBatch) {
-#pragma unroll
-        for (int b = 0; b < kLoadBatch; b++)
-            if (i0 + b < kIters)
-                load_vector<V16>(row, i0 + b, tid, s0[b], g0[b], s1[b], g1[b]);
-#pragma unroll
-        for (int b = 0; b < kLoadBatch; b++)
-            if (i0 + b < kIters)
-                take_vector_stash(hist, key_dst(skeys, key0, i0 + b, tid), s0[b], g0[b], s1[b],
-                                  g1[b], row, (uint32_t)(i0 + b - kA) * kWarps + warp, guess);
     }
 }
 
@@ -1309,16 +1163,10 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
             hist_b(sh)[c] = 0u;
     }
     __syncthreads();
-    if (kStash) {
-        if (v16)
-            load_phase_stash<true>(sh, hist0, row, dyn_keys);
-        else
-            load_phase_stash<false>(sh, hist0, row, dyn_keys);
-    } else if (v16) {
+    if (v16)
         load_phase<true>(hist0, row, dyn_keys);
-    } else {
+    else
         load_phase<false>(hist0, row, dyn_keys);
-    }
     __syncthreads();
     select_emit(sh, cl, row, t, o);
     if (kGroup)

@@ -547,9 +547,7 @@ TEST(select_rows_of_1024_threads)
 
 /* Rows of 16384 in both their shapes (pair_abi.h, DC_PAIR_TWO_CTAS_PAY),
  * whichever this GPU picks: one 1024-thread CTA with the gids on chip, two
- * 512-thread CTAs an SM with a quarter of them by position and a stash for
- * the rest (the rank-rising family fills it, rank-falling guesses too
- * high); more rows than SMs, every family. */
+ * 512-thread CTAs an SM re-reading them; more rows than SMs, every family. */
 TEST(select_rows_of_16384_both_shapes)
 {
     const dc_env_kept kept = dc_env_keep("DCPTOPK_PAIR_TWO_CTAS");
