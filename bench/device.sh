@@ -9,7 +9,9 @@
 # Stages: tests (GPU tests), selftest (`dcptopk selftest` and the default
 # config's warmup: the quick start's GPU path), sanitize (compute-sanitizer),
 # bench, torch (the torch.topk baselines and the Python binding's host
-# overhead, bench/torch_host.py), profile (bench/profile.sh: Nsight
+# overhead, bench/torch_host.py), shapes (the two shapes of a pair row of
+# 16384 against each other on this GPU, bench/bin_ab.sh: whether
+# DC_PAIR_TWO_CTAS_PAY's choice holds here), profile (bench/profile.sh: Nsight
 # Compute, archived as prof.tgz), keepcache (the kernel cache the run filled,
 # archived as cache.tgz: unpack it here into an ignored folder, carry that
 # folder and point DCPTOPK_CACHE_DIR at it, and the next run's tests compile
@@ -130,6 +132,24 @@ stage_bench() {
         note "$b: rc=$?"
         grep '^JSON ' "$OUT/$b.log" | sed 's/^JSON //' >>"$OUT/bench.jsonl"
     done
+}
+
+stage_shapes() {
+    # DCPTOPK_PAIR_TWO_CTAS forces each shape; bin_ab.sh picks the bench by
+    # the wrapper's name. The context's own choice is in the GPU tests' log
+    # (test_pair.select_rows_of_16384_both_shapes).
+    local d
+    d=$(mktemp -d)
+    for s in one:0 two:1; do
+        printf '#!/bin/sh\nDCPTOPK_PAIR_TWO_CTAS=%s exec %s "$@"\n' "${s#*:}" \
+            "$PWD/$build/bench/bench_pair" >"$d/${s%%:*}_pair"
+        chmod +x "$d/${s%%:*}_pair"
+    done
+    timeout 300 bench/bin_ab.sh 2 "8,2048,6710 8,2048,64 16,1024,6710 4,4096,6710" \
+        one="$d/one_pair" two="$d/two_pair" >"$OUT/shapes.log" 2>&1
+    note "pair row shapes (bench/bin_ab.sh, one CTA against two): rc=$?"
+    grep '^AB pair_select |' "$OUT/shapes.log" | tee -a "$summary"
+    rm -rf "$d"
 }
 
 stage_torch() {
