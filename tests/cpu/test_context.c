@@ -402,7 +402,8 @@ TEST(pair_row_shapes_fixed_at_creation)
         CHECK_OK(dcptopk_config_keys(&c, "sm_90a", keys, 16, &n));
         CHECK_EQ(n, cfgs[i].keys);
         for (size_t j = 0; j < n && j < 16; j++)
-            twos += keys[j].kernel == DCPTOPK_KERNEL_PAIR_SELECT && keys[j].variant == 128;
+            twos += keys[j].kernel == DCPTOPK_KERNEL_PAIR_SELECT &&
+                    keys[j].variant == DC_PAIR_VARIANT(0, 0, 1);
         CHECK_EQ(twos, cfgs[i].twos);
     }
     dc_env_put_back(&kept);
