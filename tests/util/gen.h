@@ -118,7 +118,9 @@ void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n);
     X(RANK_RISING, "rank-rising")   /* normal + 2 q at rank q: the top K in  */ \
                                     /* the last ranks                        */ \
     X(RANK_FALLING, "rank-falling") /* normal + (W - 1 - q) / 4 at rank q:   */ \
-                                    /* the first ranks lead a little         */
+                                    /* the first ranks lead a little         */ \
+    X(CROWDED_BIN, "crowded-bin")   /* about 24 scores a row share the top   */ \
+                                    /* 22 key bits, the K-th in their middle */
 
 typedef enum dc_pair_family {
 #define DC_X_PFAM(name, str) DC_PFAM_##name,
