@@ -676,6 +676,46 @@ __device__ void hist_pass2(uint32_t *hist, const Row &row, uint32_t inbin, uint3
     __syncthreads();
 }
 
+// Pass 2 with masks when pass 1's boundary bin holds few keys (cnt <= 32,
+// nearly every row of scores): instead of clearing, filling and searching
+// a histogram of 1024 bins, the bin's keys are gathered into sh.hist[0,
+// cnt) (pass 0's histogram, read by now) and warp 0 ranks them against
+// each other. It publishes what find_bin would (the low digit of the
+// need-th largest key, the keys above it and equal to it), behind one
+// barrier. The slots count down from pass 1's count of the bin, which
+// nothing reads again (hist_b is cleared before any later pass uses it).
+__device__ void pass2_few(Shared &sh, const Row &row, uint32_t inbin, uint32_t mask, uint32_t pre,
+                          uint32_t cnt, uint32_t need)
+{
+    uint32_t *const slots = hist_b(sh) + sh.bin; // pass 1's bin, its count cnt
+    const uint32_t p0 = threadIdx.x * kChunk;
+    for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
+        const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
+        if ((k & mask) == pre)
+            sh.hist[atomicAdd(slots, 0xFFFFFFFFu) - 1u] = k;
+    }
+    __syncthreads();
+    if (dc::warp_id() == 0) {
+        const uint32_t lane = dc::lane_id();
+        // Valid keys are never 0, so the empty lanes' 0 ranks below them all.
+        const uint32_t mine = lane < cnt ? sh.hist[lane] : 0u;
+        uint32_t gt = 0, eq = 0;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const uint32_t v = __shfl_sync(0xFFFFFFFFu, mine, j);
+            gt += v > mine ? 1u : 0u;
+            eq += v == mine ? 1u : 0u;
+        }
+        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, lane < cnt && gt < need && gt + eq >= need);
+        if (lane == (uint32_t)(__ffs(hit) - 1)) {
+            sh.bin = mine & 0x3FFu;
+            sh.above = gt;
+            sh.cnt = eq;
+        }
+    }
+    __syncthreads();
+}
+
 // Radix select; leaves the decision in dec (every thread takes the same),
 // and in a cluster sh.sel_all / sel_before behind a barrier.
 // The first histogram is built (sh.hist, or in a cluster cl->local[0]).
@@ -717,33 +757,40 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row, Deci
         }
     };
     masked = false;
+    uint32_t last_cnt = 0; // the last pass's boundary bin's count
     for (int q = 0; q < 3; q++) {
         uint32_t *const h = pass_hist();
-        if (q > 0) {
-            if (kGroup || q != 1)
-                clear_hist(h);
-            if (kMask && q == 1) {
-                hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
-                masked = true;
-            } else if (kMask && q == 2) {
-                hist_pass2(h, row, inbin_mask, mask, pre);
-            } else {
-                hist_primary(h, row, q, mask, pre);
+        if (kMask && !kGroup && q == 2 && last_cnt <= 32u) {
+            pass2_few(sh, row, inbin_mask, mask, pre, last_cnt, need);
+            e++;
+        } else {
+            if (q > 0) {
+                if (kGroup || q != 1)
+                    clear_hist(h);
+                if (kMask && q == 1) {
+                    hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
+                    masked = true;
+                } else if (kMask && q == 2) {
+                    hist_pass2(h, row, inbin_mask, mask, pre);
+                } else {
+                    hist_primary(h, row, q, mask, pre);
+                }
+            }
+            settle();
+            // Bin 0 of the first histogram holds the invalid keys: thread 0,
+            // the only reader of bin 0 in find_bin (either search), drops it.
+            if (q == 0 && threadIdx.x == 0)
+                sh.hist[0] = 0u;
+            find_bin(sh, need, h);
+            if (q == 0 && sh.total <= need) {
+                // Fewer than K + 1 valid candidates: every valid one.
+                dec.mode = kModeAllValid;
+                taken(sh.total_before, sh.total);
+                return;
             }
         }
-        settle();
-        // Bin 0 of the first histogram holds the invalid keys: thread 0,
-        // the only reader of bin 0 in find_bin (either search), drops it.
-        if (q == 0 && threadIdx.x == 0)
-            sh.hist[0] = 0u;
-        find_bin(sh, need, h);
-        if (q == 0 && sh.total <= need) {
-            // Fewer than K + 1 valid candidates: every valid one.
-            dec.mode = kModeAllValid;
-            taken(sh.total_before, sh.total);
-            return;
-        }
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
+        last_cnt = cnt;
         if (kGroup)
             before += sh.above_before;
         need -= above;
