@@ -41,7 +41,8 @@
 //    (duplicates), the first ones in position order are taken. With at most
 //    32 positions a thread (kMask), pass 1 also leaves two bit masks in
 //    registers, the keys above and in the pass-0 boundary bin, and pass 2
-//    walks only the latter.
+//    walks only the latter; with one CTA a row, a pass-1 bin of at most 32
+//    keys is ranked by warp 0 instead of a third histogram (pass2_few).
 // 3. Emit: thread tid owns a contiguous run of kChunk positions; it flags its
 //    selected candidates (from the masks when the threshold came after pass
 //    1), one block scan gives its output offsets, it lists their positions
