@@ -407,7 +407,7 @@ int32_t *dc_gen_pair_candidates(int family, int32_t topk, int32_t world_size,
             dc_rng_shuffle_i32(&rng, slots, topk);
             int all_invalid = family == DC_PFAM_ALL_INVALID && t % 2 == 0;
             for (int32_t j = 0; j < topk; j++) {
-                int64_t l = slots[j];
+                int64_t l = slots[j] + (family == DC_PFAM_WIDE_IDS && t % 2 ? 62000 : 0);
                 int64_t gid = (l / interleave) * world_size * interleave +
                               (int64_t)q * interleave + l % interleave;
                 uint32_t score = family == DC_PFAM_CROWDED_BIN

@@ -120,7 +120,9 @@ void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n);
     X(RANK_FALLING, "rank-falling") /* normal + (W - 1 - q) / 4 at rank q:   */ \
                                     /* the first ranks lead a little         */ \
     X(CROWDED_BIN, "crowded-bin")   /* about 24 scores a row share the top   */ \
-                                    /* 22 key bits, the K-th in their middle */
+                                    /* 22 key bits, the K-th in their middle */ \
+    X(WIDE_IDS, "wide-ids")         /* odd rows' local ids 62000 and up,     */ \
+                                    /* some past 16 bits                     */
 
 typedef enum dc_pair_family {
 #define DC_X_PFAM(name, str) DC_PFAM_##name,
@@ -133,7 +135,8 @@ const char *dc_pair_family_name(int family);
 
 /* Rank-major candidates [W, rows, K, 2] (score bits, gid) of `family`: every
  * rank's gids are distinct ids it owns (gid(l, r) with interleave S, local
- * ids l < 3K in a random slot order), like a real local top-K; invalid slots
+ * ids l < 3K in a random slot order, 62000 more on wide-ids' odd rows),
+ * like a real local top-K; invalid slots
  * have gid < 0. Free with free(). Returns NULL when out of memory. */
 int32_t *dc_gen_pair_candidates(int family, int32_t topk, int32_t world_size,
                                 int32_t interleave, int64_t rows,
