@@ -49,9 +49,11 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * faster depends on the GPU's DRAM bandwidth against its SMs' work
  * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
  * the input once and is bound by its on-chip work, which the H100 and the
- * H200 do alike; two 512-thread CTAs an SM keep only the first half's gids
- * (DC_PAIR_SELECT_GID_CANDS), re-read the other selected ones and are bound
- * by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
+ * H200 do alike; two 512-thread CTAs an SM have 32 KiB for gids
+ * (DC_PAIR_SELECT_GID_CANDS): the flat merge keeps every candidate's
+ * 16-bit local id there, a row whose ids do not fit (and the hierarchical
+ * merge's second stage keeps the first half's gids) re-reads the selected
+ * ones, and it is bound by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
  * bytes a cycle an SM, as on the H200 and not on the H100. In the
  * attributes' units (bandwidth = 2 * memory clock * bus width / 8):
  * 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
@@ -112,7 +114,9 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
 /* The candidates of a CTA whose gids stay on chip: all of them where
  * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
  * two-CTA shape on the same large targets (32 KiB: two CTAs of 112 KiB
- * still fit an SM, and the emit re-reads half as many gids); else none. */
+ * still fit an SM; the template keeps all 16384 local ids of 16 bits there
+ * instead where its segments are ranks); else none. The reservation is
+ * this count's 4 bytes a candidate either way. */
 #define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
          ? (long long)(w) * (k) / (c)                                          \

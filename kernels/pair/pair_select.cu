@@ -102,11 +102,23 @@ constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
 constexpr int kArch = 90;
 #endif
-// Positions [0, kGidCands) have their gids on chip: all of them
-// (kSmemGids), the first half in a row of 16384's two-CTA shape, or none.
-constexpr int kGidCands =
-    kSmemKeys ? DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
-              : 0;
+// The gid bytes pair_abi.h reserves after the keys.
+constexpr int kGidBytes =
+    kSmemKeys
+        ? 4 * DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
+        : 0;
+// Short gids: where the reservation holds 16 bits a candidate but not 32
+// (a row of 16384's two-CTA shape) and every segment is one rank's (the
+// flat merge), each candidate keeps its local id on its rank, from which
+// the gid follows (global_id). A row whose gids do not all fit (a gid not
+// of its segment's rank, a local id past 16 bits) re-reads its selected
+// gids from global memory instead (Shared::long_gids).
+constexpr bool kShortGids =
+    kSeg == kW && kGidBytes < 4 * kCands && kGidBytes >= 2 * kCands && !kGroup;
+// Else positions [0, kGidCands) have their gids on chip: all of them
+// (kSmemGids), the first ones (a row of 16384's two-CTA shape outside the
+// flat merge), or none.
+constexpr int kGidCands = kShortGids ? 0 : kGidBytes / 4;
 constexpr bool kSmemGids = kGidCands == kCands;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
@@ -172,6 +184,7 @@ struct Shared {
     uint32_t sel_before; // selected candidates in the CTAs before this one
     uint32_t sel_all;    // selected candidates of the row
     uint32_t dup_before; // duplicates mode: tied candidates before this CTA
+    uint32_t long_gids;  // kShortGids: nonzero when the row's gids do not fit
 };
 
 // A cluster's extra shared memory, after Shared: each CTA's own histograms
@@ -416,6 +429,8 @@ struct Row {
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
     const int32_t *gids;   // the gids, beside the keys in shared memory (kGidCands)
+    const uint16_t *lids;  // kShortGids: the local ids, in the same place
+    bool short_ok;         // kShortGids: every gid of the row is in lids
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -496,12 +511,30 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
     return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
 }
 
+// Short gids: the local id of gid g >= 0 on rank q (gid(l, q) = (l / S) *
+// W * S + q * S + l % S), or false when g is not rank q's or its local id
+// needs more than 16 bits. A negative gid is an invalid candidate, never
+// selected: its local id is not needed.
+__device__ __forceinline__ bool local_id(int32_t g, uint32_t q, uint32_t &l)
+{
+    const uint32_t u = (uint32_t)g, blk = u / (uint32_t)kS;
+    l = blk / (uint32_t)kW * (uint32_t)kS + u % (uint32_t)kS;
+    return g < 0 || (blk % (uint32_t)kW == q && l <= 0xFFFFu);
+}
+
+__device__ __forceinline__ int32_t global_id(uint32_t l, uint32_t q)
+{
+    return (int32_t)(((l / (uint32_t)kS) * (uint32_t)kW + q) * (uint32_t)kS + l % (uint32_t)kS);
+}
+
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
     // key_index keeps p in its 32-position row, so p < kGidCands (a
     // multiple of 32) holds its gid.
     if (kSmemGids || (kGidCands > 0 && p < (uint32_t)kGidCands))
         return row.gids[key_index(p)];
+    if (kShortGids && row.short_ok)
+        return global_id(row.lids[key_index(p)], p / (uint32_t)kK);
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
 
@@ -523,12 +556,15 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
     }
 }
 
-// The two candidates of vector v (positions 2v, 2v + 1): their primary keys
-// to shared memory (when kept there; their gids too where `gids`, kCands
-// words past the keys), their top 11 bits to `hist`.
-// dst = skeys + key_index(2 * v).
-__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
-                                            int32_t s1, int32_t g1, bool gids)
+// The two candidates of vector v (positions 2v, 2v + 1, of rank q): their
+// primary keys to shared memory (when kept there; their gids too where
+// `gids`, kCands words past the keys, or with kShortGids their local ids,
+// kCands words past the keys in 16-bit units), their top 11 bits to
+// `hist`; *fits false when a gid does not fit 16 bits.
+// dst = skeys + key_index(2 * v), ki = key_index(2 * v).
+__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint32_t ki,
+                                            int32_t s0, int32_t g0, int32_t s1, int32_t g1,
+                                            bool gids, uint32_t q, bool &fits)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
@@ -537,6 +573,13 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32
     if (gids)
         *reinterpret_cast<uint2 *>(dst + kCands) =
             make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
+    if (kShortGids) {
+        // ki is even (2v's low two bits are kept): both ids in one word.
+        uint32_t l0, l1;
+        const bool f0 = local_id(gid_of(g0), q, l0), f1 = local_id(gid_of(g1), q, l1);
+        fits = fits && f0 && f1;
+        reinterpret_cast<uint32_t *>(dst - ki + kCands)[ki >> 1] = (l0 & 0xFFFFu) | l1 << 16;
+    }
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
     atomicAdd(&hist[k0 >> 21], 1u);
     atomicAdd(&hist[k1 >> 21], 1u);
@@ -548,9 +591,14 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32
 // Rows of at most 16 iterations are unrolled whole: every iteration's rank
 // and offset in the rank fold into constants.
 template <bool V16>
-__device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint32_t *skeys)
+__device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row &row,
+                                           uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
+    bool fits = true;
+    // A whole iteration in one rank (2 * kThreads divides K and the CTA's
+    // share): its rank and first position are known without tid.
+    constexpr bool kOneRank = kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
     const uint32_t key0 = key_index(2 * tid);
 #pragma unroll(kIters <= 16 ? 16 : 1)
     for (int i0 = 0; i0 < kIters; i0 += kLoadBatch) {
@@ -563,14 +611,9 @@ __device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint3
             s1[b] = 0;
             g1[b] = -1;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
-                // A whole iteration in one rank (2 * kThreads divides K
-                // and the CTA's share): its rank and first position are
-                // known without tid.
-                constexpr bool kOneRank =
-                    !kRowMajor && kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
                 const uint32_t p0 = row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads));
                 const int32_t *p =
-                    kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
+                    kOneRank && !kRowMajor ? row.base + (long long)(p0 / kK) * row.rank_stride +
                                    (long long)((p0 % kK + 2 * tid) * 2)
                              : row.base + pair_offset(row_pos(row, 2 * v), row.rank_stride);
                 if (V16) {
@@ -597,10 +640,17 @@ __device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint3
                 (kGidCands > 0 && (kGidCands % (2 * kThreads) == 0
                                        ? (i0 + b) * (2 * kThreads) < kGidCands
                                        : v < (uint32_t)kGidCands / 2));
+            // The vector's rank (segment), a constant where kOneRank holds.
+            const uint32_t q = kOneRank ? row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads)) / kK
+                                        : row_pos(row, 2 * v) / (uint32_t)kK;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b], gids);
+                take_vector(hist, dst, (uint32_t)(dst - skeys), s0[b], g0[b], s1[b], g1[b], gids,
+                            q, fits);
         }
     }
+    // Any thread's misfit marks the row (the caller's barrier publishes it).
+    if (kShortGids && !fits)
+        sh.long_gids = 1u;
 }
 
 // Digit q (0, 1, 2) of a 32-bit key: bits [21, 32), [10, 21), [0, 10).
@@ -1180,6 +1230,8 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
     row.gids = reinterpret_cast<const int32_t *>(dyn_keys + kCands);
+    row.lids = reinterpret_cast<const uint16_t *>(dyn_keys + kCands);
+    row.short_ok = false;
     const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kRowCands * 2;
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
     // are multiples of 16 bytes since K is a multiple of 32).
@@ -1210,12 +1262,15 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
         if (!kGroup)
             hist_b(sh)[c] = 0u;
     }
+    if (kShortGids && tid == 0)
+        sh.long_gids = 0u;
     __syncthreads();
     if (v16)
-        load_phase<true>(hist0, row, dyn_keys);
+        load_phase<true>(sh, hist0, row, dyn_keys);
     else
-        load_phase<false>(hist0, row, dyn_keys);
+        load_phase<false>(sh, hist0, row, dyn_keys);
     __syncthreads();
+    row.short_ok = kShortGids && sh.long_gids == 0u;
     select_emit(sh, cl, row, t, o);
     if (kGroup)
         dc::cluster_wait();
