@@ -511,20 +511,24 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
     return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
 }
 
-// Short gids: the local id of gid g >= 0 on rank q (gid(l, q) = (l / S) *
-// W * S + q * S + l % S), or false when g is not rank q's or its local id
-// needs more than 16 bits. A negative gid is an invalid candidate, never
-// selected: its local id is not needed.
-__device__ __forceinline__ bool local_id(int32_t g, uint32_t q, uint32_t &l)
-{
-    const uint32_t u = (uint32_t)g, blk = u / (uint32_t)kS;
-    l = blk / (uint32_t)kW * (uint32_t)kS + u % (uint32_t)kS;
-    return g < 0 || (blk % (uint32_t)kW == q && l <= 0xFFFFu);
-}
-
+// Short gids: gid(l, q) = (l / S) * W * S + q * S + l % S of local id l
+// on rank q.
 __device__ __forceinline__ int32_t global_id(uint32_t l, uint32_t q)
 {
     return (int32_t)(((l / (uint32_t)kS) * (uint32_t)kW + q) * (uint32_t)kS + l % (uint32_t)kS);
+}
+
+// The low 16 bits of gid g's local id on rank q, and in *misfit 1 when g
+// is valid and they do not give g back (g is not rank q's, or its local id
+// needs more bits). An invalid candidate (g < 0) is never selected: its id
+// is not needed. Bitwise, without branches: a bool kept across the load's
+// batch spilled at the two-CTA shape's 64 registers.
+__device__ __forceinline__ uint32_t local_id(int32_t g, uint32_t q, uint32_t &misfit)
+{
+    const uint32_t u = (uint32_t)g, blk = u / (uint32_t)kS;
+    const uint32_t l = (blk / (uint32_t)kW * (uint32_t)kS + u % (uint32_t)kS) & 0xFFFFu;
+    misfit |= (u >> 31 ^ 1u) & (global_id(l, q) != g ? 1u : 0u);
+    return l;
 }
 
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
@@ -560,11 +564,11 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
 // primary keys to shared memory (when kept there; their gids too where
 // `gids`, kCands words past the keys, or with kShortGids their local ids,
 // kCands words past the keys in 16-bit units), their top 11 bits to
-// `hist`; *fits false when a gid does not fit 16 bits.
+// `hist`; *misfit 1 when a gid does not fit 16 bits.
 // dst = skeys + key_index(2 * v), ki = key_index(2 * v).
 __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint32_t ki,
                                             int32_t s0, int32_t g0, int32_t s1, int32_t g1,
-                                            bool gids, uint32_t q, bool &fits)
+                                            bool gids, uint32_t q, uint32_t &misfit)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
@@ -575,10 +579,9 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint3
             make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
     if (kShortGids) {
         // ki is even (2v's low two bits are kept): both ids in one word.
-        uint32_t l0, l1;
-        const bool f0 = local_id(gid_of(g0), q, l0), f1 = local_id(gid_of(g1), q, l1);
-        fits = fits && f0 && f1;
-        reinterpret_cast<uint32_t *>(dst - ki + kCands)[ki >> 1] = (l0 & 0xFFFFu) | l1 << 16;
+        const uint32_t l0 = local_id(gid_of(g0), q, misfit);
+        const uint32_t l1 = local_id(gid_of(g1), q, misfit);
+        reinterpret_cast<uint32_t *>(dst - ki + kCands)[ki >> 1] = l0 | l1 << 16;
     }
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
     atomicAdd(&hist[k0 >> 21], 1u);
@@ -595,7 +598,7 @@ __device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row
                                            uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
-    bool fits = true;
+    uint32_t misfit = 0;
     // A whole iteration in one rank (2 * kThreads divides K and the CTA's
     // share): its rank and first position are known without tid.
     constexpr bool kOneRank = kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
@@ -645,11 +648,11 @@ __device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row
                                         : row_pos(row, 2 * v) / (uint32_t)kK;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
                 take_vector(hist, dst, (uint32_t)(dst - skeys), s0[b], g0[b], s1[b], g1[b], gids,
-                            q, fits);
+                            q, misfit);
         }
     }
     // Any thread's misfit marks the row (the caller's barrier publishes it).
-    if (kShortGids && !fits)
+    if (kShortGids && misfit != 0u)
         sh.long_gids = 1u;
 }
 
