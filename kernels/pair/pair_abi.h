@@ -97,8 +97,8 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * 145 KiB; its two-CTA shape keeps half of them) and rows of 8192 to 12288
  * (two 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's
  * blocks take 99 KiB; a target not named here) those rows keep the smaller
- * footprint they fit in. The largest total is still 128 KiB past the
- * working area: a row of 32768's keys, or a row of 16384's keys and gids. */
+ * footprint they fit in. The largest total is 192 KiB past the working
+ * area: a row of 32768's keys and 16-bit local ids (208 KiB in all). */
 #define DC_PAIR_SELECT_STATE_BYTES 8448
 #define DC_PAIR_SELECT_SHARED_BYTES(c)                                         \
     (DC_PAIR_SELECT_STATE_BYTES + ((c) > 1 ? 16448 : 8192))
@@ -112,19 +112,21 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
       (((long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW && !(two)) ||          \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
 /* The candidates of a CTA whose gids stay on chip: all of them where
- * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
- * two-CTA shape on the same large targets (32 KiB: two CTAs of 112 KiB
- * still fit an SM; the template keeps all 16384 local ids of 16 bits there
- * instead where its segments are ranks); else none. The reservation is
- * this count's 4 bytes a candidate either way. */
+ * DC_PAIR_SELECT_SMEM_GIDS says so; on the same large targets the first
+ * half of a row of 16384 in its two-CTA shape (32 KiB: two CTAs of 112 KiB
+ * still fit an SM) and of a row of 16385 to 32768 (one 1024-thread CTA an
+ * SM, at most 208 KiB), where the template keeps every candidate's 16-bit
+ * local id instead when its segments are ranks; else none. The
+ * reservation is this count's 4 bytes a candidate either way. */
 #define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
          ? (long long)(w) * (k) / (c)                                          \
-         : ((two) && (c) == 1 &&                                               \
-                    (long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW &&            \
-                    DC_PAIR_BIG_SMEM(arch)                                     \
-                ? (long long)(w) * (k) / 2                                     \
-                : 0ll))
+         : (c) == 1 && DC_PAIR_BIG_SMEM(arch) &&                               \
+                   (((two) && (long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW) || \
+                    ((long long)(w) * (k) > DC_PAIR_TWO_CTAS_ROW &&            \
+                     (long long)(w) * (k) <= 2 * DC_PAIR_TWO_CTAS_ROW))        \
+               ? (long long)(w) * (k) / 2                                      \
+               : 0ll)
 #define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch, two)                          \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \
