@@ -653,7 +653,7 @@ __device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row
     }
     // Any thread's misfit marks the row (the caller's barrier publishes it).
     if (kShortGids && misfit != 0u)
-        sh.long_gids = 1u;
+        atomicOr(&sh.long_gids, 1u); // several threads: an atomic, not a racing store
 }
 
 // Digit q (0, 1, 2) of a 32-bit key: bits [21, 32), [10, 21), [0, 10).
