@@ -30,6 +30,10 @@ cache=$(mktemp -d)
 lines=$(mktemp)
 trap 'rm -rf "$cache" "$lines"' EXIT
 chmod 700 "$cache"
+# AB_CACHE_FROM: a kernel cache file to start from (the binaries' keys
+# warmed on the build machine: `dcptopk warmup CONFIG --arch ARCH --cache F`
+# with each version's CLI), so that the first round times without compiles.
+[ -z "${AB_CACHE_FROM:-}" ] || cp "$AB_CACHE_FROM" "$cache/dcptopk.sqlite"
 export DCPTOPK_CACHE_DIR="$cache" NCCL_NVLS_ENABLE=0
 unset DCPTOPK_TEMPLATE_DIR
 for ((i = 1; i <= rounds; i++)); do
