@@ -49,11 +49,9 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * faster depends on the GPU's DRAM bandwidth against its SMs' work
  * (docs/TUNING.md): one 1024-thread CTA an SM with the gids on chip reads
  * the input once and is bound by its on-chip work, which the H100 and the
- * H200 do alike; two 512-thread CTAs an SM have 32 KiB for gids
- * (DC_PAIR_SELECT_GID_CANDS): the flat merge keeps every candidate's
- * 16-bit local id there, a row whose ids do not fit (and the hierarchical
- * merge's second stage keeps the first half's gids) re-reads the selected
- * ones, and it is bound by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
+ * H200 do alike; two 512-thread CTAs an SM keep only the first half's gids
+ * (DC_PAIR_SELECT_GID_CANDS), re-read the other selected ones and are bound
+ * by DRAM. The two-CTA shape (bit 7) wins where DRAM brings at least 15.5
  * bytes a cycle an SM, as on the H200 and not on the H100. In the
  * attributes' units (bandwidth = 2 * memory clock * bus width / 8):
  * 2 * mem_khz * bus_bits >= 124 * sms * sm_khz. */
@@ -97,8 +95,8 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
  * 145 KiB; its two-CTA shape keeps half of them) and rows of 8192 to 12288
  * (two 512-thread CTAs an SM, at most 113 KiB each). Elsewhere (sm_120's
  * blocks take 99 KiB; a target not named here) those rows keep the smaller
- * footprint they fit in. The largest total is 192 KiB past the working
- * area: a row of 32768's keys and 16-bit local ids (208 KiB in all). */
+ * footprint they fit in. The largest total is still 128 KiB past the
+ * working area: a row of 32768's keys, or a row of 16384's keys and gids. */
 #define DC_PAIR_SELECT_STATE_BYTES 8448
 #define DC_PAIR_SELECT_SHARED_BYTES(c)                                         \
     (DC_PAIR_SELECT_STATE_BYTES + ((c) > 1 ? 16448 : 8192))
@@ -112,21 +110,17 @@ DC_ABI_ARGS(dc_pair_pack_args, DC_PAIR_PACK_PARAMS)
       (((long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW && !(two)) ||          \
        ((long long)(w) * (k) >= 8192 && (long long)(w) * (k) <= 12288))))
 /* The candidates of a CTA whose gids stay on chip: all of them where
- * DC_PAIR_SELECT_SMEM_GIDS says so; on the same large targets the first
- * half of a row of 16384 in its two-CTA shape (32 KiB: two CTAs of 112 KiB
- * still fit an SM) and of a row of 16385 to 32768 (one 1024-thread CTA an
- * SM, at most 208 KiB), where the template keeps every candidate's 16-bit
- * local id instead when its segments are ranks; else none. The
- * reservation is this count's 4 bytes a candidate either way. */
+ * DC_PAIR_SELECT_SMEM_GIDS says so; the first half of a row of 16384 in its
+ * two-CTA shape on the same large targets (32 KiB: two CTAs of 112 KiB
+ * still fit an SM, and the emit re-reads half as many gids); else none. */
 #define DC_PAIR_SELECT_GID_CANDS(w, k, c, arch, two)                           \
     (DC_PAIR_SELECT_SMEM_GIDS(w, k, c, arch, two)                              \
          ? (long long)(w) * (k) / (c)                                          \
-         : (c) == 1 && DC_PAIR_BIG_SMEM(arch) &&                               \
-                   (((two) && (long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW) || \
-                    ((long long)(w) * (k) > DC_PAIR_TWO_CTAS_ROW &&            \
-                     (long long)(w) * (k) <= 2 * DC_PAIR_TWO_CTAS_ROW))        \
-               ? (long long)(w) * (k) / 2                                      \
-               : 0ll)
+         : ((two) && (c) == 1 &&                                               \
+                    (long long)(w) * (k) == DC_PAIR_TWO_CTAS_ROW &&            \
+                    DC_PAIR_BIG_SMEM(arch)                                     \
+                ? (long long)(w) * (k) / 2                                     \
+                : 0ll))
 #define DC_PAIR_SELECT_SMEM_BYTES(w, k, c, arch, two)                          \
     (DC_PAIR_SELECT_SHARED_BYTES(c) +                                          \
      (DC_PAIR_SELECT_SMEM_KEYS(w, k, c) ? (w) * (k) / (c) * 4 : 0) +           \

@@ -41,8 +41,7 @@
 //    (duplicates), the first ones in position order are taken. With at most
 //    32 positions a thread (kMask), pass 1 also leaves two bit masks in
 //    registers, the keys above and in the pass-0 boundary bin, and pass 2
-//    walks only the latter; with one CTA a row, a pass-1 bin of at most 32
-//    keys is ranked by warp 0 instead of a third histogram (pass2_few).
+//    walks only the latter.
 // 3. Emit: thread tid owns a contiguous run of kChunk positions; it flags its
 //    selected candidates (from the masks when the threshold came after pass
 //    1), one block scan gives its output offsets, it lists their positions
@@ -102,23 +101,11 @@ constexpr int kArch = __CUDA_ARCH__ / 10;
 #else
 constexpr int kArch = 90;
 #endif
-// The gid bytes pair_abi.h reserves after the keys.
-constexpr int kGidBytes =
-    kSmemKeys
-        ? 4 * DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
-        : 0;
-// Short gids: where the reservation holds 16 bits a candidate but not 32
-// (a row of 16384's two-CTA shape) and every segment is one rank's (the
-// flat merge), each candidate keeps its local id on its rank, from which
-// the gid follows (global_id). A row whose gids do not all fit (a gid not
-// of its segment's rank, a local id past 16 bits) re-reads its selected
-// gids from global memory instead (Shared::long_gids).
-constexpr bool kShortGids =
-    kSeg == kW && kGidBytes < 4 * kCands && kGidBytes >= 2 * kCands && !kGroup;
-// Else positions [0, kGidCands) have their gids on chip: all of them
-// (kSmemGids), the first ones (a row of 16384's two-CTA shape outside the
-// flat merge), or none.
-constexpr int kGidCands = kShortGids ? 0 : kGidBytes / 4;
+// Positions [0, kGidCands) have their gids on chip: all of them
+// (kSmemGids), the first half in a row of 16384's two-CTA shape, or none.
+constexpr int kGidCands =
+    kSmemKeys ? DC_PAIR_SELECT_GID_CANDS(kSeg, kK, kClu, kArch, DC_PAIR_TWO_CTAS(DCPTOPK_VARIANT))
+              : 0;
 constexpr bool kSmemGids = kGidCands == kCands;
 // Bytes reserved for Shared (below) at the start of the dynamic shared
 // memory; the keys follow (pair_abi.h: the launcher adds the same).
@@ -184,7 +171,6 @@ struct Shared {
     uint32_t sel_before; // selected candidates in the CTAs before this one
     uint32_t sel_all;    // selected candidates of the row
     uint32_t dup_before; // duplicates mode: tied candidates before this CTA
-    uint32_t long_gids;  // kShortGids: nonzero when the row's gids do not fit
 };
 
 // A cluster's extra shared memory, after Shared: each CTA's own histograms
@@ -429,8 +415,6 @@ struct Row {
     const uint32_t *keys;  // shared keys, or nullptr
     uint32_t pos0;         // the row's position of this CTA's first (0 with one CTA)
     const int32_t *gids;   // the gids, beside the keys in shared memory (kGidCands)
-    const uint16_t *lids;  // kShortGids: the local ids, in the same place
-    bool short_ok;         // kShortGids: every gid of the row is in lids
 };
 
 __device__ __forceinline__ uint32_t row_pos(const Row &row, uint32_t p)
@@ -511,34 +495,12 @@ __device__ __forceinline__ uint32_t get(const uint4 &q, int j)
     return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
 }
 
-// Short gids: gid(l, q) = (l / S) * W * S + q * S + l % S of local id l
-// on rank q.
-__device__ __forceinline__ int32_t global_id(uint32_t l, uint32_t q)
-{
-    return (int32_t)(((l / (uint32_t)kS) * (uint32_t)kW + q) * (uint32_t)kS + l % (uint32_t)kS);
-}
-
-// The low 16 bits of gid g's local id on rank q, and in *misfit 1 when g
-// is valid and they do not give g back (g is not rank q's, or its local id
-// needs more bits). An invalid candidate (g < 0) is never selected: its id
-// is not needed. Bitwise, without branches: a bool kept across the load's
-// batch spilled at the two-CTA shape's 64 registers.
-__device__ __forceinline__ uint32_t local_id(int32_t g, uint32_t q, uint32_t &misfit)
-{
-    const uint32_t u = (uint32_t)g, blk = u / (uint32_t)kS;
-    const uint32_t l = (blk / (uint32_t)kW * (uint32_t)kS + u % (uint32_t)kS) & 0xFFFFu;
-    misfit |= (u >> 31 ^ 1u) & (global_id(l, q) != g ? 1u : 0u);
-    return l;
-}
-
 __device__ __forceinline__ int32_t gid_at(const Row &row, uint32_t p)
 {
     // key_index keeps p in its 32-position row, so p < kGidCands (a
     // multiple of 32) holds its gid.
     if (kSmemGids || (kGidCands > 0 && p < (uint32_t)kGidCands))
         return row.gids[key_index(p)];
-    if (kShortGids && row.short_ok)
-        return global_id(row.lids[key_index(p)], p / (uint32_t)kK);
     return gid_of(ld_nc(row.base + pair_offset(row_pos(row, p), row.rank_stride) + 1));
 }
 
@@ -560,15 +522,12 @@ __device__ __forceinline__ void for_my_keys(const Row &row, F f)
     }
 }
 
-// The two candidates of vector v (positions 2v, 2v + 1, of rank q): their
-// primary keys to shared memory (when kept there; their gids too where
-// `gids`, kCands words past the keys, or with kShortGids their local ids,
-// kCands words past the keys in 16-bit units), their top 11 bits to
-// `hist`; *misfit 1 when a gid does not fit 16 bits.
-// dst = skeys + key_index(2 * v), ki = key_index(2 * v).
-__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint32_t ki,
-                                            int32_t s0, int32_t g0, int32_t s1, int32_t g1,
-                                            bool gids, uint32_t q, uint32_t &misfit)
+// The two candidates of vector v (positions 2v, 2v + 1): their primary keys
+// to shared memory (when kept there; their gids too where `gids`, kCands
+// words past the keys), their top 11 bits to `hist`.
+// dst = skeys + key_index(2 * v).
+__device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, int32_t s0, int32_t g0,
+                                            int32_t s1, int32_t g1, bool gids)
 {
     const uint32_t k0 = primary_key(s0, g0);
     const uint32_t k1 = primary_key(s1, g1);
@@ -577,12 +536,6 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint3
     if (gids)
         *reinterpret_cast<uint2 *>(dst + kCands) =
             make_uint2((uint32_t)gid_of(g0), (uint32_t)gid_of(g1));
-    if (kShortGids) {
-        // ki is even (2v's low two bits are kept): both ids in one word.
-        const uint32_t l0 = local_id(gid_of(g0), q, misfit);
-        const uint32_t l1 = local_id(gid_of(g1), q, misfit);
-        reinterpret_cast<uint32_t *>(dst - ki + kCands)[ki >> 1] = l0 | l1 << 16;
-    }
     // Invalid keys (0) count in bin 0, which no valid key reaches: no branch.
     atomicAdd(&hist[k0 >> 21], 1u);
     atomicAdd(&hist[k1 >> 21], 1u);
@@ -594,14 +547,9 @@ __device__ __forceinline__ void take_vector(uint32_t *hist, uint32_t *dst, uint3
 // Rows of at most 16 iterations are unrolled whole: every iteration's rank
 // and offset in the rank fold into constants.
 template <bool V16>
-__device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row &row,
-                                           uint32_t *skeys)
+__device__ __forceinline__ void load_phase(uint32_t *hist, const Row &row, uint32_t *skeys)
 {
     const uint32_t tid = threadIdx.x;
-    uint32_t misfit = 0;
-    // A whole iteration in one rank (2 * kThreads divides K and the CTA's
-    // share): its rank and first position are known without tid.
-    constexpr bool kOneRank = kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
     const uint32_t key0 = key_index(2 * tid);
 #pragma unroll(kIters <= 16 ? 16 : 1)
     for (int i0 = 0; i0 < kIters; i0 += kLoadBatch) {
@@ -614,9 +562,14 @@ __device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row
             s1[b] = 0;
             g1[b] = -1;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs)) {
+                // A whole iteration in one rank (2 * kThreads divides K
+                // and the CTA's share): its rank and first position are
+                // known without tid.
+                constexpr bool kOneRank =
+                    !kRowMajor && kK % (2 * kThreads) == 0 && kCands % (2 * kThreads) == 0;
                 const uint32_t p0 = row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads));
                 const int32_t *p =
-                    kOneRank && !kRowMajor ? row.base + (long long)(p0 / kK) * row.rank_stride +
+                    kOneRank ? row.base + (long long)(p0 / kK) * row.rank_stride +
                                    (long long)((p0 % kK + 2 * tid) * 2)
                              : row.base + pair_offset(row_pos(row, 2 * v), row.rank_stride);
                 if (V16) {
@@ -643,17 +596,10 @@ __device__ __forceinline__ void load_phase(Shared &sh, uint32_t *hist, const Row
                 (kGidCands > 0 && (kGidCands % (2 * kThreads) == 0
                                        ? (i0 + b) * (2 * kThreads) < kGidCands
                                        : v < (uint32_t)kGidCands / 2));
-            // The vector's rank (segment), a constant where kOneRank holds.
-            const uint32_t q = kOneRank ? row_pos(row, (uint32_t)(i0 + b) * (2 * kThreads)) / kK
-                                        : row_pos(row, 2 * v) / (uint32_t)kK;
             if (i0 + b < kIters && (kFullIters || v < (uint32_t)kVecs))
-                take_vector(hist, dst, (uint32_t)(dst - skeys), s0[b], g0[b], s1[b], g1[b], gids,
-                            q, misfit);
+                take_vector(hist, dst, s0[b], g0[b], s1[b], g1[b], gids);
         }
     }
-    // Any thread's misfit marks the row (the caller's barrier publishes it).
-    if (kShortGids && misfit != 0u)
-        atomicOr(&sh.long_gids, 1u); // several threads: an atomic, not a racing store
 }
 
 // Digit q (0, 1, 2) of a 32-bit key: bits [21, 32), [10, 21), [0, 10).
@@ -730,46 +676,6 @@ __device__ void hist_pass2(uint32_t *hist, const Row &row, uint32_t inbin, uint3
     __syncthreads();
 }
 
-// Pass 2 with masks when pass 1's boundary bin holds few keys (cnt <= 32,
-// nearly every row of scores): instead of clearing, filling and searching
-// a histogram of 1024 bins, the bin's keys are gathered into sh.hist[0,
-// cnt) (pass 0's histogram, read by now) and warp 0 ranks them against
-// each other. It publishes what find_bin would (the low digit of the
-// need-th largest key, the keys above it and equal to it), behind one
-// barrier. The slots count down from pass 1's count of the bin, which
-// nothing reads again (hist_b is cleared before any later pass uses it).
-__device__ void pass2_few(Shared &sh, const Row &row, uint32_t inbin, uint32_t mask, uint32_t pre,
-                          uint32_t cnt, uint32_t need)
-{
-    uint32_t *const slots = hist_b(sh) + sh.bin; // pass 1's bin, its count cnt
-    const uint32_t p0 = threadIdx.x * kChunk;
-    for (uint32_t m = inbin; m != 0u; m &= m - 1u) {
-        const uint32_t k = row.keys[key_index(p0 + (uint32_t)(__ffs(m) - 1))];
-        if ((k & mask) == pre)
-            sh.hist[atomicAdd(slots, 0xFFFFFFFFu) - 1u] = k;
-    }
-    __syncthreads();
-    if (dc::warp_id() == 0) {
-        const uint32_t lane = dc::lane_id();
-        // Valid keys are never 0, so the empty lanes' 0 ranks below them all.
-        const uint32_t mine = lane < cnt ? sh.hist[lane] : 0u;
-        uint32_t gt = 0, eq = 0;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            const uint32_t v = __shfl_sync(0xFFFFFFFFu, mine, j);
-            gt += v > mine ? 1u : 0u;
-            eq += v == mine ? 1u : 0u;
-        }
-        const uint32_t hit = __ballot_sync(0xFFFFFFFFu, lane < cnt && gt < need && gt + eq >= need);
-        if (lane == (uint32_t)(__ffs(hit) - 1)) {
-            sh.bin = mine & 0x3FFu;
-            sh.above = gt;
-            sh.cnt = eq;
-        }
-    }
-    __syncthreads();
-}
-
 // Radix select; leaves the decision in dec (every thread takes the same),
 // and in a cluster sh.sel_all / sel_before behind a barrier.
 // The first histogram is built (sh.hist, or in a cluster cl->local[0]).
@@ -811,40 +717,33 @@ __device__ void radix_select(Shared &sh, ClusterShared *cl, const Row &row, Deci
         }
     };
     masked = false;
-    uint32_t last_cnt = 0; // the last pass's boundary bin's count
     for (int q = 0; q < 3; q++) {
         uint32_t *const h = pass_hist();
-        if (kMask && !kGroup && q == 2 && last_cnt <= 32u) {
-            pass2_few(sh, row, inbin_mask, mask, pre, last_cnt, need);
-            e++;
-        } else {
-            if (q > 0) {
-                if (kGroup || q != 1)
-                    clear_hist(h);
-                if (kMask && q == 1) {
-                    hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
-                    masked = true;
-                } else if (kMask && q == 2) {
-                    hist_pass2(h, row, inbin_mask, mask, pre);
-                } else {
-                    hist_primary(h, row, q, mask, pre);
-                }
-            }
-            settle();
-            // Bin 0 of the first histogram holds the invalid keys: thread 0,
-            // the only reader of bin 0 in find_bin (either search), drops it.
-            if (q == 0 && threadIdx.x == 0)
-                sh.hist[0] = 0u;
-            find_bin(sh, need, h);
-            if (q == 0 && sh.total <= need) {
-                // Fewer than K + 1 valid candidates: every valid one.
-                dec.mode = kModeAllValid;
-                taken(sh.total_before, sh.total);
-                return;
+        if (q > 0) {
+            if (kGroup || q != 1)
+                clear_hist(h);
+            if (kMask && q == 1) {
+                hist_pass1(h, row, pre >> 21, above_mask, inbin_mask);
+                masked = true;
+            } else if (kMask && q == 2) {
+                hist_pass2(h, row, inbin_mask, mask, pre);
+            } else {
+                hist_primary(h, row, q, mask, pre);
             }
         }
+        settle();
+        // Bin 0 of the first histogram holds the invalid keys: thread 0,
+        // the only reader of bin 0 in find_bin (either search), drops it.
+        if (q == 0 && threadIdx.x == 0)
+            sh.hist[0] = 0u;
+        find_bin(sh, need, h);
+        if (q == 0 && sh.total <= need) {
+            // Fewer than K + 1 valid candidates: every valid one.
+            dec.mode = kModeAllValid;
+            taken(sh.total_before, sh.total);
+            return;
+        }
         const uint32_t bin = sh.bin, above = sh.above, cnt = sh.cnt;
-        last_cnt = cnt;
         if (kGroup)
             before += sh.above_before;
         need -= above;
@@ -1233,8 +1132,6 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
     row.rank_stride = rank_stride;
     row.keys = kSmemKeys ? dyn_keys : nullptr;
     row.gids = reinterpret_cast<const int32_t *>(dyn_keys + kCands);
-    row.lids = reinterpret_cast<const uint16_t *>(dyn_keys + kCands);
-    row.short_ok = false;
     const long long row_words = !kRowMajor ? (long long)kK * 2 : (long long)kRowCands * 2;
     // 16-byte vectors need a 16-byte aligned buffer (the rank and row strides
     // are multiples of 16 bytes since K is a multiple of 32).
@@ -1265,15 +1162,12 @@ dcptopk_pair_select(DC_KERNEL_PARAMS(DC_PAIR_SELECT_PARAMS))
         if (!kGroup)
             hist_b(sh)[c] = 0u;
     }
-    if (kShortGids && tid == 0)
-        sh.long_gids = 0u;
     __syncthreads();
     if (v16)
-        load_phase<true>(sh, hist0, row, dyn_keys);
+        load_phase<true>(hist0, row, dyn_keys);
     else
-        load_phase<false>(sh, hist0, row, dyn_keys);
+        load_phase<false>(hist0, row, dyn_keys);
     __syncthreads();
-    row.short_ok = kShortGids && sh.long_gids == 0u;
     select_emit(sh, cl, row, t, o);
     if (kGroup)
         dc::cluster_wait();

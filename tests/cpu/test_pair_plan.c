@@ -40,28 +40,6 @@ TEST(gids_on_chip_only_on_large_targets)
     CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(8, 2048, 1, 120, 0), 82176);
 }
 
-/* Rows of 16385 to 32768 candidates (one 1024-thread CTA an SM) reserve
- * half their gids' bytes on sm_90 / sm_100, room for a 16-bit local id a
- * candidate: 16640 + 4 n + 2 n bytes, at most 213248 at n = 32768; none on
- * sm_120, where their keys alone exceed a block. */
-TEST(rows_past_16384_reserve_16_bits_a_gid)
-{
-    static const struct { int32_t w, k; } rows[] = {{16, 2048}, {8, 4096}, {12, 2048}, {9, 2048}};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const int32_t w = rows[i].w, k = rows[i].k;
-        const long long n = (long long)w * k;
-        CHECK_EQ(DC_PAIR_SELECT_THREADS(w, k, 1, 0), 1024);
-        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 90, 0), n / 2);
-        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 100, 0), n / 2);
-        CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(w, k, 1, 120, 0), 0);
-        CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(w, k, 1, 90, 0), 16640 + 6 * n);
-    }
-    CHECK_EQ(DC_PAIR_SELECT_SMEM_BYTES(16, 2048, 1, 90, 0), 213248);
-    CHECK(213248 <= BIG);
-    /* Past 32768 the keys leave shared memory, and so do the ids. */
-    CHECK_EQ(DC_PAIR_SELECT_GID_CANDS(16, 4096, 1, 90, 0), 0);
-}
-
 /* Every one-CTA row of W = 1..16 ranks and K = 32..4096 (multiples of 32):
  * on sm_90 / sm_100 a block fits 227 KiB, and the rows that run two
  * 512-thread CTAs an SM still fit two; on sm_120 every row of at most
