@@ -339,27 +339,25 @@ const char *dc_pair_family_name(int family)
     return family >= 0 && family < DC_PFAM_COUNT ? names[family] : "?";
 }
 
-/* A score of `family` at rank q of w. */
-/* Crowded-bin rows: slots [0, a) of each rank score far above the crowd,
+/* A score of `family` for slot j of the K at rank q of w.
+ *
+ * Crowded-bin rows: slots [0, a) of each rank score far above the crowd,
  * [a, a + c) in it (2.0 plus up to 511 ulps: one 22-bit key bin, some equal),
  * the rest far below; a puts the row's K-th largest about half way into the
- * W c crowded scores. */
-static uint32_t crowded_score(dc_rng *r, int32_t j, int32_t topk, int32_t w)
-{
-    int32_t c = 24 / w > 1 ? 24 / w : 1;
-    int32_t a = topk / w - c / 2;
-    if (a < 0)
-        a = 0;
-    if (j < a)
-        return dc_f32_bits((float)(dc_rng_normal(r) + 20.0));
-    if (j < a + c)
-        return 0x40000000u + (uint32_t)dc_rng_below(r, 512);
-    return dc_f32_bits((float)(dc_rng_normal(r) - 20.0));
-}
-
-static uint32_t pair_score(dc_rng *r, int family, int32_t q, int32_t w)
+ * w c crowded scores. */
+static uint32_t pair_score(dc_rng *r, int family, int32_t j, int32_t topk, int32_t q,
+                           int32_t w)
 {
     switch (family) {
+    case DC_PFAM_CROWDED_BIN: {
+        const int32_t c = 24 / w > 1 ? 24 / w : 1;
+        const int32_t a = topk / w - c / 2 > 0 ? topk / w - c / 2 : 0;
+        if (j < a)
+            return dc_f32_bits((float)(dc_rng_normal(r) + 20.0));
+        if (j < a + c)
+            return 0x40000000u + (uint32_t)dc_rng_below(r, 512);
+        return dc_f32_bits((float)(dc_rng_normal(r) - 20.0));
+    }
     case DC_PFAM_RANK_RISING:
         return dc_f32_bits((float)(dc_rng_normal(r) + 2.0 * q));
     case DC_PFAM_RANK_FALLING:
@@ -410,9 +408,7 @@ int32_t *dc_gen_pair_candidates(int family, int32_t topk, int32_t world_size,
                 int64_t l = slots[j] + (family == DC_PFAM_WIDE_IDS && t % 2 ? 62000 : 0);
                 int64_t gid = (l / interleave) * world_size * interleave +
                               (int64_t)q * interleave + l % interleave;
-                uint32_t score = family == DC_PFAM_CROWDED_BIN
-                                     ? crowded_score(&rng, j, topk, world_size)
-                                     : pair_score(&rng, family, q, world_size);
+                uint32_t score = pair_score(&rng, family, j, topk, q, world_size);
                 int invalid = all_invalid ||
                               (family == DC_PFAM_INVALID30 &&
                                dc_rng_below(&rng, 10) < 3);

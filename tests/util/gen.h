@@ -119,7 +119,7 @@ void dc_gen_bf16_row(dc_rng *r, int family, uint16_t *row, int64_t n);
                                     /* the last ranks                        */ \
     X(RANK_FALLING, "rank-falling") /* normal + (W - 1 - q) / 4 at rank q:   */ \
                                     /* the first ranks lead a little         */ \
-    X(CROWDED_BIN, "crowded-bin")   /* about 24 scores a row share the top   */ \
+    X(CROWDED_BIN, "crowded-bin")   /* 16 to 24 scores a row share the top   */ \
                                     /* 22 key bits, the K-th in their middle */ \
     X(WIDE_IDS, "wide-ids")         /* odd rows' local ids 62000 and up,     */ \
                                     /* some past 16 bits                     */
